@@ -1,0 +1,32 @@
+"""spec-surgery: wire speculative-decoding draft models into their targets from declarative recipes.
+
+Config-only API (no torch import):
+
+    from surgery import load_recipe, read_facts, resolve, Runtime
+    plan = resolve(load_recipe("gemma4-mtp"), read_facts(draft_dir), read_facts(target_dir), Runtime(engine="hf"))
+
+Applying to live models (imports torch lazily): `surgery.apply.apply_plan`, `surgery.apply.verify`.
+"""
+from ._version import __version__
+from .diagnostics import Diagnostic, SurgeryError
+from .facts import ModelFacts, facts_from_config, read_facts
+from .plan import Plan, Runtime
+from .recipe import Recipe, load_recipe, parse_recipe
+from .resolver import resolve
+
+__all__ = ["__version__", "Diagnostic", "SurgeryError", "ModelFacts", "facts_from_config", "read_facts", "Plan",
+           "Runtime", "Recipe", "load_recipe", "parse_recipe", "resolve", "apply", "verify"]
+
+
+def apply(plan, draft, target, adapter=None, **kwargs):
+    """Apply a plan to live models (atomic; see surgery.apply.core). Imports torch lazily."""
+    from .apply import apply_plan
+
+    return apply_plan(plan, draft, target, adapter=adapter, **kwargs)
+
+
+def verify(plan, draft, target, adapter=None, **kwargs):
+    """Check the plan's invariants on live models; returns a VerifyReport."""
+    from .apply import verify_plan
+
+    return verify_plan(plan, draft, target, adapter=adapter, **kwargs)

@@ -1,0 +1,196 @@
+"""The `surgery` command. Config-only commands (validate, plan, explain, recipes) never import
+torch, transformers or vllm; `apply` imports them lazily."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
+
+EPILOG_MAIN = """examples:
+  surgery recipes
+  surgery plan gemma4-mtp --target path/to/target --draft path/to/draft
+  surgery validate recipes/gemma4-mtp.yaml --target T --draft D --pp 2 --json
+  surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
+  surgery explain SRG316
+
+exit codes: 0 fine, 1 recipe or configs invalid (for each other), 2 usage error or unreadable input"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with its own message format; route usage errors through our coded diagnostics."""
+
+    def error(self, message: str):  # noqa: D401
+        raise SurgeryError(diag("SRG011", message, hint=f"run `{self.prog} --help`"))
+
+
+def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
+    p.add_argument("--target", required=required, metavar="T", help="target config.json or model folder")
+    p.add_argument("--draft", required=required, metavar="D", help="draft config.json or model folder")
+    p.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline-parallel size (default 1)")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size (default 1)")
+    p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
+    p.add_argument("--attention-backend", default=None, metavar="B", help="attention backend name (vLLM)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    parser = _Parser(prog="surgery", description="Wire speculative-decoding draft models into their targets, "
+                     "from declarative recipes.", epilog=EPILOG_MAIN,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"spec-surgery {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("validate", help="check a recipe against a draft/target pair (config.json only)",
+                       epilog="example:\n  surgery validate gemma4-mtp --target T --draft D --pp 2",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p)
+    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+
+    p = sub.add_parser("plan", help="resolve a recipe against a pair and print the plan (table or --json)",
+                       epilog="example:\n  surgery plan gemma4-mtp --target T --draft D --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p)
+    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+
+    p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
+                       epilog="example:\n  surgery explain SRG302",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("code", nargs="?", help="e.g. SRG302")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("recipes", help="list the shipped recipes with their summary",
+                       epilog="example:\n  surgery recipes --json", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("apply", help="load a pair with HF transformers, apply the recipe, verify, and check it "
+                       "by speculative decoding", epilog="examples:\n  surgery apply recipes/gemma4-mtp.yaml\n"
+                       "  surgery apply gemma4-mtp --ablate --json\n  surgery apply gemma4-mtp --target T --draft D "
+                       "--device cuda --dtype bfloat16", formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p, required=False)
+    p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
+    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
+    p.add_argument("--max-new-tokens", type=int, default=48, metavar="N")
+    p.add_argument("--num-draft-tokens", type=int, default=3, metavar="K")
+    p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
+    p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    return parser
+
+
+def _runtime(args, engine: str):
+    from .plan import Runtime
+
+    return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
+                   attention_backend=args.attention_backend)
+
+
+def cmd_plan(args, out) -> int:
+    from .facts import read_facts
+    from .plan import render_table
+    from .recipe import load_recipe
+    from .resolver import resolve
+
+    recipe = load_recipe(args.recipe)
+    target = read_facts(args.target)
+    draft = read_facts(args.draft)
+    plan = resolve(recipe, draft, target, _runtime(args, args.engine))
+    if args.json:
+        out.write(plan.to_json() + "\n")
+    elif args.command == "validate":
+        for d in plan.diagnostics:
+            if d.severity != "info":
+                out.write(d.render() + "\n")
+        maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
+        out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
+                  f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
+                  f"{', ' + maps if maps else ''})\n")
+    else:
+        out.write(render_table(plan) + "\n")
+    return EXIT_OK if plan.ok else EXIT_INVALID
+
+
+def cmd_explain(args, out) -> int:
+    from .diagnostics import catalogue
+
+    cat = catalogue()
+    if args.code is None:
+        if args.json:
+            out.write(json.dumps(cat, indent=2) + "\n")
+        else:
+            for code, entry in cat.items():
+                out.write(f"{code}  {entry['title']}\n")
+        return EXIT_OK
+    code = args.code.upper()
+    if code not in cat:
+        raise SurgeryError(diag("SRG012", f"unknown code {args.code!r}"))
+    entry = cat[code]
+    if args.json:
+        out.write(json.dumps({"code": code, **entry}, indent=2) + "\n")
+        return EXIT_OK
+    out.write(f"{code}: {entry['title']}  (severity {entry.get('severity', 'error')}, exit {entry.get('exit', 1)})\n\n")
+    out.write(entry.get("explain", "") + "\n")
+    if entry.get("hint"):
+        out.write(f"\nhint: {entry['hint']}\n")
+    return EXIT_OK
+
+
+def cmd_recipes(args, out) -> int:
+    from .recipe import load_recipe
+    from .resources import shipped_recipes
+
+    rows = []
+    for path in shipped_recipes():
+        r = load_recipe(path)
+        rows.append({"name": r.name, "file": str(path), "summary": r.summary,
+                     "target": r.applies_to["target"], "draft": r.applies_to["draft"]})
+    if args.json:
+        out.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        width = max((len(r["name"]) for r in rows), default=0)
+        for r in rows:
+            out.write(f"{r['name']:<{width}}  {r['summary']}\n")
+    return EXIT_OK
+
+
+def cmd_apply(args, out) -> int:
+    from .apply.command import run_apply
+
+    return run_apply(args, out)
+
+
+COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+            "apply": cmd_apply}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    out = sys.stdout
+    parser = build_parser()
+    wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    try:
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help(out)
+            return EXIT_USAGE
+        return COMMANDS[args.command](args, out)
+    except SurgeryError as exc:
+        if wants_json:
+            out.write(json.dumps({"ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]}, indent=2) + "\n")
+        for d in exc.diagnostics:
+            sys.stderr.write(d.render() + "\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""Config facts: a normalised, engine-neutral view of a HF `config.json`, read without transformers.
+
+Everything the resolver checks comes from here: per-layer type / head_dim / KV heads / window /
+KV-shared flag, hidden and vocab sizes, draft-specific fields. Where a field is missing we apply
+the default the transformers config class would apply (data in `data/config_defaults.yaml`) and
+record it, so the plan can say "head_dim: default 256 used".
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .diagnostics import Location, fail
+
+MAX_CONFIG_BYTES = 8 << 20
+MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
+SLIDING = "sliding_attention"
+FULL = "full_attention"
+
+
+@dataclass(frozen=True)
+class LayerFacts:
+    index: int
+    layer_type: str
+    head_dim: int
+    num_kv_heads: int
+    sliding_window: int | None
+    kv_shared: bool
+
+    def get(self, fact: str) -> Any:
+        return {"layer_type": self.layer_type, "head_dim": self.head_dim, "num_kv_heads": self.num_kv_heads,
+                "sliding_window": self.sliding_window, "kv_shared": self.kv_shared}[fact]
+
+
+@dataclass(frozen=True)
+class DefaultUsed:
+    key: str
+    value: Any
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "value": self.value}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    source: str
+    model_type: str
+    text_model_type: str
+    architectures: tuple[str, ...]
+    scalars: dict[str, Any]  # flat facts usable in expressions as draft.X / target.X
+    layers: tuple[LayerFacts, ...]
+    defaults_used: tuple[DefaultUsed, ...] = ()
+    key_prefix: str = ""  # "text_config." where the text facts live in a nested config
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.scalars[name]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def unshared_layers(self) -> list[LayerFacts]:
+        return [layer for layer in self.layers if not layer.kv_shared]
+
+    def key_location(self, key: str) -> Location:
+        return Location(self.source, key_path=self.key_prefix + key)
+
+
+# the facts an expression may name (draft.X / target.X); the resolver rejects anything else
+FACT_NAMES = (
+    "model_type", "text_model_type", "architecture", "hidden_size", "vocab_size", "output_vocab_size",
+    "num_hidden_layers", "num_attention_heads", "num_kv_heads", "head_dim", "global_head_dim",
+    "sliding_window", "num_kv_shared_layers", "num_unshared_layers", "backbone_hidden_size",
+    "num_nextn_predict_layers", "draft_vocab_size", "tie_word_embeddings", "max_position_embeddings",
+    "rope_theta", "hidden_size_per_layer_input", "use_ordered_embeddings", "has_sliding_layers",
+    "layer_type_set", "has_own_embeddings", "target_hidden_size",
+)
+
+
+@lru_cache(maxsize=1)
+def _defaults_table() -> dict[str, dict[str, Any]]:
+    import yaml
+
+    with open(Path(__file__).parent / "data" / "config_defaults.yaml", encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def read_config(path: str | os.PathLike) -> tuple[dict, str]:
+    """Read a config.json (or a model folder holding one) into a dict; coded errors for bad input."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    shown = str(path)
+    if not p.exists():
+        raise fail("SRG001", f"no such file: {p}", Location(shown))
+    if p.is_dir():
+        raise fail("SRG002", f"{p} is a directory", Location(shown))
+    try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise fail("SRG008", f"config is {size} bytes (limit {MAX_CONFIG_BYTES})", Location(str(p)))
+        data = p.read_bytes()
+    except OSError as exc:
+        raise fail("SRG002", f"cannot read {p}: {exc.strerror or exc}", Location(str(p))) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail("SRG002", f"not UTF-8 text (byte {exc.start})", Location(str(p))) from None
+    return parse_config_text(text, str(p)), str(p)
+
+
+def parse_config_text(text: str, source: str = "<config>") -> dict:
+    if not text.strip():
+        raise fail("SRG003", "the config file is empty", Location(source))
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise fail("SRG009", exc.msg, Location(source, exc.lineno, exc.colno)) from None
+    except (ValueError, RecursionError) as exc:
+        raise fail("SRG009", str(exc) if isinstance(exc, ValueError) else "nesting too deep", Location(source)) from None
+    if not isinstance(obj, dict):
+        raise fail("SRG010", f"expected a JSON object, got {type(obj).__name__}", Location(source))
+    return obj
+
+
+def _strip_annotations(obj: Any) -> Any:
+    """Drop `_source`, `_notes`... annotation keys (the shared config corpus carries them)."""
+    if isinstance(obj, dict):
+        return {k: _strip_annotations(v) for k, v in obj.items()
+                if not (k.startswith("_") and k != "_name_or_path")}
+    return obj
+
+
+class _Reader:
+    """Reads fields of one config level with defaults, recording each default used."""
+
+    def __init__(self, cfg: dict, defaults: dict, source: str, prefix: str):
+        self.cfg = cfg
+        self.defaults = defaults
+        self.source = source
+        self.prefix = prefix
+        self.used: list[DefaultUsed] = []
+
+    def get(self, key: str, fallback: Any = None, record: bool = True) -> Any:
+        value = self.cfg.get(key)
+        if value is not None:
+            return value
+        if key in self.defaults:
+            if record:
+                self.used.append(DefaultUsed(self.prefix + key, self.defaults[key]))
+            return self.defaults[key]
+        return fallback
+
+    def int_(self, key: str, required: bool = False, fallback: int | None = None, minimum: int = 0) -> int | None:
+        value = self.get(key, fallback)
+        if value is None:
+            if required:
+                raise fail("SRG201", f"`{key}` is missing and has no default",
+                           Location(self.source, key_path=self.prefix + key))
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail("SRG205", f"`{key}` must be an integer, got {value!r}"[:200],
+                       Location(self.source, key_path=self.prefix + key))
+        if value < minimum or value > MAX_SANE:
+            raise fail("SRG205", f"`{key}` = {value if abs(value) < 1e12 else f'{value:.3g}'} is out of bounds "
+                       f"[{minimum}, {MAX_SANE}]", Location(self.source, key_path=self.prefix + key))
+        return value
+
+
+def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
+    cfg = _strip_annotations(cfg)
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
+    text = cfg.get("text_config")
+    prefix = ""
+    if text is not None:
+        if not isinstance(text, dict):
+            raise fail("SRG202", "`text_config` must be an object", Location(source, key_path="text_config"))
+        prefix = "text_config."
+    else:
+        text = cfg
+    text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else model_type
+    table = _defaults_table()
+    defaults = {**table["*"], **table.get(text_type, {})}
+    top_defaults = {**table["*"], **table.get(model_type, {})}
+    r = _Reader(text, defaults, source, prefix)
+    top = _Reader(cfg, top_defaults, source, "")
+
+    hidden = r.int_("hidden_size", required=True, minimum=1)
+    vocab = r.int_("vocab_size", required=True, minimum=1)
+    n_layers = r.int_("num_hidden_layers", required=True, minimum=1)
+    if n_layers > 4096:
+        raise fail("SRG205", f"`num_hidden_layers` = {n_layers} is out of bounds [1, 4096]",
+                   Location(source, key_path=prefix + "num_hidden_layers"))
+    n_heads = r.int_("num_attention_heads", required=True, minimum=1)
+    kv_heads = r.int_("num_key_value_heads", fallback=n_heads, minimum=1)
+    head_dim = r.int_("head_dim", fallback=max(hidden // n_heads, 1), minimum=1)
+    window = r.int_("sliding_window", minimum=1)
+
+    layer_types = _layer_types(r, n_layers, source, prefix)
+    shared = r.int_("num_kv_shared_layers", fallback=0)
+    if model_type == "gemma4_assistant" and not shared:
+        # Gemma4AssistantConfig.__post_init__: an assistant shares KV in every layer
+        shared = n_layers
+        r.used.append(DefaultUsed(prefix + "num_kv_shared_layers", n_layers))
+    if shared > n_layers:
+        raise fail("SRG202", f"`num_kv_shared_layers` = {shared} exceeds `num_hidden_layers` = {n_layers}",
+                   Location(source, key_path=prefix + "num_kv_shared_layers"))
+    first_shared = n_layers - shared
+    per_layer = _per_layer_dims(r, layer_types, head_dim, kv_heads, source, prefix)
+    layers = tuple(
+        LayerFacts(i, lt, per_layer[i][0], per_layer[i][1], window if lt == SLIDING else None,
+                   shared > 0 and i >= first_shared)
+        for i, lt in enumerate(layer_types)
+    )
+
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise fail("SRG202", "`architectures` must be a list of strings", Location(source, key_path="architectures"))
+    draft_vocab = r.int_("draft_vocab_size", minimum=1)
+    if draft_vocab is None:
+        draft_vocab = top.int_("draft_vocab_size", minimum=1)
+    nextn = r.int_("num_nextn_predict_layers", minimum=0)
+    if nextn is None:
+        nextn = top.int_("num_nextn_predict_layers", minimum=0)
+    backbone = top.int_("backbone_hidden_size", minimum=1) if model_type == "gemma4_assistant" else \
+        top.int_("backbone_hidden_size", minimum=1, fallback=None)
+    tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+    if tie is None:
+        tie = top.get("tie_word_embeddings")
+    rope_theta = text.get("rope_theta")
+    rope_params = text.get("rope_parameters")
+    if rope_theta is None and isinstance(rope_params, dict):
+        sub = rope_params.get(FULL, rope_params)
+        rope_theta = sub.get("rope_theta") if isinstance(sub, dict) else None
+    scalars: dict[str, Any] = {
+        "model_type": model_type,
+        "text_model_type": text_type,
+        "architecture": archs[0] if archs else None,
+        "hidden_size": hidden,
+        "vocab_size": vocab,
+        "output_vocab_size": draft_vocab or vocab,
+        "num_hidden_layers": n_layers,
+        "num_attention_heads": n_heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "global_head_dim": r.get("global_head_dim", record=False),
+        "sliding_window": window,
+        "num_kv_shared_layers": shared,
+        "num_unshared_layers": first_shared,
+        "backbone_hidden_size": backbone,
+        "num_nextn_predict_layers": nextn,
+        "draft_vocab_size": draft_vocab,
+        "tie_word_embeddings": bool(tie),
+        "max_position_embeddings": r.get("max_position_embeddings", record=False),
+        "rope_theta": rope_theta,
+        "hidden_size_per_layer_input": text.get("hidden_size_per_layer_input"),
+        "use_ordered_embeddings": cfg.get("use_ordered_embeddings"),
+        "has_sliding_layers": SLIDING in layer_types,
+        "layer_type_set": sorted(set(layer_types)),
+        "has_own_embeddings": None,  # weights facts: unknown from config alone
+        "target_hidden_size": cfg.get("target_hidden_size"),
+    }
+    return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
+                      tuple(r.used + top.used), prefix, cfg)
+
+
+def _layer_types(r: _Reader, n_layers: int, source: str, prefix: str) -> list[str]:
+    types = r.cfg.get("layer_types")
+    if types is None:
+        pattern = r.cfg.get("sliding_window_pattern")
+        if pattern is None and "sliding_window_pattern" in r.defaults:
+            pattern = r.get("sliding_window_pattern")
+        if pattern is not None:
+            if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+                raise fail("SRG205", f"`sliding_window_pattern` must be a positive integer, got {pattern!r}",
+                           Location(source, key_path=prefix + "sliding_window_pattern"))
+            types = [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
+            r.used.append(DefaultUsed(prefix + "layer_types", f"derived from sliding_window_pattern={pattern}"))
+        else:
+            types = [FULL] * n_layers
+            r.used.append(DefaultUsed(prefix + "layer_types", "all full_attention"))
+    if not isinstance(types, list) or not all(isinstance(t, str) and t for t in types):
+        raise fail("SRG202", "`layer_types` must be a list of non-empty strings",
+                   Location(source, key_path=prefix + "layer_types"))
+    if len(types) != n_layers:
+        raise fail("SRG202", f"`layer_types` has {len(types)} entries but `num_hidden_layers` is {n_layers}",
+                   Location(source, key_path=prefix + "layer_types"))
+    types = list(types)
+    if r.defaults.get("force_last_layer_full") and types[-1] != FULL:
+        types[-1] = FULL
+        r.used.append(DefaultUsed(prefix + f"layer_types[{n_layers - 1}]", "full_attention (forced, as transformers does)"))
+    return types
+
+
+def _per_layer_dims(r: _Reader, layer_types: list[str], head_dim: int, kv_heads: int, source: str,
+                    prefix: str) -> list[tuple[int, int]]:
+    """(head_dim, kv_heads) per layer: Gemma 4 full layers use `global_head_dim` and, with
+    `attention_k_eq_v`, `num_global_key_value_heads`; an explicit `per_layer_config` wins."""
+    dims = [(head_dim, kv_heads)] * len(layer_types)
+    explicit = r.cfg.get("per_layer_config")
+    if isinstance(explicit, dict):
+        dims = list(dims)
+        for key, override in explicit.items():
+            try:
+                idx = int(key)
+            except ValueError:
+                raise fail("SRG202", f"`per_layer_config` key {key!r} is not a layer index",
+                           Location(source, key_path=prefix + "per_layer_config")) from None
+            if not 0 <= idx < len(layer_types) or not isinstance(override, dict):
+                raise fail("SRG202", f"`per_layer_config` entry {key!r} is invalid",
+                           Location(source, key_path=prefix + f"per_layer_config.{key}"))
+            hd = override.get("head_dim", dims[idx][0])
+            kv = override.get("num_key_value_heads", dims[idx][1])
+            if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_SANE for v in (hd, kv)):
+                raise fail("SRG205", f"`per_layer_config.{key}` has an invalid head_dim / num_key_value_heads",
+                           Location(source, key_path=prefix + f"per_layer_config.{key}"))
+            dims[idx] = (hd, kv)
+        return dims
+    if "global_head_dim" in r.defaults or "global_head_dim" in r.cfg:
+        global_hd = r.int_("global_head_dim", minimum=1, fallback=head_dim)
+        k_eq_v = r.cfg.get("attention_k_eq_v", r.defaults.get("attention_k_eq_v", True))
+        global_kv = r.cfg.get("num_global_key_value_heads")
+        full_kv = global_kv if (k_eq_v and global_kv is not None) else kv_heads
+        if isinstance(full_kv, bool) or not isinstance(full_kv, int) or not 0 < full_kv <= MAX_SANE:
+            raise fail("SRG205", f"`num_global_key_value_heads` must be a positive integer, got {full_kv!r}",
+                       Location(source, key_path=prefix + "num_global_key_value_heads"))
+        return [(global_hd, full_kv) if t == FULL else (head_dim, kv_heads) for t in layer_types]
+    return dims
+
+
+def read_facts(path: str | os.PathLike) -> ModelFacts:
+    cfg, source = read_config(path)
+    return facts_from_config(cfg, source)

@@ -1,0 +1,173 @@
+"""The tiny Gemma 4 target/assistant pair used by the HF demo and the tests.
+
+A real miniature of google/gemma-4-E2B-it + its MTP assistant: same classes, same structural
+features (mixed sliding/full attention, KV-shared tail, per-layer inputs, global_head_dim !=
+head_dim, a fully KV-shared assistant reading the target's K/V), scaled down to ~1.5M parameters.
+
+Nothing is ever downloaded. The pair lives in a cache folder (``~/.cache/spec-surgery/tiny-gemma4``,
+override with ``SURGERY_CACHE``) as two ordinary HF folders. When missing they are copied from the
+weights committed in ``surgery/data/tiny/weights/`` or, failing that, rebuilt by
+``tools/build_tiny_pair.py`` (train the target as a byte-level LM, distil the assistant from it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny"
+TARGET_CONFIG_JSON = DATA_DIR / "target_config.json"
+DRAFT_CONFIG_JSON = DATA_DIR / "draft_config.json"
+WEIGHTS_DIR = DATA_DIR / "weights"
+
+# Byte-level vocabulary: Gemma's special ids (pad 0, eos 1, bos 2) are kept so the configs read
+# like the real ones; byte b is token b + BYTE_OFFSET. Ids 3 and 260..263 are unused padding.
+PAD_ID, EOS_ID, BOS_ID = 0, 1, 2
+BYTE_OFFSET = 4
+VOCAB_SIZE = 264
+
+DEFAULT_PROMPTS: tuple[str, ...] = (
+    "def __init__(self, ",
+    "import os\nimport sys\n\n",
+    "    def __repr__(self):\n        return ",
+    "class ",
+    "    if not isinstance(",
+    "        raise ValueError(",
+    "for i in range(",
+    "    return self.",
+    "        try:\n            ",
+    "from collections import ",
+    "# Copyright ",
+    "def get(self, key, default=None):\n    ",
+)
+
+Progress = Callable[[str], None] | None
+
+
+def encode(text: str, bos: bool = True) -> list[int]:
+    """Byte-level encoding; prepends BOS by default (the pair was trained with it)."""
+    ids = [b + BYTE_OFFSET for b in text.encode("utf-8")]
+    return [BOS_ID, *ids] if bos else ids
+
+
+def decode(ids) -> str:
+    """Inverse of :func:`encode`; special and unused ids are dropped."""
+    data = bytes(int(i) - BYTE_OFFSET for i in ids if BYTE_OFFSET <= int(i) < BYTE_OFFSET + 256)
+    return data.decode("utf-8", errors="replace")
+
+
+def cache_root() -> Path:
+    """Folder holding ``target/`` and ``draft/`` (``$SURGERY_CACHE`` or ~/.cache/spec-surgery)."""
+    base = os.environ.get("SURGERY_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "spec-surgery"
+    return root / "tiny-gemma4"
+
+
+def _is_complete(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def load_config_json(path: Path) -> dict:
+    """A shipped config, without the human-only ``_comment`` key."""
+    data = json.loads(Path(path).read_text())
+    data.pop("_comment", None)
+    return data
+
+
+def make_configs():
+    """(Gemma4TextConfig, Gemma4AssistantConfig) built from the shipped JSON files."""
+    from transformers import Gemma4AssistantConfig, Gemma4TextConfig
+
+    target_cfg = Gemma4TextConfig.from_dict(load_config_json(TARGET_CONFIG_JSON))
+    draft_cfg = Gemma4AssistantConfig.from_dict(load_config_json(DRAFT_CONFIG_JSON))
+    return target_cfg, draft_cfg
+
+
+def write_hf_folder(model, dest: Path, extra_config: dict | None = None) -> None:
+    """Save ``model`` as an HF folder at ``dest`` atomically (temp dir in the same parent, then
+    ``os.replace``), so a crash never leaves a half-written folder that looks complete.
+
+    ``extra_config`` keys are merged into config.json: transformers 5.19 serialises the full-layer
+    head size only as ``per_layer_config``; we also keep ``global_head_dim`` (what the public
+    configs and older transformers use) so both readers understand the folder.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if extra_config:
+            _merge_config(tmp / "config.json", extra_config)
+        _replace_dir(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _merge_config(path: Path, extra: dict) -> None:
+    cfg = json.loads(path.read_text())
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key].update(value)
+        else:
+            cfg[key] = value
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def _replace_dir(src: Path, dest: Path) -> None:
+    """Move ``src`` onto ``dest``; an existing (stale or partial) ``dest`` is moved aside first
+    because ``os.replace`` cannot overwrite a non-empty directory."""
+    if dest.exists():
+        stale = Path(tempfile.mkdtemp(prefix=f".{dest.name}-old-", dir=dest.parent))
+        os.replace(dest, stale / dest.name)
+        shutil.rmtree(stale, ignore_errors=True)
+    os.replace(src, dest)
+
+
+def _copy_committed(name: str, dest: Path) -> bool:
+    """Copy ``surgery/data/tiny/weights/<name>`` into the cache, atomically. False if absent."""
+    src = WEIGHTS_DIR / name
+    if not _is_complete(src):
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        for f in ("config.json", "model.safetensors"):
+            shutil.copyfile(src / f, tmp / f)
+        _replace_dir(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
+    """Return (target_dir, draft_dir), materialising them in the cache if needed.
+
+    Order: cache hit → copy committed weights → rebuild (minutes on 2 cores). Never downloads.
+    """
+    say = progress or (lambda _msg: None)
+    root = cache_root()
+    target_dir, draft_dir = root / "target", root / "draft"
+    if _is_complete(target_dir) and _is_complete(draft_dir):
+        return target_dir, draft_dir
+    if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
+        say(f"tiny pair copied from committed weights into {root}")
+        return target_dir, draft_dir
+    say(f"building the tiny pair into {root} (trains for a few minutes)")
+    from tools_bridge import build  # noqa: F401  (replaced below; kept import-light)
+
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def load_pair(target_dir, draft_dir, device="cpu", dtype=None):
+    """Load (target, draft) from HF folders: safetensors only, no remote code, eval mode."""
+    import torch
+    from transformers import Gemma4AssistantForCausalLM, Gemma4ForCausalLM
+
+    dtype = dtype or torch.float32
+    kwargs = dict(use_safetensors=True, trust_remote_code=False, dtype=dtype)
+    target = Gemma4ForCausalLM.from_pretrained(str(target_dir), **kwargs).to(device).eval()
+    draft = Gemma4AssistantForCausalLM.from_pretrained(str(draft_dir), **kwargs).to(device).eval()
+    return target, draft

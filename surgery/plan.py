@@ -1,0 +1,231 @@
+"""The Plan: the resolved, concrete, frozen list of what apply will do, and what it will not do and why.
+
+Appliers read only the Plan. It serialises to JSON (schema: schemas/plan.schema.json; the keys
+`ok`, `layer_maps`, `operations`, `skipped`, `diagnostics` are a stable contract) and renders as a
+table with compact layer ranges.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .diagnostics import ERROR, WARNING, Diagnostic
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Facts about where the plan will run; conditions in recipes read these."""
+
+    engine: str = "vllm"
+    pp_size: int = 1
+    tp_size: int = 1
+    kv_cache_dtype: str = "auto"
+    attention_backend: str | None = None
+    pp_rank: int | None = None
+    tp_rank: int | None = None
+
+    def lookup(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: str
+    op: str  # share_kv | copy_attr | share_module | keep
+    step: int  # index of the recipe operation it came from
+    map: str | None = None
+    draft_layer: int | None = None
+    target_layer: int | None = None
+    attr: str | None = None
+    mode: str | None = None
+    role: str | None = None
+    source: str | None = None
+    tied_to: str | None = None
+    because: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    step: int
+    op: str
+    reason: str
+    code: str
+    severity: str  # info | warning | error
+    role: str | None = None
+    map: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class MapRow:
+    draft: int
+    target: int
+    draft_type: str
+    target_type: str
+    head_dim: int
+    num_kv_heads: int
+    sliding_window: int | None
+
+    def to_dict(self) -> dict:
+        return {"draft": self.draft, "target": self.target, "draft_type": self.draft_type,
+                "target_type": self.target_type, "head_dim": self.head_dim,
+                "num_kv_heads": self.num_kv_heads, "sliding_window": self.sliding_window}
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe: str
+    recipe_file: str | None
+    runtime: Runtime
+    target: dict  # summary of the target facts (model type, layers, source)
+    draft: dict
+    layer_maps: dict[str, tuple[MapRow, ...]]
+    map_rules: dict[str, str]
+    operations: tuple[Operation, ...]
+    skipped: tuple[Skipped, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    engine_hints: dict = field(default_factory=dict)
+    defaults_used: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == ERROR for d in self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == ERROR]
+
+    def pairs(self, map_name: str) -> list[tuple[int, int]]:
+        return [(r.draft, r.target) for r in self.layer_maps.get(map_name, ())]
+
+    def ops(self, kind: str) -> list[Operation]:
+        return [o for o in self.operations if o.op == kind]
+
+    def without_step(self, step: int) -> "Plan":
+        """The same plan with one recipe operation removed (used by `surgery apply --ablate`)."""
+        return replace(self, operations=tuple(o for o in self.operations if o.step != step))
+
+    def to_dict(self) -> dict:
+        return {
+            "format": PLAN_FORMAT,
+            "ok": self.ok,
+            "recipe": self.recipe,
+            "recipe_file": self.recipe_file,
+            "runtime": self.runtime.to_dict(),
+            "target": self.target,
+            "draft": self.draft,
+            "layer_maps": {name: [{"draft": r.draft, "target": r.target} for r in rows]
+                           for name, rows in self.layer_maps.items()},
+            "layer_map_details": {name: {"rule": self.map_rules[name], "rows": [r.to_dict() for r in rows]}
+                                  for name, rows in self.layer_maps.items()},
+            "operations": [o.to_dict() for o in self.operations],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "engine_hints": self.engine_hints,
+            "defaults_used": self.defaults_used,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def compact_ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    out, run = [], []
+    for v in sorted(set(values)):
+        if run and v == run[-1] + 1:
+            run.append(v)
+        else:
+            if run:
+                out.append(_run(run))
+            run = [v]
+    if run:
+        out.append(_run(run))
+    return ", ".join(out)
+
+
+def _run(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def _group_by_target(pairs: list[tuple[int, int]]) -> list[tuple[str, int]]:
+    groups: dict[int, list[int]] = {}
+    for d, t in pairs:
+        groups.setdefault(t, []).append(d)
+    return [(compact_ranges(ds), t) for t, ds in sorted(groups.items(), key=lambda kv: min(kv[1]))]
+
+
+def render_table(plan: Plan) -> str:
+    lines = []
+    status = "OK" if plan.ok else "NOT OK"
+    rt = plan.runtime
+    lines.append(f"plan {plan.recipe}  [{status}]  engine={rt.engine} pp={rt.pp_size} tp={rt.tp_size} "
+                 f"kv_cache_dtype={rt.kv_cache_dtype}")
+    lines.append(f"  target: {plan.target['model_type']} ({plan.target['num_layers']} layers, "
+                 f"{plan.target['num_kv_shared_layers']} KV-shared)  {plan.target['source']}")
+    lines.append(f"  draft:  {plan.draft['model_type']} ({plan.draft['num_layers']} layers, "
+                 f"{plan.draft['num_kv_shared_layers']} KV-shared)  {plan.draft['source']}")
+    for name, rows in plan.layer_maps.items():
+        lines.append("")
+        lines.append(f"layer map {name} (rule {plan.map_rules[name]})")
+        lines.append(f"  {'draft':<8} {'target':<7} {'type':<18} {'head_dim':>8} {'kv_heads':>8} {'window':>7}")
+        groups: dict[tuple, list[int]] = {}
+        for r in rows:
+            groups.setdefault((r.target, r.draft_type, r.head_dim, r.num_kv_heads, r.sliding_window), []).append(r.draft)
+        for (t, typ, hd, kv, win), ds in sorted(groups.items(), key=lambda kv: min(kv[1])):
+            lines.append(f"  {compact_ranges(ds):<8} {t:<7} {typ:<18} {hd:>8} {kv:>8} {win if win else '-':>7}")
+    lines.append("")
+    lines.append("operations")
+    by_step: dict[int, list[Operation]] = {}
+    for o in plan.operations:
+        by_step.setdefault(o.step, []).append(o)
+    for step, ops in by_step.items():
+        first = ops[0]
+        if first.op == "share_kv":
+            desc = "; ".join(f"draft {d} -> target {t}" for d, t in
+                             _group_by_target([(o.draft_layer, o.target_layer) for o in ops]))
+            lines.append(f"  [{step}] share_kv ({first.map}): {desc}")
+        elif first.op == "copy_attr":
+            attrs: dict[tuple, list[tuple[int, int]]] = {}
+            for o in ops:
+                attrs.setdefault((o.attr, o.mode), []).append((o.draft_layer, o.target_layer))
+            for (attr, mode), pairs in attrs.items():
+                desc = "; ".join(f"draft {d} <- target {t}" for d, t in _group_by_target(pairs))
+                lines.append(f"  [{step}] copy {attr} ({mode}): {desc}")
+        elif first.op == "share_module":
+            lines.append(f"  [{step}] share_module {first.role}: draft uses the target's module")
+        elif first.op == "keep":
+            tie = f", tied to {first.tied_to}" if first.tied_to and first.tied_to != "none" else ""
+            lines.append(f"  [{step}] keep {first.role}: draft keeps its own{tie}")
+    if plan.skipped:
+        lines.append("")
+        lines.append("skipped")
+        for s in plan.skipped:
+            what = s.role or s.map or ""
+            lines.append(f"  [{s.step}] {s.op} {what}: {s.code} {s.reason}")
+    hints = plan.engine_hints.get(plan.runtime.engine)
+    if hints:
+        lines.append("")
+        lines.append("engine hints (" + plan.runtime.engine + "): " + ", ".join(f"{k}={v}" for k, v in hints.items()))
+    shown = [d for d in plan.diagnostics if d.severity in (ERROR, WARNING)]
+    infos = [d for d in plan.diagnostics if d.severity not in (ERROR, WARNING)]
+    if shown:
+        lines.append("")
+        lines.append("diagnostics")
+        lines.extend("  " + d.render().replace("\n", "\n  ") for d in shown)
+    if infos:
+        lines.append("")
+        lines.append(f"notes ({len(infos)}): " + "; ".join(f"{d.code} {d.message}" for d in infos[:8])
+                     + (" ..." if len(infos) > 8 else ""))
+    return "\n".join(lines)

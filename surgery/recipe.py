@@ -1,0 +1,212 @@
+"""Recipes: YAML documents, schema-checked, with every expression parsed and every reference
+resolved before any model is read. Produces a `Recipe` that remembers where each value came from."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import expr as expr_lang
+from .diagnostics import Diagnostic, Location, SurgeryError, diag, fail
+from .facts import FACT_NAMES
+from .resources import load_schema, recipes_dir
+from .schemacheck import Validator
+from .yamlload import MAX_BYTES, Loaded, load_yaml_text
+
+SUPPORTED_VERSION = 1
+RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank")
+OP_NAMES = ("share_kv", "copy_attrs", "share_module", "keep")
+
+
+@dataclass(frozen=True)
+class Condition:
+    when: expr_lang.Expr | None
+    otherwise: str  # skip | warn | error
+    because: str | None
+    code: str | None
+    path: tuple  # where `when` sits in the recipe
+
+
+@dataclass(frozen=True)
+class LayerMapSpec:
+    name: str
+    rule: str
+    offset: int
+    pairs: dict[int, int] | None
+    must_match: tuple[str, ...]
+    path: tuple
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    index: int
+    kind: str  # one of OP_NAMES
+    args: dict[str, Any]
+    condition: Condition
+    path: tuple
+
+
+@dataclass(frozen=True)
+class Requirement:
+    that: expr_lang.Expr
+    because: str
+    code: str
+    severity: str
+    when: expr_lang.Expr | None
+    path: tuple
+
+
+@dataclass
+class Recipe:
+    name: str
+    version: int
+    summary: str
+    applies_to: dict[str, dict[str, list[str]]]
+    requires: list[Requirement]
+    layer_maps: dict[str, LayerMapSpec]
+    ops: list[OpSpec]
+    engine: dict[str, dict[str, Any]]
+    source: Loaded = field(repr=False)
+
+    @property
+    def file(self) -> str | None:
+        return self.source.file
+
+    def location(self, path: tuple) -> Location:
+        return self.source.location(path)
+
+
+def find_recipe(name_or_path: str | os.PathLike) -> Path:
+    """A path, or the short name of a shipped recipe (`gemma4-mtp`)."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml") or os.sep in str(name_or_path):
+        return p
+    shipped = recipes_dir() / f"{name_or_path}.yaml"
+    if shipped.exists():
+        return shipped
+    raise fail("SRG013", f"no recipe file or shipped recipe named {str(name_or_path)!r}", Location(str(name_or_path)))
+
+
+def read_text(path: Path) -> str:
+    shown = str(path)
+    if not path.exists():
+        raise fail("SRG001", f"no such file: {path}", Location(shown))
+    if path.is_dir():
+        raise fail("SRG002", f"{path} is a directory, not a recipe file", Location(shown))
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise fail("SRG008", f"recipe is {size} bytes (limit {MAX_BYTES})", Location(shown))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail("SRG002", f"cannot read {path}: {exc.strerror or exc}", Location(shown)) from None
+    if b"\x00" in data:
+        raise fail("SRG002", "binary content (NUL bytes) in a recipe", Location(shown))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise fail("SRG002", f"not UTF-8 text (byte {exc.start})", Location(shown, line)) from None
+
+
+def load_recipe(path: str | os.PathLike) -> Recipe:
+    p = find_recipe(path)
+    return parse_recipe(read_text(p), str(p))
+
+
+def parse_recipe(text: str, file: str | None = "<recipe>") -> Recipe:
+    loaded = load_yaml_text(text, file)
+    data = loaded.data
+    if not isinstance(data, dict):
+        raise fail("SRG102", f"a recipe is a mapping, got {type(data).__name__}", loaded.location(()))
+    errors = Validator(load_schema("recipe.schema.json")).errors(data)
+    if errors:
+        raise SurgeryError([diag(e.code, e.message, loaded.location(e.path), e.hint) for e in _dedupe(errors)])
+    if data["version"] > SUPPORTED_VERSION:
+        raise fail("SRG123", f"recipe version {data['version']} is newer than this release (reads {SUPPORTED_VERSION})",
+                   loaded.location(("version",)))
+    problems: list[Diagnostic] = []
+    requires = [_requirement(loaded, i, item, problems) for i, item in enumerate(data.get("requires", []))]
+    maps = {name: _layer_map(loaded, name, spec, problems) for name, spec in data.get("layer_maps", {}).items()}
+    ops = [_op(loaded, i, item, maps, problems) for i, item in enumerate(data["ops"])]
+    if problems:
+        raise SurgeryError(problems)
+    return Recipe(data["recipe"], data["version"], data["summary"], data["applies_to"], requires, maps, ops,
+                  data.get("engine", {}), loaded)
+
+
+def _dedupe(errors):
+    seen, out = set(), []
+    for e in errors:
+        key = (e.code, e.path, e.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+def _expression(loaded: Loaded, path: tuple, text: str, problems: list[Diagnostic]) -> expr_lang.Expr | None:
+    try:
+        parsed = expr_lang.parse(text)
+    except expr_lang.ExprError as exc:
+        problems.append(diag(exc.code, f"{exc.message} in `{text[:80]}`", _col_shift(loaded.location(path), exc.column)))
+        return None
+    for name, col in parsed.names:
+        if name in RUNTIME_NAMES:
+            continue
+        side, _, fact = name.partition(".")
+        if side in ("draft", "target") and fact in FACT_NAMES:
+            continue
+        if side in ("draft", "target"):
+            hint = f"model facts: {', '.join(FACT_NAMES)}"
+        else:
+            hint = f"runtime facts: {', '.join(RUNTIME_NAMES)}; model facts are draft.X / target.X"
+        problems.append(diag("SRG111", f"unknown name {name!r} in `{text[:80]}`",
+                             _col_shift(loaded.location(path), col), hint))
+    return parsed
+
+
+def _col_shift(loc: Location, col: int) -> Location:
+    if loc.col is None:
+        return loc
+    return Location(loc.file, loc.line, loc.col + col, loc.key_path)
+
+
+def _requirement(loaded, i, item, problems) -> Requirement | None:
+    path = ("requires", i)
+    that = _expression(loaded, path + ("that",), item["that"], problems)
+    when = _expression(loaded, path + ("when",), item["when"], problems) if "when" in item else None
+    return Requirement(that, item["because"], item.get("code", "SRG301"), item.get("severity", "error"), when, path)
+
+
+def _layer_map(loaded, name, spec, problems) -> LayerMapSpec:
+    path = ("layer_maps", name)
+    rule = spec["rule"]
+    pairs = None
+    if rule == "explicit":
+        if "pairs" not in spec:
+            problems.append(diag("SRG103", f"layer map {name!r} with rule `explicit` needs `pairs`", loaded.location(path)))
+        else:
+            pairs = {int(k): v for k, v in spec["pairs"].items()}
+    elif "pairs" in spec:
+        problems.append(diag("SRG122", f"`pairs` only belongs to rule `explicit` (map {name!r} uses {rule!r})",
+                             loaded.location(path + ("pairs",))))
+    if "offset" in spec and rule != "same_index":
+        problems.append(diag("SRG122", f"`offset` only belongs to rule `same_index` (map {name!r} uses {rule!r})",
+                             loaded.location(path + ("offset",))))
+    return LayerMapSpec(name, rule, spec.get("offset", 0), pairs, tuple(spec.get("must_match", ())), path)
+
+
+def _op(loaded, i, item, maps, problems) -> OpSpec:
+    kind, args = next(iter(item.items()))
+    path = ("ops", i, kind)
+    when = _expression(loaded, path + ("when",), args["when"], problems) if "when" in args else None
+    if "otherwise" in args and "when" not in args:
+        problems.append(diag("SRG107", "`otherwise` needs a `when` condition", loaded.location(path + ("otherwise",))))
+    if "map" in args and args["map"] not in maps:
+        known = ", ".join(maps) or "none defined"
+        problems.append(diag("SRG120", f"operation {kind} refers to layer map {args['map']!r}",
+                             loaded.location(path + ("map",)), f"known maps: {known}"))
+    cond = Condition(when, args.get("otherwise", "skip"), args.get("because"), args.get("code"), path)
+    return OpSpec(i, kind, args, cond, path)

@@ -1,0 +1,293 @@
+"""Recipe + draft facts + target facts + runtime -> Plan.
+
+All checks happen here, from config.json alone: applies_to, requirements, every layer map
+expanded and each pair checked (head_dim, KV heads, window, type; target layer not KV-shared;
+a producer for every draft layer type), tensor- and pipeline-parallel constraints, and each
+operation's condition. Nothing here imports torch, transformers or vllm.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import expr as expr_lang
+from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from .facts import ModelFacts
+from .pipeline import pp_layer_range, stage_of_layer
+from .plan import MapRow, Operation, Plan, Runtime, Skipped, compact_ranges
+from .recipe import LayerMapSpec, OpSpec, Recipe
+
+_MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
+
+
+class _Env:
+    """Name lookup for expressions: runtime facts and draft.X / target.X."""
+
+    def __init__(self, draft: ModelFacts, target: ModelFacts, runtime: Runtime):
+        self.models = {"draft": draft, "target": target}
+        self.runtime = runtime
+
+    def __call__(self, name: str) -> Any:
+        side, _, fact = name.partition(".")
+        if fact:
+            return self.models[side].scalars.get(fact)
+        return self.runtime.lookup(name)
+
+
+def _summary(f: ModelFacts) -> dict:
+    return {"model_type": f.model_type, "text_model_type": f.text_model_type, "architecture": f["architecture"],
+            "source": f.source, "num_layers": f.num_layers, "num_kv_shared_layers": f["num_kv_shared_layers"],
+            "hidden_size": f["hidden_size"], "vocab_size": f["vocab_size"],
+            "layer_types": [layer.layer_type for layer in f.layers]}
+
+
+class _Resolver:
+    def __init__(self, recipe: Recipe, draft: ModelFacts, target: ModelFacts, runtime: Runtime):
+        self.recipe, self.draft, self.target, self.runtime = recipe, draft, target, runtime
+        self.env = _Env(draft, target, runtime)
+        self.diags: list[Diagnostic] = []
+        self.skipped: list[Skipped] = []
+        self.ops: list[Operation] = []
+        self.maps: dict[str, tuple[MapRow, ...]] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def add(self, code: str, message: str, location: Location | None = None, hint: str | None = None,
+            severity: str | None = None) -> None:
+        self.diags.append(diag(code, message, location, hint, severity))
+
+    def evaluate(self, e: expr_lang.Expr, path: tuple) -> Any:
+        try:
+            return e.evaluate(self.env)
+        except expr_lang.ExprError as exc:
+            self.add(exc.code, f"{exc.message} in `{e.text}`", self.recipe.location(path))
+            return None
+
+    def _values_of(self, e: expr_lang.Expr) -> str:
+        shown = []
+        for name, _ in e.names:
+            value = self.env(name)
+            shown.append(f"{name}={value!r}")
+        return ", ".join(dict.fromkeys(shown))
+
+    # -- steps -------------------------------------------------------------------------------
+    def run(self) -> Plan:
+        self.check_applies_to()
+        self.check_requirements()
+        self.check_runtime()
+        for name, spec in self.recipe.layer_maps.items():
+            self.maps[name] = self.expand_map(spec)
+        share_kv_maps = {op.args["map"] for op in self.recipe.ops if op.kind == "share_kv"}
+        for name in share_kv_maps:
+            self.check_kv_map(name)
+        for op in self.recipe.ops:
+            self.expand_op(op)
+        self.check_positional()
+        defaults = {}
+        for side, f in (("target", self.target), ("draft", self.draft)):
+            defaults[side] = [d.to_dict() for d in f.defaults_used]
+            for d in f.defaults_used:
+                self.add("SRG203", f"{side} {d.key} missing; used {d.value!r}", Location(f.source, key_path=d.key))
+        return Plan(
+            recipe=self.recipe.name, recipe_file=self.recipe.file, runtime=self.runtime,
+            target=_summary(self.target), draft=_summary(self.draft), layer_maps=self.maps,
+            map_rules={n: s.rule for n, s in self.recipe.layer_maps.items()},
+            operations=tuple(self.ops), skipped=tuple(self.skipped), diagnostics=tuple(self.diags),
+            engine_hints=self.recipe.engine, defaults_used=defaults,
+        )
+
+    def check_applies_to(self) -> None:
+        for side, f in (("target", self.target), ("draft", self.draft)):
+            sel = self.recipe.applies_to[side]
+            types = sel.get("model_type")
+            if types is not None and f.model_type not in types and f.text_model_type not in types:
+                self.add("SRG204", f"{side} model_type {f.model_type!r} is not one this recipe applies to "
+                         f"({', '.join(types)})", self.recipe.location(("applies_to", side, "model_type")),
+                         f"{side} config: {f.source}")
+            archs = sel.get("architectures")
+            if archs is not None and not set(f.architectures) & set(archs):
+                self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {archs}",
+                         self.recipe.location(("applies_to", side, "architectures")))
+
+    def check_requirements(self) -> None:
+        for req in self.recipe.requires:
+            if req.when is not None and self.evaluate(req.when, req.path + ("when",)) is not True:
+                continue
+            value = self.evaluate(req.that, req.path + ("that",))
+            if value is None and any(d.code in ("SRG112",) for d in self.diags[-1:]):
+                continue
+            if value is not True:
+                self.add(req.code, f"requirement `{req.that.text}` does not hold ({self._values_of(req.that)}): "
+                         f"{req.because}", self.recipe.location(req.path + ("that",)),
+                         severity=WARNING if req.severity == "warning" else ERROR)
+
+    def check_runtime(self) -> None:
+        rt = self.runtime
+        for name in ("pp_size", "tp_size"):
+            value = getattr(rt, name)
+            if not isinstance(value, int) or value < 1 or value > 4096:
+                self.add("SRG011", f"{name} must be a positive integer, got {value!r}")
+
+    def expand_map(self, spec: LayerMapSpec) -> tuple[MapRow, ...]:
+        pairs: list[tuple[int, int]] = []
+        n_draft, n_target = self.draft.num_layers, self.target.num_layers
+        loc = self.recipe.location(spec.path)
+        if spec.rule == "last_unshared_of_type":
+            last_of_type: dict[str, int] = {}
+            for layer in self.target.layers:
+                if not layer.kv_shared:
+                    last_of_type[layer.layer_type] = layer.index
+            for d in self.draft.layers:
+                t = last_of_type.get(d.layer_type)
+                if t is None:
+                    producers = ", ".join(sorted(last_of_type)) or "none"
+                    self.add("SRG302", f"map {spec.name}: draft layer {d.index} is {d.layer_type!r} but the target has "
+                             f"no non-KV-shared layer of that type (types with a producer: {producers})", loc)
+                    continue
+                pairs.append((d.index, t))
+        elif spec.rule == "same_index":
+            for d in self.draft.layers:
+                t = d.index + spec.offset
+                if not 0 <= t < n_target:
+                    self.add("SRG309", f"map {spec.name}: draft layer {d.index} + offset {spec.offset} = target layer {t}, "
+                             f"outside 0..{n_target - 1}", loc)
+                    continue
+                pairs.append((d.index, t))
+        else:  # explicit
+            assert spec.pairs is not None
+            for d, t in sorted(spec.pairs.items()):
+                where = self.recipe.location(spec.path + ("pairs", str(d)))
+                if d >= n_draft:
+                    self.add("SRG309", f"map {spec.name}: draft layer {d} does not exist (draft has {n_draft} layers)", where)
+                    continue
+                if t >= n_target:
+                    self.add("SRG309", f"map {spec.name}: target layer {t} does not exist (target has {n_target} layers)",
+                             where)
+                    continue
+                pairs.append((d, t))
+            missing = sorted(set(range(n_draft)) - set(spec.pairs))
+            if missing:
+                self.add("SRG315", f"map {spec.name}: draft layer(s) {compact_ranges(missing)} have no target layer",
+                         loc, "add them to `pairs`")
+        rows = []
+        for d, t in pairs:
+            dl, tl = self.draft.layers[d], self.target.layers[t]
+            for fact in spec.must_match:
+                dv, tv = dl.get(fact), tl.get(fact)
+                if dv != tv:
+                    self.add(_MATCH_CODES[fact], f"map {spec.name}: draft layer {d} {fact}={dv!r} but target layer {t} "
+                             f"{fact}={tv!r}", loc, f"draft: {self.draft.source}; target: {self.target.source}")
+            rows.append(MapRow(d, t, dl.layer_type, tl.layer_type, tl.head_dim, tl.num_kv_heads, tl.sliding_window))
+        return tuple(rows)
+
+    def check_kv_map(self, name: str) -> None:
+        """Checks on a map that KV sharing uses, reported once per target layer (with its draft layers)."""
+        spec = self.recipe.layer_maps[name]
+        loc = self.recipe.location(spec.path)
+        rt = self.runtime
+        start, end = pp_layer_range(self.target.num_layers, rt.pp_size - 1, rt.pp_size) if rt.pp_size > 1 else (0, 0)
+        readers: dict[int, list[int]] = {}
+        for row in self.maps[name]:
+            readers.setdefault(row.target, []).append(row.draft)
+        for t, drafts in readers.items():
+            who = f"draft layer{'s' if len(drafts) > 1 else ''} {compact_ranges(drafts)}"
+            tl = self.target.layers[t]
+            if tl.kv_shared:
+                self.add("SRG307", f"map {name}: {who} would read target layer {t}, which is in the target's "
+                         f"KV-shared tail (layers {self.target['num_unshared_layers']}..{self.target.num_layers - 1}) "
+                         f"and writes no KV of its own", loc)
+            kv, tp = tl.num_kv_heads, rt.tp_size
+            if tp > 1 and not (kv % tp == 0 or tp % kv == 0):
+                self.add("SRG310", f"map {name}: target layer {t} (read by {who}) has {kv} KV heads, not divisible "
+                         f"by tp_size {tp} (nor tp by it)", loc)
+            if rt.pp_size > 1 and not start <= t < end:
+                self.add("SRG316", f"map {name}: target layer {t} (read by {who}) lives on pipeline stage "
+                         f"{stage_of_layer(self.target.num_layers, t, rt.pp_size)} but the draft runs on the last "
+                         f"stage (target layers {start}..{end - 1}) with pp_size {rt.pp_size}", loc,
+                         "the draft cannot read a KV cache held by another stage")
+
+    def expand_op(self, op: OpSpec) -> None:
+        cond = op.condition
+        if cond.when is not None:
+            value = self.evaluate(cond.when, cond.path + ("when",))
+            if value is None:
+                return
+            if value is not True:
+                self.not_taken(op, f"`{cond.when.text}` is false ({self._values_of(cond.when)})")
+                return
+        because = op.args.get("because")
+        if op.kind == "share_kv":
+            m = op.args["map"]
+            for row in self.maps.get(m, ()):
+                self.ops.append(Operation(f"share_kv:{m}:{row.draft}->{row.target}", "share_kv", op.index, map=m,
+                                          draft_layer=row.draft, target_layer=row.target, because=because))
+        elif op.kind == "copy_attrs":
+            m = op.args["map"]
+            for rule in op.args["rules"]:
+                for attr in rule["attrs"]:
+                    for row in self.maps.get(m, ()):
+                        self.ops.append(Operation(f"copy_attr:{m}:{attr}:{row.draft}<-{row.target}", "copy_attr",
+                                                  op.index, map=m, draft_layer=row.draft, target_layer=row.target,
+                                                  attr=attr, mode=rule["mode"], because=because))
+        elif op.kind == "share_module":
+            role = op.args["role"]
+            if self.check_share_module(op, role):
+                self.ops.append(Operation(f"share_module:{role}", "share_module", op.index, role=role,
+                                          source=op.args.get("from", "target"), because=because))
+        elif op.kind == "keep":
+            role = op.args["role"]
+            self.ops.append(Operation(f"keep:{role}", "keep", op.index, role=role,
+                                      tied_to=op.args.get("tied_to"), because=because))
+
+    def check_share_module(self, op: OpSpec, role: str) -> bool:
+        """Built-in checks for sharing a target module with the draft: the shapes must fit."""
+        loc = self.recipe.location(op.path + ("role",))
+        d, t = self.draft, self.target
+        if role in ("input_embeddings", "lm_head") and d["vocab_size"] != t["vocab_size"]:
+            self.add("SRG313", f"cannot share {role}: draft vocab_size {d['vocab_size']} != target vocab_size "
+                     f"{t['vocab_size']}", loc)
+            return False
+        if role == "input_embeddings":
+            width = d["backbone_hidden_size"] or d["target_hidden_size"] or d["hidden_size"]
+            if width != t["hidden_size"]:
+                self.add("SRG314", f"cannot share input_embeddings: the draft consumes embeddings of width {width} "
+                         f"but the target's are {t['hidden_size']} wide", loc)
+                return False
+        if role == "lm_head":
+            if d["output_vocab_size"] != t["vocab_size"]:
+                self.add("SRG313", f"cannot share lm_head: the draft predicts {d['output_vocab_size']} tokens "
+                         f"(draft_vocab_size), the target head {t['vocab_size']}", loc,
+                         "a reduced-vocabulary draft keeps its own head: use `keep: {role: lm_head}`")
+                return False
+            if d["hidden_size"] != t["hidden_size"]:
+                self.add("SRG314", f"cannot share lm_head: draft hidden_size {d['hidden_size']} != target "
+                         f"hidden_size {t['hidden_size']}", loc, "use `keep: {role: lm_head}`")
+                return False
+        return True
+
+    def not_taken(self, op: OpSpec, why: str) -> None:
+        cond = op.condition
+        reason = f"{why}" + (f": {cond.because}" if cond.because else "")
+        where = self.recipe.location(cond.path + ("when",))
+        role, m = op.args.get("role"), op.args.get("map")
+        if cond.otherwise == "error":
+            code = cond.code or "SRG311"
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, ERROR, role, m))
+            self.add(code, f"{op.kind} {role or m or ''} is required but not possible: {reason}", where)
+        elif cond.otherwise == "warn":
+            code = cond.code or "SRG312"
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, WARNING, role, m))
+            self.add(code, f"{op.kind} {role or m or ''} skipped: {reason}", where, severity=WARNING)
+        else:
+            code = cond.code or "SRG320"
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m))
+
+    def check_positional(self) -> None:
+        d, t = self.draft, self.target
+        for fact in ("rope_theta", "max_position_embeddings"):
+            dv, tv = d[fact], t[fact]
+            if dv is not None and tv is not None and dv != tv:
+                self.add("SRG330", f"draft {fact}={dv!r} differs from target {fact}={tv!r}",
+                         Location(d.source, key_path=d.key_prefix + fact))
+
+
+def resolve(recipe: Recipe, draft: ModelFacts, target: ModelFacts, runtime: Runtime | None = None) -> Plan:
+    return _Resolver(recipe, draft, target, runtime or Runtime()).run()

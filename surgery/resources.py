@@ -1,0 +1,34 @@
+"""Where the schemas and shipped recipes are: top-level folders in the repo, `surgery/schemas`
+and `surgery/recipes` inside an installed wheel (pyproject maps them with package-dir)."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def _first_existing(*candidates: Path) -> Path:
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return candidates[0]
+
+
+def schemas_dir() -> Path:
+    return _first_existing(_PKG / "schemas", _PKG.parent / "schemas")
+
+
+def recipes_dir() -> Path:
+    return _first_existing(_PKG / "recipes", _PKG.parent / "recipes")
+
+
+@lru_cache(maxsize=4)
+def load_schema(name: str) -> dict:
+    with open(schemas_dir() / name, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def shipped_recipes() -> list[Path]:
+    return sorted(recipes_dir().glob("*.yaml"))

@@ -1,0 +1,153 @@
+"""Safe, bounded YAML loading with source positions.
+
+Why not `yaml.safe_load`: we need (1) the line:col of every value for diagnostics, (2) duplicate
+keys refused instead of silently overwritten, (3) a budget on alias expansion (a "billion laughs"
+document is a small DAG of nodes that naive construction expands exponentially) and on depth, and
+(4) only the JSON-like standard tags. So we let PyYAML compose the node graph (SafeLoader: no
+Python tags are ever constructed) and build plain data from it ourselves.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .diagnostics import Location, fail
+
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+_STD = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
+_MERGE = _STD + "merge"
+
+Path_ = tuple  # a key path: ("ops", 2, "share_module", "when")
+
+
+@dataclass
+class Loaded:
+    data: Any
+    positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # path -> (line, col), 1-based
+    file: str | None = None
+
+    def location(self, path: tuple) -> Location:
+        """The closest known position for a key path (walks up to the parent when needed)."""
+        p = tuple(path)
+        while p and p not in self.positions:
+            p = p[:-1]
+        line, col = self.positions.get(p, (None, None))
+        return Location(self.file, line, col, format_path(path) if path else None)
+
+
+def format_path(path: tuple) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_yaml_text(text: str, file: str | None = None) -> Loaded:
+    import yaml
+
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise fail("SRG008", f"document is larger than {MAX_BYTES} bytes", Location(file))
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
+        msg = " ".join(str(x) for x in (exc.context, exc.problem) if x)
+        raise fail("SRG004", msg or "malformed YAML", loc) from None
+    except yaml.YAMLError as exc:  # reader errors: control characters, bad encodings
+        raise fail("SRG002", f"not readable as YAML text: {exc}", Location(file)) from None
+    except RecursionError:
+        raise fail("SRG008", f"nesting deeper than the parser can follow (limit {MAX_DEPTH})", Location(file)) from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise fail("SRG003", "the document is empty", Location(file))
+    if len(nodes) > 1:
+        m = nodes[1].start_mark
+        raise fail("SRG004", "more than one YAML document in the file", Location(file, m.line + 1, m.column + 1),
+                   hint="remove the `---` separator: a recipe is one document")
+    builder = _Builder(file)
+    data = builder.build(nodes[0], (), 0)
+    if data is None:
+        raise fail("SRG003", "the document holds only null", Location(file))
+    return Loaded(data, builder.positions, file)
+
+
+class _Builder:
+    def __init__(self, file: str | None):
+        import yaml
+
+        self.file = file
+        self.positions: dict[tuple, tuple[int, int]] = {}
+        self.count = 0
+        self._yaml = yaml
+        self._scalar = yaml.constructor.SafeConstructor()
+
+    def loc(self, node) -> Location:
+        return Location(self.file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def build(self, node, path: tuple, depth: int) -> Any:
+        yaml = self._yaml
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise fail("SRG006", f"the document expands to more than {MAX_NODES} values (aliases?)", self.loc(node))
+        if depth > MAX_DEPTH:
+            raise fail("SRG008", f"nesting deeper than {MAX_DEPTH} levels", self.loc(node))
+        self.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if isinstance(node, yaml.ScalarNode):
+            return self._build_scalar(node)
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _STD + "seq":
+                raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
+            return [self.build(child, path + (i,), depth + 1) for i, child in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            if node.tag != _STD + "map":
+                raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
+            return self._build_mapping(node, path, depth)
+        raise fail("SRG005", f"unsupported YAML node {type(node).__name__}", self.loc(node))
+
+    def _build_scalar(self, node) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
+        value = self._scalar.construct_object(node)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise fail("SRG102", f"non-finite number {node.value!r} is not allowed", self.loc(node))
+        return value
+
+    def _build_mapping(self, node, path: tuple, depth: int) -> dict:
+        out: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                for source in self._merge_sources(value_node):
+                    for k, v in self.build(source, path, depth + 1).items():
+                        merged.setdefault(k, v)
+                continue
+            key = self._key(key_node)
+            if key in out:
+                raise fail("SRG007", f"duplicate key {key!r}", self.loc(key_node))
+            out[key] = self.build(value_node, path + (key,), depth + 1)
+        for k, v in merged.items():  # explicit keys win over merged ones, as in YAML 1.1
+            out.setdefault(k, v)
+        return out
+
+    def _merge_sources(self, node):
+        yaml = self._yaml
+        if isinstance(node, yaml.MappingNode):
+            return [node]
+        if isinstance(node, yaml.SequenceNode) and all(isinstance(n, yaml.MappingNode) for n in node.value):
+            return node.value
+        raise fail("SRG107", "a merge key `<<` takes a mapping or a list of mappings", self.loc(node))
+
+    def _key(self, key_node) -> str:
+        yaml = self._yaml
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise fail("SRG102", "mapping keys must be plain strings or integers", self.loc(key_node))
+        key = self._build_scalar(key_node)
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise fail("SRG102", f"mapping key {key_node.value!r} must be a string or an integer", self.loc(key_node))
+        return str(key)  # integer keys (explicit layer maps: {0: 13}) become "0"

@@ -1,0 +1,324 @@
+#!/usr/bin/env python
+"""Build the tiny Gemma 4 target + MTP assistant pair used by spec-surgery's HF demo and tests.
+
+    python tools/build_tiny_pair.py                # into the cache (see surgery.hf.pair.cache_root)
+    python tools/build_tiny_pair.py --out DIR      # DIR/target, DIR/draft
+    python tools/build_tiny_pair.py --commit       # into surgery/data/tiny/weights (shipped)
+
+1. Train the target (``Gemma4ForCausalLM``, shipped ``target_config.json``) as a byte-level LM on
+   Python standard-library source (a fixed, sorted file list: present on every machine).
+2. Distil the assistant (``Gemma4AssistantForCausalLM``, ``draft_config.json``) from the frozen
+   target with the MTP recipe of transformers' ``SinglePositionMultiTokenCandidateGenerator``:
+   draft input ``[target embedding of the bonus token ; target last hidden state]``, constant
+   position, K/V read from the target (sliding layers <- last unshared sliding target layer, full
+   <- last unshared full layer), later steps fed the draft's own projected hidden state. The
+   draft is trained for ``--draft-steps`` MTP steps against the target's distribution, on windows
+   whose second half is the target's own greedy continuation (the text the draft sees at
+   inference).
+
+Fixed seeds, CPU, float32, 2 threads: a few minutes. Exact bits depend on the torch build and on
+the Python version's stdlib text, hence the committed weights are the reference copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from surgery.hf import pair  # noqa: E402
+from surgery.hf.kvrouting import cache_kv, default_kv_sources  # noqa: E402
+
+SEED = 1234
+CORPUS_FILES = (  # stdlib modules present in every CPython 3.9+; missing ones are skipped
+    "argparse.py", "ast.py", "base64.py", "bisect.py", "calendar.py", "cmd.py", "code.py",
+    "codecs.py", "colorsys.py", "configparser.py", "contextlib.py", "copy.py", "csv.py",
+    "dataclasses.py", "datetime.py", "difflib.py", "dis.py", "enum.py", "fnmatch.py",
+    "fractions.py", "ftplib.py", "functools.py", "genericpath.py", "getopt.py", "gettext.py",
+    "glob.py", "gzip.py", "hashlib.py", "heapq.py", "hmac.py", "imaplib.py", "inspect.py",
+    "ipaddress.py", "keyword.py", "linecache.py", "locale.py", "logging/__init__.py",
+    "mailbox.py", "mimetypes.py", "netrc.py", "ntpath.py", "numbers.py", "opcode.py",
+    "operator.py", "optparse.py", "os.py", "pathlib.py", "pickle.py", "pkgutil.py",
+    "platform.py", "plistlib.py", "poplib.py", "posixpath.py", "pprint.py", "queue.py",
+    "quopri.py", "random.py", "reprlib.py", "sched.py", "secrets.py", "selectors.py",
+    "shelve.py", "shlex.py", "shutil.py", "signal.py", "smtplib.py", "socket.py",
+    "socketserver.py", "statistics.py", "string.py", "stringprep.py", "struct.py",
+    "subprocess.py", "symtable.py", "tabnanny.py", "tarfile.py", "tempfile.py", "textwrap.py",
+    "threading.py", "timeit.py", "token.py", "tokenize.py", "trace.py", "traceback.py",
+    "types.py", "typing.py", "uuid.py", "warnings.py", "wave.py", "weakref.py", "webbrowser.py",
+    "zipapp.py", "zipimport.py",
+)
+
+
+def log(msg: str) -> None:
+    print(f"[build_tiny_pair] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------------- data
+
+
+def load_corpus() -> torch.Tensor:
+    """Token ids of the concatenated corpus files (BOS between files)."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    ids: list[int] = []
+    for name in sorted(CORPUS_FILES):
+        path = stdlib / name
+        if path.is_file():
+            ids += pair.encode(path.read_text(encoding="utf-8", errors="replace"))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def line_starts(corpus: torch.Tensor) -> torch.Tensor:
+    """Offsets just after a newline: windows start at line starts, like the prompts."""
+    newline = ord("\n") + pair.BYTE_OFFSET
+    return (corpus == newline).nonzero().flatten() + 1
+
+
+def sample_windows(corpus, starts, gen: torch.Generator, batch: int, length: int) -> torch.Tensor:
+    """``batch`` windows of ``length`` tokens: BOS + text from a random line start."""
+    ok = starts[starts < len(corpus) - length]
+    picks = ok[torch.randint(len(ok), (batch,), generator=gen)]
+    rows = [torch.cat([torch.tensor([pair.BOS_ID]), corpus[p : p + length - 1]]) for p in picks.tolist()]
+    return torch.stack(rows)
+
+
+# ----------------------------------------------------------------------------------- target
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+
+def train_target(target, corpus, starts, steps: int, batch: int, length: int, gen) -> None:
+    """Plain next-byte LM training; enough for non-trivial, code-like greedy continuations."""
+    opt = torch.optim.AdamW(target.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01)
+    target.train()
+    t0 = time.perf_counter()
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, 3e-3, 50)
+        x = sample_windows(corpus, starts, gen, batch, length)
+        loss = target(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(target.parameters(), 1.0)
+        opt.step()
+        if step % 100 == 0 or step == steps - 1:
+            log(f"target step {step:4d} loss {loss.item():.3f} ({time.perf_counter() - t0:.0f}s)")
+    target.eval()
+
+
+@torch.no_grad()
+def greedy_continue(target, prompts: torch.Tensor, n: int) -> torch.Tensor:
+    """Batched greedy continuation (all prompts have the same length, no padding needed)."""
+    out = target(input_ids=prompts, use_cache=True, logits_to_keep=1)
+    cache, seq = out.past_key_values, [prompts]
+    for _ in range(n):
+        tok = out.logits[:, -1:].argmax(-1)
+        seq.append(tok)
+        out = target(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return torch.cat(seq, dim=1)
+
+
+# ----------------------------------------------------------------------------------- draft
+
+
+def target_features(target, x: torch.Tensor):
+    """Target logits, post-norm last hidden states and full-length K/V for the wired layers."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()  # no config: full-length K/V in every layer (see kvrouting)
+    out = target(input_ids=x, past_key_values=cache, use_cache=True, output_hidden_states=True)
+    kv = {t: cache_kv(cache, j) for t, j in default_kv_sources(target.config).items()}
+    return out.logits, out.hidden_states[-1], kv
+
+
+def draft_masks(q: int, kv_len: int, window: int, dtype) -> dict:
+    """Additive masks for q parallel draft queries: query t is "committed context x[0..t]",
+    so it sees K/V 0..t (full) or its last ``window + 1`` entries (sliding). The ``+1`` mirrors
+    the assistant's own flipped bidirectional sliding mask for a single query (checked at build
+    time against the real single-query path by :func:`check_parallel_matches_sequential`)."""
+    t = torch.arange(q)[:, None]
+    j = torch.arange(kv_len)[None, :]
+    neg = torch.finfo(dtype).min
+    full = torch.where(j <= t, 0.0, neg).to(dtype)
+    sliding = torch.where((j <= t) & (t - j <= window), 0.0, neg).to(dtype)
+    return {"full_attention": full[None, None], "sliding_attention": sliding[None, None]}
+
+
+def draft_step_parallel(draft, embed, tokens, hidden, positions, kv, masks):
+    """One MTP step for many independent queries at once (equivalent to the assistant's forward
+    applied per query, because the draft attends only to target K/V and writes none)."""
+    x = draft.pre_projection(torch.cat([embed(tokens), hidden], dim=-1))
+    out = draft.model(
+        inputs_embeds=x,
+        attention_mask=masks,
+        position_ids=positions,
+        shared_kv_states=dict(kv),
+        use_cache=False,
+    )
+    last = out.last_hidden_state
+    return draft.lm_head(last), draft.post_projection(last)
+
+
+def mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps: int):
+    """Sum over MTP steps of KL(target || draft) + CE(target argmax), teacher-forced on ``x``.
+
+    Query t: committed context x[0..t], bonus x[t+1], hidden h_t, position t+1. Step k feeds
+    token x[t+k] and the draft's previous projected state, and is scored on the target's
+    distribution at t+k (the token after x[t+k]).
+    """
+    batch, length = x.shape
+    q = length - k_steps
+    masks = draft_masks(q, length, draft.config.get_text_config().sliding_window, t_hidden.dtype)
+    positions = torch.arange(1, q + 1)[None].expand(batch, q)
+    hidden = t_hidden[:, :q]
+    total, accs = 0.0, []
+    for k in range(1, k_steps + 1):
+        logits, hidden = draft_step_parallel(draft, embed, x[:, k : k + q], hidden, positions, kv, masks)
+        teacher = t_logits[:, k : k + q].float()
+        logp = F.log_softmax(logits.float(), -1)
+        kl = F.kl_div(logp, F.log_softmax(teacher, -1), log_target=True, reduction="none").sum(-1).mean()
+        ce = F.cross_entropy(logp.flatten(0, 1), teacher.argmax(-1).flatten())
+        total = total + kl + ce
+        accs.append((logits.argmax(-1) == teacher.argmax(-1)).float().mean().item())
+    return total, accs
+
+
+def greedy_pool(target, corpus, starts, gen, n_seqs: int, prompt_len: int, gen_len: int) -> torch.Tensor:
+    """Windows of (stdlib text prompt + the target's greedy continuation), generated once: the
+    continuation is exactly the text the draft has to predict at inference."""
+    chunks = []
+    for _ in range(0, n_seqs, 64):
+        prompts = sample_windows(corpus, starts, gen, 64, prompt_len)
+        chunks.append(greedy_continue(target, prompts, gen_len))
+    return torch.cat(chunks)[:n_seqs]
+
+
+def distil_draft(target, draft, pool, steps, batch, k_steps, gen) -> None:
+    embed = target.get_input_embeddings()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    params = [p for p in draft.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=2e-3, betas=(0.9, 0.95), weight_decay=0.0)
+    draft.train()
+    t0 = time.perf_counter()
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, 2e-3, 30)
+        x = pool[torch.randint(len(pool), (batch,), generator=gen)]
+        with torch.no_grad():
+            t_logits, t_hidden, kv = target_features(target, x)
+        loss, accs = mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if step % 50 == 0 or step == steps - 1:
+            acc = " ".join(f"{a:.2f}" for a in accs)
+            log(f"draft step {step:4d} loss {loss.item():.3f} top1/step [{acc}] ({time.perf_counter() - t0:.0f}s)")
+    draft.eval()
+
+
+@torch.no_grad()
+def check_parallel_matches_sequential(target, draft, corpus, starts, gen) -> float:
+    """The parallel training forward must equal the real single-query inference path
+    (``surgery.hf.specdec.draft_tokens`` conventions), or the distillation trains the wrong thing."""
+    from surgery.hf.kvrouting import build_shared_kv_states
+    from transformers import DynamicCache
+
+    x = sample_windows(corpus, starts, gen, 1, 100)
+    t_logits, t_hidden, kv = target_features(target, x)
+    embed = target.get_input_embeddings()
+    masks = draft_masks(x.shape[1] - 1, x.shape[1], draft.config.get_text_config().sliding_window, t_hidden.dtype)
+    q = x.shape[1] - 1
+    par, _ = draft_step_parallel(draft, embed, x[:, 1:], t_hidden[:, :q], torch.arange(1, q + 1)[None], kv, masks)
+    cache = DynamicCache()
+    target(input_ids=x, past_key_values=cache, use_cache=True)
+    worst = 0.0
+    for t in (0, 5, 40, 63, 64, 65, 80, q - 1):
+        states = build_shared_kv_states(cache, target.config, draft, length=t + 1)
+        inp = torch.cat([embed(x[:, t + 1 : t + 2]), t_hidden[:, t : t + 1]], -1)
+        seq = draft(inputs_embeds=inp, position_ids=torch.tensor([[t + 1]]), shared_kv_states=states).logits
+        worst = max(worst, (seq[0, -1] - par[0, t]).abs().max().item())
+    return worst
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def global_head_dim_extra(shipped_json: Path) -> dict:
+    """transformers 5.19 writes the full-layer head size only inside ``per_layer_config``; keep the
+    public ``global_head_dim`` key too (real configs and older transformers read that one)."""
+    cfg = pair.load_config_json(shipped_json)
+    return {"global_head_dim": cfg.get("global_head_dim", cfg.get("text_config", {}).get("global_head_dim"))}
+
+
+def build(out_dir: Path, target_steps=350, draft_steps=350, k_steps=3, pool_size=1024, progress=None) -> tuple[Path, Path]:
+    """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically."""
+    global log
+    if progress is not None:
+        log = progress  # noqa: F811
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    from transformers import Gemma4AssistantForCausalLM, Gemma4ForCausalLM
+
+    t_cfg, d_cfg = pair.make_configs()
+    corpus = load_corpus()
+    starts = line_starts(corpus)
+    log(f"corpus: {len(corpus)} tokens from {len(CORPUS_FILES)} stdlib files")
+    t0 = time.perf_counter()
+
+    target = Gemma4ForCausalLM(t_cfg)
+    train_target(target, corpus, starts, target_steps, batch=16, length=128, gen=gen)
+    log(f"target trained in {time.perf_counter() - t0:.0f}s")
+
+    torch.manual_seed(SEED + 1)
+    draft = Gemma4AssistantForCausalLM(d_cfg)
+    pool = greedy_pool(target, corpus, starts, gen, pool_size, prompt_len=48, gen_len=80)
+    log(f"greedy pool: {tuple(pool.shape)} in {time.perf_counter() - t0:.0f}s")
+    distil_draft(target, draft, pool, draft_steps, batch=16, k_steps=k_steps, gen=gen)
+    err = check_parallel_matches_sequential(target, draft, corpus, starts, gen)
+    log(f"parallel vs sequential draft logits: max abs diff {err:.2e}")
+    if err > 1e-3:
+        raise RuntimeError("parallel draft training path disagrees with the inference path")
+    log(f"built in {time.perf_counter() - t0:.0f}s")
+
+    for p in target.parameters():
+        p.requires_grad_(True)
+    target_dir, draft_dir = out_dir / "target", out_dir / "draft"
+    pair.write_hf_folder(target, target_dir, extra_config=global_head_dim_extra(pair.TARGET_CONFIG_JSON))
+    pair.write_hf_folder(draft, draft_dir, extra_config={"text_config": global_head_dim_extra(pair.DRAFT_CONFIG_JSON)})
+    return target_dir, draft_dir
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--out", type=Path, help="output folder (default: the cache)")
+    ap.add_argument("--commit", action="store_true", help="write surgery/data/tiny/weights")
+    ap.add_argument("--target-steps", type=int, default=350)
+    ap.add_argument("--draft-steps", type=int, default=350)
+    ap.add_argument("--pool", type=int, default=1024, help="greedy-continuation windows")
+    ap.add_argument("--draft-k", type=int, default=3, help="MTP steps trained per query")
+    args = ap.parse_args(argv)
+    out = pair.WEIGHTS_DIR if args.commit else (args.out or pair.cache_root())
+    t_dir, d_dir = build(out, args.target_steps, args.draft_steps, args.draft_k, args.pool)
+    log(f"wrote {t_dir} and {d_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
