@@ -119,11 +119,29 @@ def _merge_config(path: Path, extra: dict) -> None:
 def _replace_dir(src: Path, dest: Path) -> None:
     """Move ``src`` onto ``dest``; an existing (stale or partial) ``dest`` is moved aside first
     because ``os.replace`` cannot overwrite a non-empty directory."""
+    src.chmod(0o755)  # mkdtemp creates 0700
+    for f in src.iterdir():
+        f.chmod(0o644)
     if dest.exists():
         stale = Path(tempfile.mkdtemp(prefix=f".{dest.name}-old-", dir=dest.parent))
         os.replace(dest, stale / dest.name)
         shutil.rmtree(stale, ignore_errors=True)
     os.replace(src, dest)
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _stale(target_dir: Path, draft_dir: Path) -> bool:
+    """True when committed weights exist and differ from the cached copy (weights were rebuilt)."""
+    for name, folder in (("target", target_dir), ("draft", draft_dir)):
+        shipped = WEIGHTS_DIR / name / "model.safetensors"
+        if shipped.is_file() and _digest(shipped) != _digest(folder / "model.safetensors"):
+            return True
+    return False
 
 
 def _copy_committed(name: str, dest: Path) -> bool:
@@ -150,15 +168,28 @@ def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
     say = progress or (lambda _msg: None)
     root = cache_root()
     target_dir, draft_dir = root / "target", root / "draft"
-    if _is_complete(target_dir) and _is_complete(draft_dir):
+    if _is_complete(target_dir) and _is_complete(draft_dir) and not _stale(target_dir, draft_dir):
         return target_dir, draft_dir
     if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
         say(f"tiny pair copied from committed weights into {root}")
         return target_dir, draft_dir
-    say(f"building the tiny pair into {root} (trains for a few minutes)")
-    from tools_bridge import build  # noqa: F401  (replaced below; kept import-light)
+    say(f"building the tiny pair into {root} (trains for several minutes)")
+    return _load_builder().build(root, progress=say if progress else None)
 
-    raise AssertionError("unreachable")  # pragma: no cover
+
+def _load_builder():
+    """``tools/build_tiny_pair.py`` of this checkout (the build recipe is not part of the wheel)."""
+    import importlib.util
+
+    script = DATA_DIR.parents[2] / "tools" / "build_tiny_pair.py"
+    if not script.is_file():
+        raise FileNotFoundError(
+            f"tiny pair missing from {cache_root()} and from {WEIGHTS_DIR}, and no build script at {script}"
+        )
+    spec = importlib.util.spec_from_file_location("surgery_build_tiny_pair", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def load_pair(target_dir, draft_dir, device="cpu", dtype=None):

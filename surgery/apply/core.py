@@ -1,0 +1,165 @@
+"""Engine-neutral apply and verify.
+
+apply_plan runs in two phases. Phase 1 asks the engine adapter to *prepare* every operation:
+resolve module paths, check shapes and kinds on the live objects, and return the reversible
+mutations it would perform; nothing is touched, so any failure leaves both models as they were.
+Phase 2 performs the mutations in order with an undo log; if one raises (a bug, an injected fault,
+a device error), every earlier mutation is undone in reverse order before the coded error is raised.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..diagnostics import Diagnostic, SurgeryError, diag
+from ..plan import Operation, Plan
+from .mutations import Mutation
+
+
+@dataclass
+class Prepared:
+    """An operation ready to run: its mutations and the checks that prove it afterwards."""
+
+    op: Operation
+    mutations: list[Mutation]
+    checks: list[Callable[[], "Check"]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Check:
+    op_id: str
+    name: str
+    ok: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"op": self.op_id, "check": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class VerifyReport:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclass
+class ApplyReport:
+    applied: list[str]
+    not_applicable: list[Diagnostic]
+    prepared: list[Prepared] = field(repr=False)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"applied": self.applied, "not_applicable": [d.to_dict() for d in self.not_applicable],
+                "seconds": self.seconds}
+
+
+class Adapter:
+    """What an engine adapter provides (see surgery/apply/hf.py and surgery/vllm/adapter.py)."""
+
+    engine: str = "?"
+
+    def applicable(self, op: Operation) -> str | None:
+        """None if the engine can run this operation, else the reason it means nothing here."""
+        return None
+
+    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def static_checks(self, plan: Plan, draft: Any, target: Any) -> list[Diagnostic]:
+        """Whole-model checks before any operation is prepared (layer counts, model kinds)."""
+        return []
+
+
+def _adapter_for(plan: Plan, adapter: Adapter | None) -> Adapter:
+    if adapter is not None:
+        return adapter
+    if plan.runtime.engine == "hf":
+        from .hf import HFAdapter
+
+        return HFAdapter()
+    raise SurgeryError(diag("SRG011", f"no default adapter for engine {plan.runtime.engine!r}; pass adapter="))
+
+
+def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter) -> tuple[list[Prepared], list[Diagnostic]]:
+    if not plan.ok:
+        raise SurgeryError(plan.errors)
+    if plan.runtime.engine != adapter.engine:
+        raise SurgeryError(diag("SRG402", f"the plan was resolved for engine {plan.runtime.engine!r} but is being "
+                                f"applied with the {adapter.engine!r} adapter",
+                                hint=f"resolve with --engine {adapter.engine}"))
+    problems = adapter.static_checks(plan, draft, target)
+    if problems:
+        raise SurgeryError(problems)
+    prepared, not_applicable, errors = [], [], []
+    for op in plan.operations:
+        reason = adapter.applicable(op)
+        if reason is not None:
+            not_applicable.append(diag("SRG321", f"{op.id}: {reason}"))
+            continue
+        try:
+            prepared.append(adapter.prepare(op, draft, target))
+        except SurgeryError as exc:
+            errors.extend(exc.diagnostics)
+    if errors:
+        raise SurgeryError(errors)
+    return prepared, not_applicable
+
+
+def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = None,
+               fault: Callable[[Operation, Mutation], None] | None = None) -> ApplyReport:
+    """Apply atomically. `fault` (tests only) is called before each mutation and may raise."""
+    start = time.perf_counter()
+    adapter = _adapter_for(plan, adapter)
+    prepared, not_applicable = prepare_plan(plan, draft, target, adapter)
+    done: list[Mutation] = []
+    current: Operation | None = None
+    try:
+        for p in prepared:
+            current = p.op
+            for m in p.mutations:
+                if fault is not None:
+                    fault(p.op, m)
+                m.apply()
+                done.append(m)
+    except Exception as exc:  # any failure: roll back everything, then report with a code
+        rollback_errors = []
+        for m in reversed(done):
+            try:
+                m.undo()
+            except Exception as undo_exc:  # keep undoing the rest; report it
+                rollback_errors.append(f"{m.label}: {undo_exc}")
+        detail = f"{type(exc).__name__}: {exc}"
+        msg = (f"operation {current.id if current else '?'} failed ({detail}); {len(done)} earlier mutation(s) "
+               f"rolled back")
+        if rollback_errors:
+            msg += "; rollback problems: " + "; ".join(rollback_errors)
+        raise SurgeryError(diag("SRG403", msg)) from exc
+    return ApplyReport([p.op.id for p in prepared], not_applicable, prepared, time.perf_counter() - start)
+
+
+def verify_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = None,
+                report: ApplyReport | None = None) -> VerifyReport:
+    """Check every applied operation's invariants on the live objects."""
+    adapter = _adapter_for(plan, adapter)
+    if report is None:
+        raise SurgeryError(diag("SRG011", "verify_plan needs the ApplyReport returned by apply_plan"))
+    checks: list[Check] = []
+    for p in report.prepared:
+        for make in p.checks:
+            try:
+                checks.append(make())
+            except Exception as exc:  # a check that cannot run is a failed check, with the reason
+                checks.append(Check(p.op.id, "check raised", False, f"{type(exc).__name__}: {exc}"))
+    return VerifyReport(checks)
