@@ -59,6 +59,8 @@ def tokenize(text: str) -> list[Tok]:
         kind = m.lastgroup
         value = m.group(kind)
         col = m.start(kind)
+        if kind == "name" and "__" in value:
+            raise ExprError("SRG110", f"names may not contain '__' ({value!r})", col)
         if kind == "name" and value in _KEYWORDS:
             kind = "kw"
         toks.append(Tok(kind, value, col))
