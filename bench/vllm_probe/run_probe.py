@@ -9,7 +9,7 @@ import sys
 import time
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# NB: VLLM_CPU_KVCACHE_SPACE (GiB), when set, overrides kv_cache_memory_bytes (platforms/cpu.py:323-327).
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO")
 
 PROMPTS = [[2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]]
@@ -26,7 +26,7 @@ def make_llm(target, draft=None, k=2, **extra):
         max_model_len=128,
         max_num_seqs=4,
         max_num_batched_tokens=256,
-        kv_cache_memory_bytes=64 * 1024 * 1024,
+        kv_cache_memory_bytes=32 * 1024 * 1024,
         seed=0,
         enable_prefix_caching=False,
         disable_log_stats=False,

@@ -163,3 +163,10 @@ def verify_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = N
             except Exception as exc:  # a check that cannot run is a failed check, with the reason
                 checks.append(Check(p.op.id, "check raised", False, f"{type(exc).__name__}: {exc}"))
     return VerifyReport(checks)
+
+
+def rollback(report: ApplyReport) -> None:
+    """Undo an applied plan (reverse order). Used by ablation and by callers that re-wire."""
+    for p in reversed(report.prepared):
+        for m in reversed(p.mutations):
+            m.undo()

@@ -1,0 +1,211 @@
+"""`surgery apply`: load a pair with HF transformers, resolve, apply, verify, and prove the wiring
+by speculative decoding against plain greedy decoding (optionally with an ablation per step)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+
+
+class Progress:
+    """Progress lines on stderr, only for a terminal (pipes and CI logs stay clean)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K[surgery] {message}" if _color() else f"[surgery] {message}\n")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled and _color():
+            sys.stderr.write("\r\x1b[K")
+
+
+def _color() -> bool:
+    import os
+
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SurgeryError(diag("SRG011", f"--device {name} but CUDA is not available"))
+    return name
+
+
+def _dtype(name: str):
+    import torch
+
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if name not in table:
+        raise SurgeryError(diag("SRG011", f"unknown --dtype {name!r}", hint=f"one of {', '.join(table)}"))
+    return table[name]
+
+
+def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
+    """Speculative vs plain greedy on every prompt; the totals the report shows."""
+    from ..hf.specdec import greedy_generate, speculative_generate
+
+    identical = True
+    drafted = accepted = target_fwd = greedy_fwd = tokens = 0
+    spec_s = greedy_s = 0.0
+    mismatches = []
+    for i, ids in enumerate(prompts):
+        t0 = time.perf_counter()
+        ref = greedy_generate(target, ids, max_new_tokens)
+        greedy_s += time.perf_counter() - t0
+        res = speculative_generate(target, draft, ids, max_new_tokens, num_draft_tokens)
+        spec_s += res.wall_s
+        if list(res.tokens) != list(ref):
+            identical = False
+            mismatches.append(i)
+        drafted += res.drafted
+        accepted += res.accepted
+        target_fwd += res.target_forwards
+        greedy_fwd += len(ref)
+        tokens += len(res.tokens)
+    return {
+        "identical": identical, "prompts": len(prompts), "tokens": tokens, "drafted": drafted, "accepted": accepted,
+        "acceptance_rate": (accepted / drafted) if drafted else 0.0, "num_draft_tokens": num_draft_tokens,
+        "target_forwards": target_fwd, "greedy_target_forwards": greedy_fwd,
+        "target_forwards_saved": greedy_fwd - target_fwd, "wall_s": round(spec_s, 4),
+        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches,
+    }
+
+
+def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]:
+    """Remove each recipe step in turn (and all of them), rerun the decoding check, restore."""
+    from . import apply_plan, rollback, verify_plan
+
+    rows = []
+    steps = sorted({o.step for o in plan.operations})
+    variants = [(f"without step {s}: " + _step_label(plan, s), plan.without_step(s)) for s in steps]
+    variants.append(("without any wiring", None))
+    rollback(report)
+    try:
+        for label, variant in variants:
+            progress(f"ablation: {label}")
+            row: dict[str, Any] = {"variant": label}
+            sub = None
+            try:
+                if variant is not None:
+                    sub = apply_plan(variant, draft, target)
+                    row["verified"] = verify_plan(variant, draft, target, report=sub).ok
+                d = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+                row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
+                            "drafted": d["drafted"], "accepted": d["accepted"]})
+            except Exception as exc:  # a removed step can make the draft unrunnable: that is the finding
+                row.update({"runs": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            finally:
+                if sub is not None:
+                    rollback(sub)
+            rows.append(row)
+    finally:
+        apply_plan(plan, draft, target)  # leave the pair wired as the main report says
+    return rows
+
+
+def _step_label(plan, step: int) -> str:
+    ops = [o for o in plan.operations if o.step == step]
+    first = ops[0]
+    return {"share_kv": f"share_kv ({first.map})", "copy_attr": "copy_attrs", "share_module": f"share_module {first.role}",
+            "keep": f"keep {first.role}"}[first.op]
+
+
+def run_apply(args, out) -> int:
+    import torch  # noqa: F401  (fail early with the real import error if the apply extra is missing)
+
+    from ..facts import read_facts
+    from ..hf.pair import DEFAULT_PROMPTS, encode, ensure_tiny_pair, load_pair
+    from ..plan import Runtime, render_table
+    from ..recipe import load_recipe
+    from ..resolver import resolve
+    from . import apply_plan, verify_plan
+
+    progress = Progress(not args.no_progress)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    recipe = load_recipe(args.recipe)
+    if (args.target is None) != (args.draft is None):
+        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
+    if args.target is None:
+        progress("preparing the built-in tiny Gemma 4 pair")
+        target_dir, draft_dir = ensure_tiny_pair(progress=progress)
+    else:
+        target_dir, draft_dir = args.target, args.draft
+    timings["pair_s"] = time.perf_counter() - t0
+
+    t = time.perf_counter()
+    runtime = Runtime(engine="hf", pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype)
+    plan = resolve(recipe, read_facts(draft_dir), read_facts(target_dir), runtime)
+    timings["resolve_s"] = time.perf_counter() - t
+    if not plan.ok:
+        raise SurgeryError(plan.errors)
+
+    progress("loading models")
+    t = time.perf_counter()
+    device, dtype = _device(args.device), _dtype(args.dtype)
+    target, draft = load_pair(target_dir, draft_dir, device=device, dtype=dtype)
+    timings["load_s"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    report = apply_plan(plan, draft, target)
+    timings["apply_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    verification = verify_plan(plan, draft, target, report=report)
+    timings["verify_s"] = time.perf_counter() - t
+
+    prompts = [encode(p) for p in DEFAULT_PROMPTS[: max(1, args.prompts)]]
+    progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens})")
+    decode = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+    abl = ablation(plan, draft, target, report, prompts, args, progress) if args.ablate else None
+    progress.done()
+    ok = verification.ok and decode["identical"]
+    result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": args.dtype,
+              "target": str(target_dir), "draft": str(draft_dir), "plan": plan.to_dict(), "apply": report.to_dict(),
+              "verify": verification.to_dict(), "decode": decode, "ablation": abl,
+              "timings": {k: round(v, 4) for k, v in timings.items()}}
+    if args.json:
+        out.write(json.dumps(result, indent=2) + "\n")
+    else:
+        out.write(_render(plan, report, verification, decode, abl, timings, render_table) + "\n")
+    return EXIT_OK if ok else EXIT_INVALID
+
+
+def _render(plan, report, verification, decode, abl, timings, render_table) -> str:
+    lines = [render_table(plan), "", "applied"]
+    lines.append(f"  {len(report.applied)} operation(s) in {report.seconds * 1000:.1f} ms"
+                 + (f"; not applicable to HF: {len(report.not_applicable)}" if report.not_applicable else ""))
+    for d in report.not_applicable:
+        lines.append(f"  {d.code} {d.message}")
+    lines += ["", f"verification: {'PASS' if verification.ok else 'FAIL'} ({len(verification.checks)} checks)"]
+    for c in verification.checks:
+        lines.append(f"  [{'pass' if c.ok else 'FAIL'}] {c.op_id}: {c.name}" + (f"  ({c.detail})" if not c.ok else ""))
+    d = decode
+    lines += ["", "decoding check (speculative vs plain greedy)",
+              f"  prompts {d['prompts']}, tokens generated {d['tokens']}, draft tokens per step {d['num_draft_tokens']}",
+              f"  output identical to greedy: {'yes' if d['identical'] else 'NO (prompts ' + str(d['mismatched_prompts']) + ')'}",
+              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance rate {d['acceptance_rate']:.1%}",
+              f"  target forward passes {d['target_forwards']} vs {d['greedy_target_forwards']} greedy "
+              f"(saved {d['target_forwards_saved']})",
+              f"  wall time {d['wall_s']:.2f} s speculative vs {d['greedy_wall_s']:.2f} s greedy"]
+    if abl is not None:
+        lines += ["", "ablation (each recipe step removed in turn)"]
+        for row in abl:
+            if row["runs"]:
+                lines.append(f"  {row['variant']:<50} acceptance {row['acceptance_rate']:6.1%}  identical "
+                             f"{'yes' if row['identical'] else 'NO'}")
+            else:
+                lines.append(f"  {row['variant']:<50} draft cannot run: {row['error']}")
+    lines += ["", "timings: " + ", ".join(f"{k} {v:.3f}" for k, v in timings.items())]
+    return "\n".join(lines)

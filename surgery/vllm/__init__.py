@@ -1,0 +1,1 @@
+"""vLLM integration: the general plugin, the adapter and inspection helpers (vllm imported lazily)."""
