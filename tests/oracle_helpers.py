@@ -7,6 +7,7 @@ layer's attention gets no ``kv_sharing_target_layer_name``).
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -197,11 +198,18 @@ def vllm_v2_kv_map(draft_hf, target_hf, check_scales: bool = True) -> dict[int, 
 
 
 # ---------------------------------------------------------------- ours ------------------------------
-def our_plan(draft: dict, target: dict, runtime=None):
-    from surgery import Runtime, facts_from_config, parse_recipe, resolve
+@functools.lru_cache(maxsize=1)
+def shipped_recipe():
+    """The shipped gemma4-mtp recipe, parsed once (resolve only reads it)."""
+    from surgery import parse_recipe
 
-    recipe = parse_recipe(recipe_text(), str(RECIPE_FILE))
-    return resolve(recipe, facts_from_config(draft, "draft.json"), facts_from_config(target, "target.json"),
+    return parse_recipe(recipe_text(), str(RECIPE_FILE))
+
+
+def our_plan(draft: dict, target: dict, runtime=None):
+    from surgery import Runtime, facts_from_config, resolve
+
+    return resolve(shipped_recipe(), facts_from_config(draft, "draft.json"), facts_from_config(target, "target.json"),
                    runtime or Runtime())
 
 

@@ -139,11 +139,8 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
     bonus = int(out.logits[0, -1].argmax())
     hidden = out.hidden_states[-1][:, -1:]  # post-norm last hidden state (what MTP consumes)
 
-    while True:
-        res.tokens.append(bonus)
-        remaining = max_new_tokens - len(res.tokens)
-        if remaining <= 0:
-            break
+    res.tokens.append(bonus)
+    while (remaining := max_new_tokens - len(res.tokens)) > 0:
         k = min(num_draft_tokens, remaining)  # never draft past max_new_tokens
         kv = build_shared_kv_states(cache, target.config, draft, length=committed)
         drafts = draft_tokens(draft, kv, bonus, hidden, committed, k)
@@ -159,6 +156,8 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
             m += 1
         res.accepted += m
         res.tokens.extend(drafts[:m])
+        if len(res.tokens) >= max_new_tokens:
+            break
 
         # Keep K/V of bonus + accepted drafts; drop the rejected tail (never call crop(0):
         # older transformers read a non-negative argument as an absolute length).
@@ -168,6 +167,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
         committed += 1 + m
         bonus = greedy[m]
         hidden = out.hidden_states[-1][:, m : m + 1]
+        res.tokens.append(bonus)
 
     res.wall_s = time.perf_counter() - start
     return res

@@ -262,7 +262,7 @@ def _attention_modules(module) -> dict[str, Any]:
 
     out = {}
     for _, sub in module.named_modules():
-        if isinstance(sub, AttentionLayerBase):
+        if isinstance(sub, AttentionLayerBase) and getattr(sub, "layer_name", None):
             out[sub.layer_name] = sub
     return out
 
@@ -383,6 +383,8 @@ def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
     groups' layers can start at the same pointer), and the KV-scale attributes of
     both layers with their registration kind (buffer/parameter/...).
     """
+    import torch
+
     maps = get_layer_maps(proposer, target_model)
     if target_model is None:
         target_model = getattr(proposer, "_surgery_target_model", None)
@@ -395,8 +397,6 @@ def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
         tattn = sfc.get(tname) if tname else None
         kv = getattr(attn, "kv_cache", None)
         tkv = getattr(tattn, "kv_cache", None) if tattn is not None else None
-        import torch
-
         layers.append(
             {
                 "draft_index": idx,

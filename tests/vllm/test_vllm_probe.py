@@ -120,9 +120,9 @@ def spec_run(tiny_pair):
     def before(proposer, target_model):
         # Target is loaded (scales already reset to 1.0 by process_weights_after_loading);
         # give every target layer distinctive scales before the draft is built/wired.
-        for name, attn in hooks._attention_modules(target_model).items():
-            from vllm.model_executor.models.utils import extract_layer_index
+        from vllm.model_executor.models.utils import extract_layer_index
 
+        for name, attn in hooks._attention_modules(target_model).items():
             i = extract_layer_index(name)
             attn._k_scale.fill_(_k_target(i))
             attn._v_scale.fill_(_v_target(i))

@@ -1,0 +1,194 @@
+"""The vLLM adapter: plan operations on a live drafter and target inside a vLLM worker.
+
+Differences from HF that matter:
+- KV sharing is by name (`Attention.kv_sharing_target_layer_name`), read when KV-cache specs are
+  collected. Setting it after construction skips vLLM's own constructor check
+  (`validate_kv_sharing_target`) and leaves the backend impl's copy of the name at None; we
+  re-run the check (plus the ones vLLM never does: same head size / KV heads / window / cache
+  dtype, target on this pipeline stage) and keep the impl's copy in sync.
+- KV-cache scales exist in three representations per layer (tensor buffer or Parameter, Python
+  float, CPU tensor); the legacy runner copies none of them to the draft.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..apply.core import Adapter, Check, Prepared
+from ..apply.mutations import CopyInPlace, SetAttr, _registration
+from ..apply.paths import attention_path, get_path, role_path, split_parent
+from ..diagnostics import SurgeryError, diag
+from ..plan import Operation, Plan
+
+
+def _is_attention(obj: Any) -> bool:
+    try:
+        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    except Exception:  # noqa: BLE001 - tests may use stand-ins without vllm
+        return hasattr(obj, "kv_sharing_target_layer_name")
+    return isinstance(obj, AttentionLayerBase)
+
+
+def _values_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a.detach().cpu().float(), b.detach().cpu().float()))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def _show(v: Any) -> str:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        flat = v.detach().cpu().float().flatten().tolist()
+        return f"{flat[:4]}{'...' if len(flat) > 4 else ''} shape {tuple(v.shape)}"
+    return repr(v)
+
+
+class VLLMAdapter(Adapter):
+    engine = "vllm"
+
+    def __init__(self, static_forward_context: dict | None = None):
+        self.sfc = static_forward_context
+
+    def static_checks(self, plan: Plan, draft: Any, target: Any) -> list:
+        problems = []
+        for row_map in plan.layer_maps.values():
+            for row in row_map:
+                try:
+                    t_attn = get_path(target, attention_path("vllm", target, row.target, "target"))
+                except (AttributeError, IndexError, KeyError, TypeError):
+                    problems.append(diag("SRG316", f"target layer {row.target} is not on this pipeline stage "
+                                         "(no attention module here)"))
+                    continue
+                if not _is_attention(t_attn):
+                    problems.append(diag("SRG316", f"target layer {row.target} is a {type(t_attn).__name__}, not an "
+                                         "attention layer held by this stage"))
+        return problems
+
+    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        return getattr(self, f"_prepare_{op.op}")(op, draft, target)
+
+    def _attn_pair(self, op: Operation, draft: Any, target: Any):
+        d_attn = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
+        t_attn = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
+        for side, attn in (("draft", d_attn), ("target", t_attn)):
+            if not _is_attention(attn):
+                raise SurgeryError(diag("SRG402", f"{op.id}: {side} layer is a {type(attn).__name__}, not an Attention"))
+        return d_attn, t_attn
+
+    # -- share_kv ---------------------------------------------------------------------------------
+    def _prepare_share_kv(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        d_attn, t_attn = self._attn_pair(op, draft, target)
+        name = t_attn.layer_name
+        sfc = self.sfc
+        if sfc is not None:
+            if name not in sfc or sfc[name] is not t_attn:
+                raise SurgeryError(diag("SRG316", f"{op.id}: target layer {name} is not registered in this engine's "
+                                        "forward context (another pipeline stage?)"))
+            if d_attn.layer_name not in sfc:
+                raise SurgeryError(diag("SRG402", f"{op.id}: draft layer {d_attn.layer_name} is not registered"))
+        for fact in ("attn_type", "head_size", "num_kv_heads", "sliding_window", "kv_cache_dtype"):
+            dv, tv = getattr(d_attn, fact, None), getattr(t_attn, fact, None)
+            if dv != tv:
+                code = {"head_size": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305"}.get(fact, "SRG402")
+                raise SurgeryError(diag(code, f"{op.id}: draft {d_attn.layer_name} {fact}={dv!r} but target {name} "
+                                        f"{fact}={tv!r}: the backend cannot read one layer's cache as the other's"))
+        if getattr(t_attn, "kv_sharing_target_layer_name", None):
+            raise SurgeryError(diag("SRG307", f"{op.id}: target {name} itself reads "
+                                    f"{t_attn.kv_sharing_target_layer_name}; point the draft at a layer that owns KV"))
+        muts = [SetAttr(op.id, d_attn, "kv_sharing_target_layer_name", name, kind="attribute")]
+        impl = getattr(d_attn, "impl", None)
+        if impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
+            # the impl got its own copy at construction (None for late wiring); FlashInfer / ROCm read it
+            muts.append(SetAttr(op.id + ":impl", impl, "kv_sharing_target_layer_name", name, kind="attribute"))
+
+        def named() -> Check:
+            got = d_attn.kv_sharing_target_layer_name
+            impl_got = getattr(impl, "kv_sharing_target_layer_name", name) if impl is not None else name
+            return Check(op.id, "draft layer reads the mapped target layer (layer and impl names)",
+                         got == name and impl_got == name, f"layer={got!r} impl={impl_got!r} want={name!r}")
+
+        def validated() -> Check:
+            if sfc is None:
+                return Check(op.id, "vLLM validate_kv_sharing_target", True, "no forward context given")
+            from vllm.model_executor.layers.attention.attention import validate_kv_sharing_target
+
+            validate_kv_sharing_target(d_attn.layer_name, name, sfc)
+            return Check(op.id, "vLLM validate_kv_sharing_target", True)
+
+        return Prepared(op, muts, [named, validated])
+
+    # -- copy_attr ----------------------------------------------------------------------------------
+    def _prepare_copy_attr(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        import torch
+
+        d_attn, t_attn = self._attn_pair(op, draft, target)
+        attr = op.attr
+        if not hasattr(t_attn, attr):
+            raise SurgeryError(diag("SRG401", f"{op.id}: target attention has no attribute {attr}"))
+        if not hasattr(d_attn, attr):
+            raise SurgeryError(diag("SRG401", f"{op.id}: draft attention has no attribute {attr}"))
+        src, old = getattr(t_attn, attr), getattr(d_attn, attr)
+        kind = _registration(d_attn, attr)
+        if op.mode == "assign":
+            value = src.detach().clone() if isinstance(src, torch.Tensor) else src
+            muts = [SetAttr(op.id, d_attn, attr, value)]
+        elif op.mode == "clone_keep_registration":
+            if not isinstance(src, torch.Tensor):
+                raise SurgeryError(diag("SRG405", f"{op.id}: clone_keep_registration needs a tensor, target {attr} "
+                                        f"is {type(src).__name__}"))
+            device = old.device if isinstance(old, torch.Tensor) else src.device
+            muts = [SetAttr(op.id, d_attn, attr, src.detach().clone().to(device), kind=kind)]
+        else:  # copy_inplace
+            if not isinstance(old, torch.Tensor) or not isinstance(src, torch.Tensor):
+                raise SurgeryError(diag("SRG405", f"{op.id}: copy_inplace needs tensors on both sides"))
+            if old.shape == src.shape:
+                muts = [CopyInPlace(op.id, old, src)]
+            else:
+                # per-head target vs scalar draft: the shape follows the target; keep the registration
+                muts = [SetAttr(op.id, d_attn, attr, src.detach().clone().to(old.device), kind=kind)]
+
+        def equal() -> Check:
+            now, want = getattr(d_attn, attr), getattr(t_attn, attr)
+            ok = _values_equal(now, want)
+            return Check(op.id, f"{attr} equals the target's ({op.mode})", ok, f"draft {_show(now)} target {_show(want)}")
+
+        def kept() -> Check:
+            now_kind = _registration(d_attn, attr)
+            now, want = getattr(d_attn, attr), getattr(t_attn, attr)
+            aliased = isinstance(now, torch.Tensor) and (now is want or (now.numel() and now.data_ptr() == want.data_ptr()))
+            return Check(op.id, f"{attr} keeps the draft's registration ({kind}) and does not alias the target",
+                         now_kind == kind and not aliased, f"kind {now_kind}, aliased {aliased}")
+
+        return Prepared(op, muts, [equal, kept])
+
+    # -- share_module / keep ---------------------------------------------------------------------------
+    def _prepare_share_module(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        d_path = role_path("vllm", draft, op.role, "draft")
+        t_path = role_path("vllm", target, op.role, "target")
+        t_mod = get_path(target, t_path)
+        parent, name = split_parent(draft, d_path)
+
+        def identical() -> Check:
+            return Check(op.id, f"draft {d_path} is the target's {t_path}", get_path(draft, d_path) is t_mod)
+
+        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical])
+
+    def _prepare_keep(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        d_path = role_path("vllm", draft, op.role, "draft")
+        d_mod = get_path(draft, d_path)
+        t_mod = get_path(target, role_path("vllm", target, op.role, "target"))
+
+        def own() -> Check:
+            now = get_path(draft, d_path)
+            ok = now is d_mod and now is not t_mod
+            w, tw = getattr(now, "weight", None), getattr(t_mod, "weight", None)
+            if w is not None and tw is not None:
+                ok = ok and w is not tw
+            return Check(op.id, f"draft {d_path} is still its own (not the target's)", ok)
+
+        return Prepared(op, [], [own])
