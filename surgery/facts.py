@@ -198,8 +198,9 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         prefix = "text_config."
     else:
         text = cfg
-    text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else model_type
     table = _defaults_table()
+    text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
+        table.get(model_type, {}).get("text_model_type", model_type)
     defaults = {**table["*"], **table.get(text_type, {})}
     top_defaults = {**table["*"], **table.get(model_type, {})}
     r = _Reader(text, defaults, source, prefix)
@@ -273,7 +274,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "tie_word_embeddings": bool(tie),
         "max_position_embeddings": r.get("max_position_embeddings", record=False),
         "rope_theta": rope_theta,
-        "hidden_size_per_layer_input": text.get("hidden_size_per_layer_input"),
+        "hidden_size_per_layer_input": r.get("hidden_size_per_layer_input", record=False),
         "use_ordered_embeddings": cfg.get("use_ordered_embeddings"),
         "has_sliding_layers": SLIDING in layer_types,
         "layer_type_set": sorted(set(layer_types)),
@@ -287,15 +288,18 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
 def _layer_types(r: _Reader, n_layers: int, source: str, prefix: str) -> list[str]:
     types = r.cfg.get("layer_types")
     if types is None:
-        pattern = r.cfg.get("sliding_window_pattern")
-        if pattern is None and "sliding_window_pattern" in r.defaults:
+        # which field (if any) sets the sliding:full period differs per family (data, not code)
+        pattern = None
+        if r.defaults.get("honours_sliding_window_pattern"):
             pattern = r.get("sliding_window_pattern")
+        elif "layer_types_period" in r.defaults:
+            pattern = r.defaults["layer_types_period"]
         if pattern is not None:
             if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
                 raise fail("SRG205", f"`sliding_window_pattern` must be a positive integer, got {pattern!r}",
                            Location(source, key_path=prefix + "sliding_window_pattern"))
             types = [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
-            r.used.append(DefaultUsed(prefix + "layer_types", f"derived from sliding_window_pattern={pattern}"))
+            r.used.append(DefaultUsed(prefix + "layer_types", f"sliding with every {pattern}th layer full"))
         else:
             types = [FULL] * n_layers
             r.used.append(DefaultUsed(prefix + "layer_types", "all full_attention"))

@@ -132,7 +132,7 @@ def parse_recipe(text: str, file: str | None = "<recipe>") -> Recipe:
     ops = [_op(loaded, i, item, maps, problems) for i, item in enumerate(data["ops"])]
     if problems:
         raise SurgeryError(problems)
-    return Recipe(data["recipe"], data["version"], data["summary"], data["applies_to"], requires, maps, ops,
+    return Recipe(data["recipe"], int(data["version"]), data["summary"], data["applies_to"], requires, maps, ops,
                   data.get("engine", {}), loaded)
 
 
@@ -188,14 +188,14 @@ def _layer_map(loaded, name, spec, problems) -> LayerMapSpec:
         if "pairs" not in spec:
             problems.append(diag("SRG103", f"layer map {name!r} with rule `explicit` needs `pairs`", loaded.location(path)))
         else:
-            pairs = {int(k): v for k, v in spec["pairs"].items()}
+            pairs = {int(k): int(v) for k, v in spec["pairs"].items()}  # 13.0 is an integer in JSON Schema
     elif "pairs" in spec:
         problems.append(diag("SRG122", f"`pairs` only belongs to rule `explicit` (map {name!r} uses {rule!r})",
                              loaded.location(path + ("pairs",))))
     if "offset" in spec and rule != "same_index":
         problems.append(diag("SRG122", f"`offset` only belongs to rule `same_index` (map {name!r} uses {rule!r})",
                              loaded.location(path + ("offset",))))
-    return LayerMapSpec(name, rule, spec.get("offset", 0), pairs, tuple(spec.get("must_match", ())), path)
+    return LayerMapSpec(name, rule, int(spec.get("offset", 0)), pairs, tuple(spec.get("must_match", ())), path)
 
 
 def _op(loaded, i, item, maps, problems) -> OpSpec:

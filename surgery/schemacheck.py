@@ -40,8 +40,8 @@ def _type_ok(value: Any, name: str) -> bool:
         return isinstance(value, list)
     if name == "string":
         return isinstance(value, str)
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "integer":  # JSON Schema: 1.0 is an integer
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
     if name == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if name == "boolean":

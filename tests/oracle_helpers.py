@@ -8,13 +8,17 @@ layer's attention gets no ``kv_sharing_target_layer_name``).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import re
 import shutil
+import sys
 import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("surgery") is None:  # not pip-installed: plain `pytest` from the checkout
+    sys.path.insert(0, str(REPO))
 DATA = Path(__file__).resolve().parent / "data"
 CONFIGS = DATA / "configs"
 SHARED_CONFIGS = REPO.parent / "shared" / "configs"

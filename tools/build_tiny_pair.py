@@ -60,8 +60,14 @@ CORPUS_FILES = (  # stdlib modules present in every CPython 3.9+; missing ones a
 )
 
 
+_progress = None  # set by build(progress=...) when called from surgery.hf.pair
+
+
 def log(msg: str) -> None:
-    print(f"[build_tiny_pair] {msg}", flush=True)
+    if _progress is not None:
+        _progress(msg)
+    else:
+        print(f"[build_tiny_pair] {msg}", flush=True)
 
 
 # ----------------------------------------------------------------------------------- data
@@ -266,11 +272,10 @@ def global_head_dim_extra(shipped_json: Path) -> dict:
     return {"global_head_dim": cfg.get("global_head_dim", cfg.get("text_config", {}).get("global_head_dim"))}
 
 
-def build(out_dir: Path, target_steps=350, draft_steps=350, k_steps=3, pool_size=1024, progress=None) -> tuple[Path, Path]:
+def build(out_dir: Path, target_steps=250, draft_steps=250, k_steps=3, pool_size=512, progress=None) -> tuple[Path, Path]:
     """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically."""
-    global log
-    if progress is not None:
-        log = progress  # noqa: F811
+    global _progress
+    _progress = progress
     torch.set_num_threads(1)  # reproducible sums; also robust on a busy 2-core box (no OMP spin)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
@@ -309,9 +314,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", type=Path, help="output folder (default: the cache)")
     ap.add_argument("--commit", action="store_true", help="write surgery/data/tiny/weights")
-    ap.add_argument("--target-steps", type=int, default=350)
-    ap.add_argument("--draft-steps", type=int, default=350)
-    ap.add_argument("--pool", type=int, default=1024, help="greedy-continuation windows")
+    ap.add_argument("--target-steps", type=int, default=250)
+    ap.add_argument("--draft-steps", type=int, default=250)
+    ap.add_argument("--pool", type=int, default=512, help="greedy-continuation windows")
     ap.add_argument("--draft-k", type=int, default=3, help="MTP steps trained per query")
     args = ap.parse_args(argv)
     out = pair.WEIGHTS_DIR if args.commit else (args.out or pair.cache_root())

@@ -221,8 +221,11 @@ def build() -> None:
     # ------------------------------------------------------------------ expressions
     def expr_case(cid, expr, code, token, nth=0, **kw):
         t = when(expr)
-        col = col_of(t, "      when: " + expr, token, nth) if token is not None else None
-        recipe_case(cid, t, code, 1, line_marker="      when: " + expr, col=col, key="ops[2].share_module.when", **kw)
+        line = t.splitlines().index("      when: " + expr) + 1  # the share_module `when`, not copy_attrs' one
+        col = t.splitlines()[line - 1].index(token) + 1 if token is not None else None
+        if token is not None and nth:
+            col = col_of(t, "      when: " + expr, token, nth)
+        recipe_case(cid, t, code, 1, line=line, col=col, key="ops[2].share_module.when", **kw)
 
     expr_case("expr-syntax-double-operator", "pp_size == == 1", "SRG110", "==", nth=1)
     expr_case("expr-syntax-unclosed-paren", "(pp_size == 1", "SRG110", None)

@@ -1,0 +1,121 @@
+"""Inspect how a running vLLM engine wired its draft into the target.
+
+``wiring(llm)`` returns plain data (picklable, JSON-friendly) gathered inside the worker with
+``llm.collective_rpc`` (any executor), falling back to the in-process model runner
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) when the RPC path is unavailable:
+
+    {"workers": [...per worker...], **first worker's entry}
+
+Per worker: ``layers`` (one entry per draft attention layer: the target layer it reads, by name and
+index; whether its bound ``kv_cache`` IS the target layer's tensor; its KV scales in the three
+representations next to the target's), ``shared_modules`` (input embedding shared, lm_head own),
+and ``surgery`` (the plugin's plan / apply / verification / KV-cache-check summary, or None when
+no recipe was applied).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["wiring", "worker_wiring", "runner_wiring", "surgery_summary"]
+
+
+def _scales(info: dict | None) -> dict | None:
+    if info is None:
+        return None
+    return {name: {"value": v.get("value"), "kind": v.get("kind"), "shape": v.get("shape")} for name, v in info.items()}
+
+
+def surgery_summary(proposer: Any) -> dict | None:
+    """The plugin's results stored on the proposer (None if no recipe was applied)."""
+    plan = getattr(proposer, "_surgery_plan", None)
+    if plan is None:
+        return None
+    report = getattr(proposer, "_surgery_report", None)
+    ver = getattr(proposer, "_surgery_verify", None)
+    kv = getattr(proposer, "_surgery_kv_checks", None)
+    return {
+        "recipe": plan.recipe,
+        "recipe_file": plan.recipe_file,
+        "plan_ok": plan.ok,
+        "runtime": plan.runtime.to_dict(),
+        "layer_maps": {name: {r.draft: r.target for r in rows} for name, rows in plan.layer_maps.items()},
+        "operations": len(plan.operations),
+        "skipped": [s.to_dict() for s in plan.skipped],
+        "applied": list(report.applied) if report is not None else None,
+        "apply_seconds": report.seconds if report is not None else None,
+        "verification": None if ver is None else {
+            "ok": ver.ok, "checks": len(ver.checks), "failed": [c.to_dict() for c in ver.failed]},
+        "kv_cache_checks": None if kv is None else {
+            "ok": all(c.ok for c in kv), "checks": len(kv), "failed": [c.to_dict() for c in kv if not c.ok]},
+    }
+
+
+def runner_wiring(runner: Any) -> dict:
+    """Wiring summary of one model runner (legacy ``drafter`` or V2 ``speculator``)."""
+    from .hooks import describe_wiring
+
+    proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
+    if proposer is None or getattr(proposer, "model", None) is None:
+        return {"speculative": False, "layers": [], "shared_modules": {}, "surgery": None}
+    target = getattr(proposer, "_surgery_target_model", None) or getattr(runner, "model", None)
+    w = describe_wiring(proposer, target)
+    shared_cache = dict(getattr(runner, "shared_kv_cache_layers", {}) or {})
+    layers = []
+    for l in w["layers"]:
+        layers.append({
+            "draft_index": l["draft_index"],
+            "draft_layer": l["draft_layer_name"],
+            "reads_target_layer": l["kv_sharing_target_layer_name"],
+            "reads_target_index": l["target_index"],
+            "impl_reads": l["impl_kv_sharing_target_layer_name"],
+            "runner_shared_kv_cache_layer": shared_cache.get(l["draft_layer_name"]),
+            "kv_cache_bound": l["kv_cache_bound"],
+            "kv_cache_is_target": l["kv_cache_is_target"],
+            "scales": _scales(l["scales"]),
+            "target_scales": _scales(l["target_scales"]),
+        })
+    return {
+        "speculative": True,
+        "proposer": w["proposer_class"],
+        "draft_model": w["draft_model_class"],
+        "target_model": w["target_model_class"],
+        "layers": layers,
+        "shared_modules": {
+            "input_embeddings": w["embed_tokens_shared"],
+            "lm_head_is_target": w["draft_lm_head_is_target_lm_head"],
+            "draft_embed_shape": w["draft_embed_shape"],
+            "draft_lm_head_shape": w["draft_lm_head_shape"],
+        },
+        "surgery": surgery_summary(proposer),
+    }
+
+
+def worker_wiring(worker: Any) -> dict:
+    """``collective_rpc`` entry: runs inside a worker process."""
+    runner = getattr(worker, "model_runner", None)
+    if runner is None and hasattr(worker, "worker"):  # WorkerWrapperBase
+        runner = worker.worker.model_runner
+    return runner_wiring(runner)
+
+
+def wiring(llm: Any) -> dict:
+    """How the running engine's draft reads the target; see the module docstring."""
+    results = None
+    errors = []
+    try:
+        results = llm.collective_rpc(worker_wiring)
+    except Exception as exc:  # noqa: BLE001 - e.g. an executor that cannot ship the callable
+        errors.append(f"collective_rpc: {type(exc).__name__}: {exc}")
+    if not results:
+        from .hooks import find_live_runner
+
+        results = [runner_wiring(find_live_runner(llm))]
+        via = "in_process_runner"
+    else:
+        via = "collective_rpc"
+    out = dict(results[0])
+    out["workers"] = list(results)
+    out["via"] = via
+    if errors:
+        out["errors"] = errors
+    return out

@@ -1,0 +1,76 @@
+"""The config-only paths (`import surgery`, `surgery validate`, `surgery plan`, `surgery explain`)
+never import torch, transformers, vllm or jsonschema: they must start in tens of milliseconds and
+work where none of those is installed. Each check runs in a fresh interpreter and inspects
+sys.modules afterwards."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CORPUS = HERE / "corpus"
+TARGET = CORPUS / "configs" / "gemma-4-E2B-it.json"
+DRAFT = CORPUS / "configs" / "gemma-4-E2B-it-assistant.json"
+SHIPPED = REPO / "recipes" / "gemma4-mtp.yaml"
+HEAVY = ("torch", "transformers", "vllm", "jsonschema", "numpy", "safetensors")
+
+PROBE = """
+import io, json, sys, contextlib
+argv = json.loads(sys.argv[1])
+rc = None
+if argv is None:
+    import surgery
+else:
+    from surgery.cli import main
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(argv)
+heavy = json.loads(sys.argv[2])
+loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)
+print(json.dumps({"rc": rc, "loaded": loaded}))
+"""
+
+
+def _probe(argv: list[str] | None) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+PAIR = ["--target", str(TARGET), "--draft", str(DRAFT)]
+
+
+@pytest.mark.parametrize("argv, rc", [
+    (None, None),
+    (["validate", str(SHIPPED), *PAIR], 0),
+    (["validate", str(SHIPPED), *PAIR, "--json"], 0),
+    (["plan", str(SHIPPED), *PAIR], 0),
+    (["plan", str(SHIPPED), *PAIR, "--json", "--engine", "hf"], 0),
+    (["plan", "gemma4-mtp", *PAIR, "--pp", "2"], 1),  # shipped recipe by name, invalid under pp=2
+    (["validate", str(CORPUS / "recipes" / "op-name-typo.yaml"), *PAIR], 1),  # schema error path
+    (["validate", str(CORPUS / "recipes" / "python-tag-apply.yaml"), *PAIR], 2),  # YAML loader error path
+    (["explain", "SRG302"], 0),
+    (["recipes"], 0),
+], ids=["import", "validate", "validate-json", "plan", "plan-json-hf", "plan-pp2", "schema-error", "yaml-error",
+        "explain", "recipes"])
+def test_no_heavy_imports(argv, rc):
+    result = _probe(argv)
+    assert result["rc"] == rc
+    assert result["loaded"] == [], f"heavy modules imported: {result['loaded']}"
+
+
+def test_probe_detects_heavy_imports():
+    """The probe itself works: a command that does import a heavy module is seen."""
+    pytest.importorskip("jsonschema")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", "import jsonschema\n" + PROBE, "null", json.dumps(HEAVY)],
+                          cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+    assert "jsonschema" in json.loads(proc.stdout.strip().splitlines()[-1])["loaded"]
