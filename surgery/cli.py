@@ -27,12 +27,23 @@ class _Parser(argparse.ArgumentParser):
         raise SurgeryError(diag("SRG011", message, hint=f"run `{self.prog} --help`"))
 
 
+def _parallel_size(text: str) -> int:
+    """--pp / --tp: an integer in 1..4096 (usage error, exit 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 4096:
+        raise argparse.ArgumentTypeError(f"must be in 1..4096, got {value}")
+    return value
+
+
 def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", required=required, metavar="T", help="target config.json or model folder")
     p.add_argument("--draft", required=required, metavar="D", help="draft config.json or model folder")
-    p.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline-parallel size (default 1)")
-    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size (default 1)")
+    p.add_argument("--pp", type=_parallel_size, default=1, metavar="N", help="pipeline-parallel size (default 1)")
+    p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size (default 1)")
     p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
     p.add_argument("--attention-backend", default=None, metavar="B", help="attention backend name (vLLM)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")

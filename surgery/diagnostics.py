@@ -89,7 +89,7 @@ def catalogue() -> dict[str, dict[str, Any]]:
 
     path = Path(__file__).parent / "data" / "codes.yaml"
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def exit_code_for(code: str) -> int:

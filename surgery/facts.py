@@ -87,7 +87,7 @@ def _defaults_table() -> dict[str, dict[str, Any]]:
     import yaml
 
     with open(Path(__file__).parent / "data" / "config_defaults.yaml", encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _reject_constant(name: str):

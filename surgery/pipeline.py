@@ -21,8 +21,9 @@ def pp_layer_range(num_layers: int, pp_rank: int, pp_size: int) -> tuple[int, in
 
 
 def stage_of_layer(num_layers: int, layer: int, pp_size: int) -> int:
-    for rank in range(pp_size):
-        start, end = pp_layer_range(num_layers, rank, pp_size)
-        if start <= layer < end:
+    end = 0
+    for rank, size in enumerate(pp_partitions(num_layers, pp_size)):
+        end += size
+        if layer < end:
             return rank
     raise ValueError(f"layer {layer} outside 0..{num_layers - 1}")

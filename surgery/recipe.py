@@ -150,7 +150,8 @@ def _expression(loaded: Loaded, path: tuple, text: str, problems: list[Diagnosti
     try:
         parsed = expr_lang.parse(text)
     except expr_lang.ExprError as exc:
-        problems.append(diag(exc.code, f"{exc.message} in `{text[:80]}`", _col_shift(loaded.location(path), exc.column)))
+        shift = exc.column + loaded.text_offsets.get(path, 0)
+        problems.append(diag(exc.code, f"{exc.message} in `{text[:80]}`", _col_shift(loaded.location(path), shift)))
         return None
     for name, col in parsed.names:
         if name in RUNTIME_NAMES:
@@ -163,7 +164,7 @@ def _expression(loaded: Loaded, path: tuple, text: str, problems: list[Diagnosti
         else:
             hint = f"runtime facts: {', '.join(RUNTIME_NAMES)}; model facts are draft.X / target.X"
         problems.append(diag("SRG111", f"unknown name {name!r} in `{text[:80]}`",
-                             _col_shift(loaded.location(path), col), hint))
+                             _col_shift(loaded.location(path), col + loaded.text_offsets.get(path, 0)), hint))
     return parsed
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import expr as expr_lang
-from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
 from .plan import MapRow, Operation, Plan, Runtime, Skipped, compact_ranges
 from .recipe import LayerMapSpec, OpSpec, Recipe
 
+MAX_PARALLEL = 4096
 _MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
 
 
@@ -70,14 +71,15 @@ class _Resolver:
 
     # -- steps -------------------------------------------------------------------------------
     def run(self) -> Plan:
+        self.check_runtime()
         self.check_applies_to()
         self.check_requirements()
-        self.check_runtime()
         for name, spec in self.recipe.layer_maps.items():
             self.maps[name] = self.expand_map(spec)
         share_kv_maps = {op.args["map"] for op in self.recipe.ops if op.kind == "share_kv"}
         for name in share_kv_maps:
-            self.check_kv_map(name)
+            if self.runtime.pp_size <= self.target.num_layers:
+                self.check_kv_map(name)
         for op in self.recipe.ops:
             self.expand_op(op)
         self.check_positional()
@@ -123,8 +125,12 @@ class _Resolver:
         rt = self.runtime
         for name in ("pp_size", "tp_size"):
             value = getattr(rt, name)
-            if not isinstance(value, int) or value < 1 or value > 4096:
-                self.add("SRG011", f"{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
+                raise fail("SRG011", f"{name} must be an integer in 1..{MAX_PARALLEL}, got {value!r}")
+        if rt.pp_size > self.target.num_layers:
+            self.add("SRG316", f"pp_size {rt.pp_size} is larger than the target's {self.target.num_layers} layers: "
+                     "some pipeline stages would hold no layer", Location(self.target.source,
+                                                                          key_path=self.target.key_prefix + "num_hidden_layers"))
 
     def expand_map(self, spec: LayerMapSpec) -> tuple[MapRow, ...]:
         pairs: list[tuple[int, int]] = []

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+# x-srg-code: our own annotation (ignored by other validators) naming the diagnostic code for
+# errors found at that schema node, where the generic code would be less precise
 _ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "$defs",
-                "markdownDescription", "deprecated"}
+                "markdownDescription", "deprecated", "x-srg-code"}
 SUPPORTED = {"type", "properties", "additionalProperties", "required", "propertyNames", "enum", "const",
              "items", "minItems", "maxItems", "uniqueItems", "minimum", "maximum", "exclusiveMinimum",
              "minLength", "maxLength", "pattern", "minProperties", "maxProperties", "oneOf", "anyOf",
@@ -81,6 +83,15 @@ class Validator:
         return out
 
     def _check(self, value: Any, schema: dict, path: tuple, out: list[SchemaError]) -> None:
+        code = schema.get("x-srg-code")
+        if code is not None:
+            sub: list[SchemaError] = []
+            self._check_node(value, schema, path, sub)
+            out.extend(SchemaError(code, e.path, e.message, e.hint) for e in sub)
+            return
+        self._check_node(value, schema, path, out)
+
+    def _check_node(self, value: Any, schema: dict, path: tuple, out: list[SchemaError]) -> None:
         if "$ref" in schema:
             self._check(value, self._resolve(schema["$ref"]), path, out)
         t = schema.get("type")
@@ -156,7 +167,8 @@ class Validator:
                 sub: list[SchemaError] = []
                 self._check(key, names, path + (key,), sub)
                 if sub:
-                    out.append(SchemaError("SRG101", path + (key,), f"key {key!r} is not allowed: {sub[0].message}"))
+                    code = names.get("x-srg-code", "SRG101")
+                    out.append(SchemaError(code, path + (key,), f"key {key!r} is not allowed: {sub[0].message}"))
                     continue
             if key in props:
                 self._check(item, props[key], path + (key,), out)

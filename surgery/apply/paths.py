@@ -13,7 +13,7 @@ def engine_table() -> dict:
     import yaml
 
     with open(Path(__file__).resolve().parent.parent / "data" / "engines.yaml", encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def get_path(root: Any, dotted: str) -> Any:

@@ -375,7 +375,7 @@ def build() -> None:
     d = CFG / "model-without-config"
     d.mkdir(exist_ok=True)
     (d / "tokenizer_config.json").write_text("{}\n")
-    add("config-dir-without-config-json", "recipes/base.yaml", "configs/model-without-config", DRAFT, "SRG002", 2,
+    add("config-dir-without-config-json", "recipes/base.yaml", "configs/model-without-config", DRAFT, "SRG001", 2,
         {"file": "model-without-config"},
         "catalogue: SRG002 explain lists 'a directory without config.json'")
     add("config-missing-file", "recipes/base.yaml", "configs/nope.json", DRAFT, "SRG001", 2, {"file": "nope.json"}, "")

