@@ -4,7 +4,8 @@ Each measurement runs in a fresh Python process (so "without" really has no plug
 set to an empty allow-list and register() is not called; "with" calls surgery.vllm.plugin.register()
 and selects recipes/gemma4-mtp.yaml through SURGERY_RECIPE). Only the `LLM(...)` constructor is timed
 (spec decode, k=2, in-process engine); `import vllm` is not. Runs are interleaved without/with,
-N of each. The plugin's own callbacks (resolve + apply + verify after the draft is loaded; the KV
+N of each. Both kinds import the same vLLM modules before the timer starts (register() imports the
+runner modules it wraps; without that the plugin-less runs pay those imports inside LLM()). The plugin's own callbacks (resolve + apply + verify after the draft is loaded; the KV
 identity check after the caches are bound) are timed inside the child as well.
 
 Usage: python bench/vllm_plugin_start.py [-n 4] [--out bench/results/vllm_plugin_start.json]
@@ -53,7 +54,19 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
 
         plugin._after_draft_loaded, plugin._after_kv_cache_bound = timed_after, timed_kv
         plugin.register()
-    import vllm  # noqa: F401  (import outside the timed region)
+    # Import outside the timed region, in BOTH kinds of run, everything register() imports (the
+    # runner / proposer modules it wraps); otherwise "without" pays those imports inside LLM(...)
+    # and looks slower than "with".
+    import importlib
+
+    from surgery.vllm import hooks as _hooks
+    from vllm import LLM  # noqa: F401
+
+    for module, _ in _hooks.LOAD_MODEL_TARGETS + _hooks.KV_CACHE_TARGETS:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - optional runner (needs Triton / CUDA)
+            pass
 
     t0 = time.perf_counter()
     llm = tp.make_llm(target, draft)

@@ -79,6 +79,9 @@ FACT_NAMES = (
     "num_nextn_predict_layers", "draft_vocab_size", "tie_word_embeddings", "max_position_embeddings",
     "rope_theta", "hidden_size_per_layer_input", "use_ordered_embeddings", "has_sliding_layers",
     "layer_type_set", "has_own_embeddings", "target_hidden_size",
+    # added for the recipe library (issue 5)
+    "eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states", "index_topk", "bos_token_id", "eos_token_id",
+    "pad_token_id", "num_centroids", "head_dims", "rope_scaling_type",
 )
 
 
@@ -219,8 +222,8 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
 
     layer_types = _layer_types(r, n_layers, source, prefix)
     shared = r.int_("num_kv_shared_layers", fallback=0)
-    if model_type == "gemma4_assistant" and not shared:
-        # Gemma4AssistantConfig.__post_init__: an assistant shares KV in every layer
+    if top_defaults.get("all_layers_kv_shared") and not shared:
+        # Gemma4(Unified)AssistantConfig.__post_init__: an assistant shares KV in every layer
         shared = n_layers
         r.used.append(DefaultUsed(prefix + "num_kv_shared_layers", n_layers))
     if shared > n_layers:
@@ -243,8 +246,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     nextn = r.int_("num_nextn_predict_layers", minimum=0)
     if nextn is None:
         nextn = top.int_("num_nextn_predict_layers", minimum=0)
-    backbone = top.int_("backbone_hidden_size", minimum=1) if model_type == "gemma4_assistant" else \
-        top.int_("backbone_hidden_size", minimum=1, fallback=None)
+    backbone = top.int_("backbone_hidden_size", minimum=1)
     tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
     if tie is None:
         tie = top.get("tie_word_embeddings")
@@ -280,9 +282,59 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "layer_type_set": sorted(set(layer_types)),
         "has_own_embeddings": None,  # weights facts: unknown from config alone
         "target_hidden_size": cfg.get("target_hidden_size"),
+        "eagle_aux_hidden_state_layer_ids": _aux_layer_ids(cfg, source),
+        "num_aux_hidden_states": _num_aux(cfg, source),
+        "index_topk": text.get("index_topk", cfg.get("index_topk")),
+        "bos_token_id": _token_ids(cfg, text, "bos_token_id"),
+        "eos_token_id": _token_ids(cfg, text, "eos_token_id"),
+        "pad_token_id": _token_ids(cfg, text, "pad_token_id"),
+        "num_centroids": top.get("num_centroids", record=False) if cfg.get("use_ordered_embeddings") else
+        cfg.get("num_centroids"),
+        "head_dims": sorted({layer_dims[0] for layer_dims in per_layer}),
+        "rope_scaling_type": _rope_scaling_type(text),
     }
     return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
                       tuple(r.used + top.used), prefix, cfg)
+
+
+def _aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:
+    """EAGLE-3 auxiliary hidden-state layer ids as vLLM reads them from the draft config
+    (`get_eagle3_aux_layers_from_config`): the top-level key, else `eagle_config`'s."""
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if not ids and isinstance(cfg.get("eagle_config"), dict):
+        ids = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")
+    if not ids:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 4096
+                                            for i in ids):
+        raise fail("SRG205", f"`eagle_aux_hidden_state_layer_ids` must be a list of layer indices, got {ids!r}"[:200],
+                   Location(source, key_path="eagle_aux_hidden_state_layer_ids"))
+    return list(ids)
+
+
+def _num_aux(cfg: dict, source: str = "<config>") -> int | None:
+    """How many auxiliary hidden states the EAGLE-3 fc layer consumes (vLLM llama_eagle3: the
+    config's `num_aux_hidden_states`, else the length of the configured ids, else 3)."""
+    n = cfg.get("num_aux_hidden_states")
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
+    ids = _aux_layer_ids(cfg, source)
+    return len(ids) if ids else None
+
+
+def _token_ids(cfg: dict, text: dict, key: str):
+    value = cfg.get(key, text.get(key))
+    if isinstance(value, list):
+        return sorted(v for v in value if isinstance(v, int))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rope_scaling_type(text: dict) -> str | None:
+    rs = text.get("rope_scaling")
+    if isinstance(rs, dict):
+        kind = rs.get("rope_type", rs.get("type"))
+        return kind if isinstance(kind, str) else None
+    return None
 
 
 def _layer_types(r: _Reader, n_layers: int, source: str, prefix: str) -> list[str]:

@@ -26,18 +26,38 @@ class Runtime:
     attention_backend: str | None = None
     pp_rank: int | None = None
     tp_rank: int | None = None
+    draft_tp_size: int | None = None  # None: vLLM's default, the target's tp_size
+    device: str | None = None  # cuda, cpu, ... (None: not known when resolving)
 
     def lookup(self, name: str) -> Any:
+        if name == "draft_tp_size":
+            return self.tp_size if self.draft_tp_size is None else self.draft_tp_size
+        if name == "backend_head_sizes":
+            return _backend_head_sizes().get(self.attention_backend) if self.attention_backend else None
         return getattr(self, name)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+def _backend_head_sizes() -> dict:
+    global _BACKENDS
+    if _BACKENDS is None:
+        import yaml
+        from pathlib import Path
+
+        with open(Path(__file__).parent / "data" / "attention_backends.yaml", encoding="utf-8") as fh:
+            _BACKENDS = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return _BACKENDS
+
+
+_BACKENDS: dict | None = None
+
+
 @dataclass(frozen=True)
 class Operation:
     id: str
-    op: str  # share_kv | copy_attr | share_module | keep
+    op: str  # share_kv | copy_attr | share_module | keep | capture_hidden_states | share_buffer
     step: int  # index of the recipe operation it came from
     map: str | None = None
     draft_layer: int | None = None
@@ -48,9 +68,15 @@ class Operation:
     source: str | None = None
     tied_to: str | None = None
     because: str | None = None
+    layer: int | None = None  # share_module / keep expanded over a layer set (e.g. MTP layer 61)
+    layers: tuple[int, ...] | None = None  # capture_hidden_states: target layer ids
+    layer_set: str | None = None
+    if_draft_has_own: str | None = None  # share | share_if_identical | keep (decided at load time)
+    must_exist: bool | None = None  # keep: the draft checkpoint must bring its own weights
+    scope: str | None = None  # share_buffer: all_modules | model
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -62,6 +88,8 @@ class Skipped:
     severity: str  # info | warning | error
     role: str | None = None
     map: str | None = None
+    attr: str | None = None  # share_buffer
+    layer_set: str | None = None  # capture_hidden_states / per-layer share_module
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -97,6 +125,10 @@ class Plan:
     diagnostics: tuple[Diagnostic, ...]
     engine_hints: dict = field(default_factory=dict)
     defaults_used: dict = field(default_factory=dict)
+    layer_sets: dict = field(default_factory=dict)  # name -> tuple of layer indices
+
+    def layer_set(self, name: str) -> list[int]:
+        return list(self.layer_sets.get(name, ()))
 
     @property
     def ok(self) -> bool:
@@ -134,6 +166,7 @@ class Plan:
             "diagnostics": [d.to_dict() for d in self.diagnostics],
             "engine_hints": self.engine_hints,
             "defaults_used": self.defaults_used,
+            "layer_sets": {name: list(v) for name, v in self.layer_sets.items()},
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -166,6 +199,11 @@ def _group_by_target(pairs: list[tuple[int, int]]) -> list[tuple[str, int]]:
     return [(compact_ranges(ds), t) for t, ds in sorted(groups.items(), key=lambda kv: min(kv[1]))]
 
 
+def _layers_note(ops: list[Operation]) -> str:
+    layers = [o.layer for o in ops if o.layer is not None]
+    return f" (layer{'s' if len(layers) > 1 else ''} {compact_ranges(layers)})" if layers else ""
+
+
 def render_table(plan: Plan) -> str:
     lines = []
     status = "OK" if plan.ok else "NOT OK"
@@ -185,6 +223,10 @@ def render_table(plan: Plan) -> str:
             groups.setdefault((r.target, r.draft_type, r.head_dim, r.num_kv_heads, r.sliding_window), []).append(r.draft)
         for (t, typ, hd, kv, win), ds in sorted(groups.items(), key=lambda kv: min(kv[1])):
             lines.append(f"  {compact_ranges(ds):<8} {t:<7} {typ:<18} {hd:>8} {kv:>8} {win if win else '-':>7}")
+    if plan.layer_sets:
+        lines.append("")
+        for name, idx in plan.layer_sets.items():
+            lines.append(f"layer set {name}: {compact_ranges(list(idx)) or '(empty)'}")
     lines.append("")
     lines.append("operations")
     by_step: dict[int, list[Operation]] = {}
@@ -204,15 +246,26 @@ def render_table(plan: Plan) -> str:
                 desc = "; ".join(f"draft {d} <- target {t}" for d, t in _group_by_target(pairs))
                 lines.append(f"  [{step}] copy {attr} ({mode}): {desc}")
         elif first.op == "share_module":
-            lines.append(f"  [{step}] share_module {first.role}: draft uses the target's module")
+            where = _layers_note(ops)
+            policy = {"share_if_identical": " (at load: unless the draft brings distinct weights of its own)",
+                      "keep": " (at load: only if the draft brings none of its own)"}.get(first.if_draft_has_own or "", "")
+            lines.append(f"  [{step}] share_module {first.role}{where}: draft uses the target's module{policy}")
         elif first.op == "keep":
             tie = f", tied to {first.tied_to}" if first.tied_to and first.tied_to != "none" else ""
-            lines.append(f"  [{step}] keep {first.role}: draft keeps its own{tie}")
+            must = " (must be in the draft checkpoint)" if first.must_exist else ""
+            lines.append(f"  [{step}] keep {first.role}{_layers_note(ops)}: draft keeps its own{tie}{must}")
+        elif first.op == "capture_hidden_states":
+            lines.append(f"  [{step}] capture_hidden_states ({first.layer_set}): target layers "
+                         f"{', '.join(str(i) for i in first.layers or ())} feed the draft")
+        elif first.op == "share_buffer":
+            lines.append(f"  [{step}] share_buffer {first.attr}: draft modules ({first.scope}) use the target's object")
+        else:
+            lines.append(f"  [{step}] {first.op}")
     if plan.skipped:
         lines.append("")
         lines.append("skipped")
         for s in plan.skipped:
-            what = s.role or s.map or ""
+            what = s.role or s.map or s.attr or s.layer_set or ""
             lines.append(f"  [{s.step}] {s.op} {what}: {s.code} {s.reason}")
     hints = plan.engine_hints.get(plan.runtime.engine)
     if hints:

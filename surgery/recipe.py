@@ -15,8 +15,9 @@ from .schemacheck import Validator
 from .yamlload import MAX_BYTES, Loaded, load_yaml_text
 
 SUPPORTED_VERSION = 1
-RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank")
-OP_NAMES = ("share_kv", "copy_attrs", "share_module", "keep")
+RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank",
+                 "draft_tp_size", "backend_head_sizes", "device")
+OP_NAMES = ("share_kv", "copy_attrs", "share_module", "keep", "capture_hidden_states", "share_buffer")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,24 @@ class LayerMapSpec:
     pairs: dict[int, int] | None
     must_match: tuple[str, ...]
     path: tuple
+
+
+@dataclass(frozen=True)
+class LayerSetSpec:
+    """A named list of layer indices computed from facts: a range (`start` + `count`) or a list
+    (`values`, falling back to `default` when it evaluates to null / an empty list)."""
+
+    name: str
+    side: str  # target | draft: whose layers the indices name
+    start: expr_lang.Expr | None
+    count: expr_lang.Expr | None
+    values: expr_lang.Expr | None
+    default: tuple[expr_lang.Expr, ...]
+    min: expr_lang.Expr | None
+    max: expr_lang.Expr | None
+    because: str | None
+    path: tuple
+    expect_count: expr_lang.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,7 @@ class Recipe:
     ops: list[OpSpec]
     engine: dict[str, dict[str, Any]]
     source: Loaded = field(repr=False)
+    layer_sets: dict[str, LayerSetSpec] = field(default_factory=dict)
 
     @property
     def file(self) -> str | None:
@@ -129,11 +149,12 @@ def parse_recipe(text: str, file: str | None = "<recipe>") -> Recipe:
     problems: list[Diagnostic] = []
     requires = [_requirement(loaded, i, item, problems) for i, item in enumerate(data.get("requires", []))]
     maps = {name: _layer_map(loaded, name, spec, problems) for name, spec in data.get("layer_maps", {}).items()}
-    ops = [_op(loaded, i, item, maps, problems) for i, item in enumerate(data["ops"])]
+    sets = {name: _layer_set(loaded, name, spec, problems) for name, spec in data.get("layer_sets", {}).items()}
+    ops = [_op(loaded, i, item, maps, problems, sets) for i, item in enumerate(data["ops"])]
     if problems:
         raise SurgeryError(problems)
     return Recipe(data["recipe"], int(data["version"]), data["summary"], data["applies_to"], requires, maps, ops,
-                  data.get("engine", {}), loaded)
+                  data.get("engine", {}), loaded, sets)
 
 
 def _dedupe(errors):
@@ -199,7 +220,28 @@ def _layer_map(loaded, name, spec, problems) -> LayerMapSpec:
     return LayerMapSpec(name, rule, int(spec.get("offset", 0)), pairs, tuple(spec.get("must_match", ())), path)
 
 
-def _op(loaded, i, item, maps, problems) -> OpSpec:
+def _layer_set(loaded, name, spec, problems) -> LayerSetSpec:
+    path = ("layer_sets", name)
+
+    def ex(key):
+        if key not in spec:
+            return None
+        return _expression(loaded, path + (key,), str(spec[key]), problems)
+
+    has_range, has_values = "start" in spec or "count" in spec, "values" in spec
+    if has_range == has_values or (has_range and not ("start" in spec and "count" in spec)):
+        problems.append(diag("SRG103", f"layer set {name!r} needs either `start` and `count`, or `values`",
+                             loaded.location(path)))
+    if "default" in spec and not has_values:
+        problems.append(diag("SRG122", f"`default` only belongs to a `values` layer set (set {name!r})",
+                             loaded.location(path + ("default",))))
+    default = tuple(e for j, item in enumerate(spec.get("default", ()))
+                    if (e := _expression(loaded, path + ("default", j), str(item), problems)) is not None)
+    return LayerSetSpec(name, spec.get("side", "target"), ex("start"), ex("count"), ex("values"), default,
+                        ex("min"), ex("max"), spec.get("because"), path, ex("expect_count"))
+
+
+def _op(loaded, i, item, maps, problems, sets=None) -> OpSpec:
     kind, args = next(iter(item.items()))
     path = ("ops", i, kind)
     when = _expression(loaded, path + ("when",), args["when"], problems) if "when" in args else None
@@ -209,5 +251,9 @@ def _op(loaded, i, item, maps, problems) -> OpSpec:
         known = ", ".join(maps) or "none defined"
         problems.append(diag("SRG120", f"operation {kind} refers to layer map {args['map']!r}",
                              loaded.location(path + ("map",)), f"known maps: {known}"))
+    if "layers" in args and args["layers"] not in (sets or {}):
+        known = ", ".join(sets or {}) or "none defined"
+        problems.append(diag("SRG124", f"operation {kind} refers to layer set {args['layers']!r}",
+                             loaded.location(path + ("layers",)), f"known layer sets: {known}"))
     cond = Condition(when, args.get("otherwise", "skip"), args.get("because"), args.get("code"), path)
     return OpSpec(i, kind, args, cond, path)

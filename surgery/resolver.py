@@ -14,7 +14,7 @@ from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
 from .plan import MapRow, Operation, Plan, Runtime, Skipped, compact_ranges
-from .recipe import LayerMapSpec, OpSpec, Recipe
+from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
 MAX_PARALLEL = 4096
 _MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
@@ -49,6 +49,7 @@ class _Resolver:
         self.skipped: list[Skipped] = []
         self.ops: list[Operation] = []
         self.maps: dict[str, tuple[MapRow, ...]] = {}
+        self.sets: dict[str, tuple[int, ...]] = {}
 
     # -- helpers -----------------------------------------------------------------------------
     def add(self, code: str, message: str, location: Location | None = None, hint: str | None = None,
@@ -76,6 +77,8 @@ class _Resolver:
         self.check_requirements()
         for name, spec in self.recipe.layer_maps.items():
             self.maps[name] = self.expand_map(spec)
+        for name, lset in self.recipe.layer_sets.items():
+            self.sets[name] = self.expand_set(lset)
         share_kv_maps = {op.args["map"] for op in self.recipe.ops if op.kind == "share_kv"}
         for name in share_kv_maps:
             if self.runtime.pp_size <= self.target.num_layers:
@@ -93,7 +96,7 @@ class _Resolver:
             target=_summary(self.target), draft=_summary(self.draft), layer_maps=self.maps,
             map_rules={n: s.rule for n, s in self.recipe.layer_maps.items()},
             operations=tuple(self.ops), skipped=tuple(self.skipped), diagnostics=tuple(self.diags),
-            engine_hints=self.recipe.engine, defaults_used=defaults,
+            engine_hints=self.recipe.engine, defaults_used=defaults, layer_sets=dict(self.sets),
         )
 
     def check_applies_to(self) -> None:
@@ -210,6 +213,69 @@ class _Resolver:
                          f"stage (target layers {start}..{end - 1}) with pp_size {rt.pp_size}", loc,
                          "the draft cannot read a KV cache held by another stage")
 
+    def _int(self, e: expr_lang.Expr | None, path: tuple, what: str) -> int | None:
+        if e is None:
+            return None
+        value = self.evaluate(e, path)
+        if value is None:
+            if not self.diags or self.diags[-1].code != "SRG112":
+                self.add("SRG112", f"{what} `{e.text}` is null ({self._values_of(e)})", self.recipe.location(path))
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add("SRG112", f"{what} `{e.text}` must give an integer, got {value!r}", self.recipe.location(path))
+            return None
+        return value
+
+    def expand_set(self, spec: LayerSetSpec) -> tuple[int, ...]:
+        """A layer set: its indices, sorted and de-duplicated (as vLLM stores aux layers), bounds-checked."""
+        loc = self.recipe.location(spec.path)
+        indices: list[int] = []
+        origin = ""
+        if spec.values is not None:
+            value = self.evaluate(spec.values, spec.path + ("values",))
+            if value is not None and value != []:
+                if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                    self.add("SRG112", f"layer set {spec.name}: `{spec.values.text}` must give a list of integers, "
+                             f"got {value!r}"[:300], self.recipe.location(spec.path + ("values",)))
+                    return ()
+                indices, origin = list(value), f"from `{spec.values.text}`"
+            else:
+                for j, e in enumerate(spec.default):
+                    v = self._int(e, spec.path + ("default", j), f"layer set {spec.name} default")
+                    if v is None:
+                        return ()
+                    indices.append(v)
+                origin = f"default ({spec.values.text} is {value!r})"
+        else:
+            start = self._int(spec.start, spec.path + ("start",), f"layer set {spec.name} start")
+            count = self._int(spec.count, spec.path + ("count",), f"layer set {spec.name} count")
+            if start is None or count is None:
+                return ()
+            if not 0 <= count <= 4096:
+                self.add("SRG317", f"layer set {spec.name}: count {count} is outside 0..4096", loc)
+                return ()
+            indices = list(range(start, start + count))
+        if len(set(indices)) != len(indices):
+            dup = sorted({i for i in indices if indices.count(i) > 1})
+            self.add("SRG318", f"layer set {spec.name}: layer(s) {dup} listed more than once {origin}; the engine "
+                     f"keeps each once, so {len(set(indices))} (not {len(indices)}) hidden states are produced", loc,
+                     severity=WARNING)
+        lo = self._int(spec.min, spec.path + ("min",), f"layer set {spec.name} min") if spec.min else 0
+        hi = self._int(spec.max, spec.path + ("max",), f"layer set {spec.name} max") if spec.max else None
+        model = self.target if spec.side == "target" else self.draft
+        bad = [i for i in indices if (lo is not None and i < lo) or (hi is not None and i > hi)]
+        if bad:
+            self.add("SRG317", f"layer set {spec.name}: {spec.side} layer(s) {bad} outside {lo}..{hi} "
+                     f"({spec.side} has {model.num_layers} layers) {origin}".rstrip(), loc,
+                     f"{spec.side} config: {model.source}")
+        out = tuple(sorted(set(indices)))
+        if spec.expect_count is not None:
+            want = self.evaluate(spec.expect_count, spec.path + ("expect_count",))
+            if isinstance(want, int) and not isinstance(want, bool) and want != len(out):
+                self.add("SRG335", f"layer set {spec.name}: {len(out)} layer(s) {list(out)} {origin} but "
+                         f"`{spec.expect_count.text}` is {want}", loc)
+        return out
+
     def expand_op(self, op: OpSpec) -> None:
         cond = op.condition
         if cond.when is not None:
@@ -236,12 +302,33 @@ class _Resolver:
         elif op.kind == "share_module":
             role = op.args["role"]
             if self.check_share_module(op, role):
-                self.ops.append(Operation(f"share_module:{role}", "share_module", op.index, role=role,
-                                          source=op.args.get("from", "target"), because=because))
+                for layer in self._op_layers(op):
+                    suffix = f":{layer}" if layer is not None else ""
+                    self.ops.append(Operation(f"share_module:{role}{suffix}", "share_module", op.index, role=role,
+                                              source=op.args.get("from", "target"), because=because, layer=layer,
+                                              layer_set=op.args.get("layers"),
+                                              if_draft_has_own=op.args.get("if_draft_has_own")))
         elif op.kind == "keep":
             role = op.args["role"]
-            self.ops.append(Operation(f"keep:{role}", "keep", op.index, role=role,
-                                      tied_to=op.args.get("tied_to"), because=because))
+            for layer in self._op_layers(op):
+                suffix = f":{layer}" if layer is not None else ""
+                self.ops.append(Operation(f"keep:{role}{suffix}", "keep", op.index, role=role,
+                                          tied_to=op.args.get("tied_to"), because=because, layer=layer,
+                                          layer_set=op.args.get("layers"), must_exist=op.args.get("must_exist") or None))
+        elif op.kind == "capture_hidden_states":
+            name = op.args["layers"]
+            layers = self.sets.get(name, ())
+            self.ops.append(Operation(f"capture_hidden_states:{name}", "capture_hidden_states", op.index,
+                                      layers=tuple(layers), layer_set=name, because=because))
+        elif op.kind == "share_buffer":
+            attr = op.args["attr"]
+            self.ops.append(Operation(f"share_buffer:{attr}", "share_buffer", op.index, attr=attr,
+                                      source="target", scope=op.args.get("scope", "all_modules"), because=because))
+
+    def _op_layers(self, op: OpSpec) -> list[int | None]:
+        if "layers" not in op.args:
+            return [None]
+        return list(self.sets.get(op.args["layers"], ()))
 
     def check_share_module(self, op: OpSpec, role: str) -> bool:
         """Built-in checks for sharing a target module with the draft: the shapes must fit."""
@@ -257,7 +344,7 @@ class _Resolver:
                 self.add("SRG314", f"cannot share input_embeddings: the draft consumes embeddings of width {width} "
                          f"but the target's are {t['hidden_size']} wide", loc)
                 return False
-        if role == "lm_head":
+        if role in ("lm_head", "mtp_shared_head"):
             if d["output_vocab_size"] != t["vocab_size"]:
                 self.add("SRG313", f"cannot share lm_head: the draft predicts {d['output_vocab_size']} tokens "
                          f"(draft_vocab_size), the target head {t['vocab_size']}", loc,
@@ -274,17 +361,19 @@ class _Resolver:
         reason = f"{why}" + (f": {cond.because}" if cond.because else "")
         where = self.recipe.location(cond.path + ("when",))
         role, m = op.args.get("role"), op.args.get("map")
+        attr, lset = op.args.get("attr"), op.args.get("layers")
+        what = role or m or attr or lset or ""
         if cond.otherwise == "error":
             code = cond.code or "SRG311"
-            self.skipped.append(Skipped(op.index, op.kind, reason, code, ERROR, role, m))
-            self.add(code, f"{op.kind} {role or m or ''} is required but not possible: {reason}", where)
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, ERROR, role, m, attr, lset))
+            self.add(code, f"{op.kind} {what} is required but not possible: {reason}", where)
         elif cond.otherwise == "warn":
             code = cond.code or "SRG312"
-            self.skipped.append(Skipped(op.index, op.kind, reason, code, WARNING, role, m))
-            self.add(code, f"{op.kind} {role or m or ''} skipped: {reason}", where, severity=WARNING)
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, WARNING, role, m, attr, lset))
+            self.add(code, f"{op.kind} {what} skipped: {reason}", where, severity=WARNING)
         else:
             code = cond.code or "SRG320"
-            self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m))
+            self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m, attr, lset))
 
     def check_positional(self) -> None:
         d, t = self.draft, self.target

@@ -37,10 +37,10 @@ def _vllm_logger():
 
 
 def register() -> None:
-    """Entry point. Idempotent: vLLM may call it several times per process."""
+    """Entry point. Idempotent: vLLM may call it several times per process (the hooks dedupe
+    callbacks and wrap each class once), and calling it again after `hooks.uninstall_all()`
+    re-installs the callbacks instead of silently staying off."""
     global _registered
-    if _registered:
-        return
     from . import hooks
 
     hooks.install_load_model_hook(_after_draft_loaded, when="after")

@@ -522,3 +522,46 @@ def test_adapter_atomic_under_fault_at_every_mutation(norecipe, tiny_pair):
     assert maps.draft[0].impl.kv_sharing_target_layer_name == maps.target_names[3]
     rollback(report)
     _assert_same_state(before, draft, maps, "rollback after full apply")
+
+
+def test_parameter_draft_scale_stays_parameter(norecipe, tiny_pair):
+    """A draft whose scale is an nn.Parameter (some quant methods) keeps it a Parameter; shape follows the target."""
+    proposer, target = norecipe["proposer"], norecipe["target_model"]
+    maps, draft = norecipe["maps"], proposer.model
+    adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context)
+    plan = plan_for_pair(*tiny_pair)
+    originals = {}
+    for d, attr in ((1, "_v_scale"), (3, "_k_scale")):
+        a = maps.draft[d]
+        originals[(d, attr)] = getattr(a, attr)
+        delattr(a, attr)
+        a.register_parameter(attr, torch.nn.Parameter(torch.tensor(1.0), requires_grad=False))
+    params = {k: getattr(maps.draft[k[0]], k[1]) for k in originals}
+    try:
+        report = apply_plan(plan, draft, target, adapter)
+        assert verify_plan(plan, draft, target, adapter, report=report).ok
+        for (d, attr) in originals:
+            a, t = maps.draft[d], maps.target[DEFAULT_MAP[d]]
+            v = getattr(a, attr)
+            assert _registration(a, attr) == "parameter" and isinstance(v, torch.nn.Parameter), (d, attr)
+            assert v.shape == getattr(t, attr).shape and torch.equal(v.detach(), getattr(t, attr).detach())
+            assert v is not getattr(t, attr)
+        assert maps.draft[3]._k_scale.shape == (2,)  # per-head target Parameter -> per-head draft Parameter
+        rollback(report)
+        for k, p in params.items():
+            assert getattr(maps.draft[k[0]], k[1]) is p and _registration(maps.draft[k[0]], k[1]) == "parameter"
+    finally:
+        for (d, attr), buf in originals.items():
+            a = maps.draft[d]
+            delattr(a, attr)
+            a.register_buffer(attr, buf)
+
+
+def test_register_again_after_uninstall(registered):
+    hooks.uninstall_all()
+    assert hooks.installed_targets() == [] and plugin._after_draft_loaded not in hooks._callbacks["after"]
+    plugin.register()  # must re-install, not short-circuit on a "registered" flag
+    plugin.register()
+    assert hooks._callbacks["after"].count(plugin._after_draft_loaded) == 1
+    assert hooks._callbacks["kv"].count(plugin._after_kv_cache_bound) == 1
+    assert any(t.endswith("Gemma4Proposer.load_model") for t in hooks.installed_targets())
