@@ -55,6 +55,7 @@ class LayerSetSpec:
     because: str | None
     path: tuple
     expect_count: expr_lang.Expr | None = None
+    when: expr_lang.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,8 @@ def _layer_set(loaded, name, spec, problems) -> LayerSetSpec:
     default = tuple(e for j, item in enumerate(spec.get("default", ()))
                     if (e := _expression(loaded, path + ("default", j), str(item), problems)) is not None)
     return LayerSetSpec(name, spec.get("side", "target"), ex("start"), ex("count"), ex("values"), default,
-                        ex("min"), ex("max"), spec.get("because"), path, ex("expect_count"))
+                        ex("min"), ex("max"), spec.get("because"), path, ex("expect_count"),
+                        ex("when"))
 
 
 def _op(loaded, i, item, maps, problems, sets=None) -> OpSpec:

@@ -229,6 +229,13 @@ class _Resolver:
     def expand_set(self, spec: LayerSetSpec) -> tuple[int, ...]:
         """A layer set: its indices, sorted and de-duplicated (as vLLM stores aux layers), bounds-checked."""
         loc = self.recipe.location(spec.path)
+        if spec.when is not None:
+            value = self.evaluate(spec.when, spec.path + ("when",))
+            if value is not True:
+                if value is not None:
+                    self.add("SRG320", f"layer set {spec.name} is empty: `{spec.when.text}` is false "
+                             f"({self._values_of(spec.when)})", self.recipe.location(spec.path + ("when",)))
+                return ()
         indices: list[int] = []
         origin = ""
         if spec.values is not None:

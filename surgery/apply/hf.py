@@ -56,13 +56,27 @@ class HFAdapter(Adapter):
             raise SurgeryError(diag("SRG405", f"{op.id}: draft head_dim {getattr(d_attn, 'head_dim', None)} != target "
                                     f"head_dim {getattr(t_attn, 'head_dim', None)} on the live modules"))
         key = kv_key(op.target_layer)
+        plan_unshared = len(get_path(target, layers_path("hf", target, "target"))) - int(
+            getattr(target.config.get_text_config(), "num_kv_shared_layers", 0) or 0)
 
         def routed() -> Check:
-            from ..hf.kvrouting import kv_sources
+            # Identity probe through the same routing function the decoding loop uses: a stand-in
+            # cache whose every layer holds distinct sentinel tensors; the draft layer's entry in
+            # shared_kv_states must be exactly target layer j's tensors.
+            import torch
+            from types import SimpleNamespace
 
-            got = kv_sources(draft).get(op.draft_layer)
-            return Check(op.id, "draft layer reads the mapped target layer's K/V", got == op.target_layer,
-                         f"{d_path}.layer_type={d_attn.layer_type!r} -> target layer {got}")
+            from ..hf.kvrouting import build_shared_kv_states
+
+            n = plan_unshared
+            probe = SimpleNamespace(layers=[SimpleNamespace(keys=torch.empty(0), values=torch.empty(0))
+                                            for _ in range(n)])
+            states = build_shared_kv_states(probe, target.config, draft)
+            got = states.get(d_attn.layer_type)
+            want = probe.layers[op.target_layer]
+            ok = got is not None and got[0] is want.keys and got[1] is want.values
+            return Check(op.id, "draft layer reads exactly the mapped target layer's K/V (identity probe)", ok,
+                         f"{d_path}.layer_type={d_attn.layer_type!r}")
 
         return Prepared(op, [SetAttr(f"{op.id}", d_attn, "layer_type", key)], [routed])
 
