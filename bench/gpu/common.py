@@ -1,0 +1,57 @@
+"""Shared helpers for the GPU runs (bench/gpu/*.py): result files under $OUT, timing, the tiny pair."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+OUT = Path(os.environ.get("OUT", "/tmp/surgery-out"))
+OUT.mkdir(parents=True, exist_ok=True)
+
+
+def log(*parts) -> None:
+    print(time.strftime("%H:%M:%S"), *parts, flush=True)
+
+
+def save(name: str, data) -> None:
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    log("wrote", path)
+
+
+def guarded(results: dict, key: str, fn, *args, **kwargs):
+    """Run one part; record its result or its error, never stop the whole run."""
+    t = time.perf_counter()
+    try:
+        results[key] = fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a failed part is a finding, written down
+        results[key] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+        log(f"{key} FAILED: {type(exc).__name__}: {exc}")
+    results.setdefault("_seconds", {})[key] = round(time.perf_counter() - t, 2)
+    return results[key]
+
+
+def tiny_pair_dirs(dest: Path, strip_per_layer_config: bool = True) -> tuple[Path, Path]:
+    """The committed tiny pair, copied with configs every transformers release here can read
+    (vLLM 0.25's bundled transformers 5.14.1 chokes on `per_layer_config`, derived anyway)."""
+    import shutil
+
+    src = ROOT / "surgery" / "data" / "tiny" / "weights"
+    out = []
+    for name in ("target", "draft"):
+        d = dest / name
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / name / "model.safetensors", d / "model.safetensors")
+        cfg = json.loads((src / name / "config.json").read_text())
+        if strip_per_layer_config:
+            cfg.pop("per_layer_config", None)
+            if isinstance(cfg.get("text_config"), dict):
+                cfg["text_config"].pop("per_layer_config", None)
+        (d / "config.json").write_text(json.dumps(cfg, indent=2))
+        out.append(d)
+    return out[0], out[1]
