@@ -10,14 +10,27 @@ from typing import Sequence
 
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 
+EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"
+EXIT_CODES_MAIN = EXIT_CODES.format(one="recipe or configs invalid (for each other), apply/verify failed, "
+                                    "no shipped recipe fits (new)")
+
+
+def _epilog(examples: str, one: str = "recipe or configs invalid for each other") -> str:
+    return examples + "\n\n" + EXIT_CODES.format(one=one)
+
+
 EPILOG_MAIN = """examples:
   surgery recipes
   surgery plan gemma4-mtp --target path/to/target --draft path/to/draft
   surgery validate recipes/gemma4-mtp.yaml --target T --draft D --pp 2 --json
   surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
+  surgery new --target T --draft D --out my-recipe.yaml
   surgery explain SRG316
 
-exit codes: 0 fine, 1 recipe or configs invalid (for each other), 2 usage error or unreadable input"""
+output: text for people, `--json` (every command) for scripts; no colour codes or progress
+lines unless stderr is a terminal (NO_COLOR honoured); diagnostics go to stderr.
+
+""" + EXIT_CODES_MAIN
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,31 +72,56 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("validate", help="check a recipe against a draft/target pair (config.json only)",
-                       epilog="example:\n  surgery validate gemma4-mtp --target T --draft D --pp 2",
+                       epilog=_epilog("examples:\n  surgery validate gemma4-mtp --target T --draft D --pp 2\n"
+                                      "  surgery validate my-recipe.yaml --target T --draft D --json | jq .ok"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
 
     p = sub.add_parser("plan", help="resolve a recipe against a pair and print the plan (table or --json)",
-                       epilog="example:\n  surgery plan gemma4-mtp --target T --draft D --json",
+                       epilog=_epilog("examples:\n  surgery plan gemma4-mtp --target T --draft D\n"
+                                      "  surgery plan gemma4-mtp --target T --draft D --json"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
-                       epilog="example:\n  surgery explain SRG302",
+                       epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("code", nargs="?", help="e.g. SRG302")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = sub.add_parser("recipes", help="list the shipped recipes with their summary",
-                       epilog="example:\n  surgery recipes --json", formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true")
+                       epilog=_epilog("examples:\n  surgery recipes\n  surgery recipes --json", one="(not used)"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    p = sub.add_parser("new", help="write a starting recipe for a pair, from the closest shipped recipe",
+                       description="Recognise a draft/target pair from its configs (model types, architectures) "
+                       "and write a starting recipe from the closest shipped one, checked against the pair; or "
+                       "say why no shipped recipe fits (SRG020).",
+                       epilog=_epilog("examples:\n  surgery new --target path/to/target --draft path/to/draft "
+                                      "--out my-recipe.yaml\n  surgery new --target T --draft D > my-recipe.yaml\n"
+                                      "  surgery new --target T --draft D --json", one="no shipped recipe fits the pair"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", required=True, metavar="T", help="target config.json or model folder")
+    p.add_argument("--draft", required=True, metavar="D", help="draft config.json or model folder")
+    p.add_argument("--out", metavar="FILE", help="write the recipe here (default: print it on stdout)")
+    p.add_argument("--name", metavar="NAME", help="`recipe:` name of the new recipe (default: the shipped one's)")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument("--pp", type=_parallel_size, default=1, metavar="N", help="pipeline-parallel size to check (default 1)")
+    p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size to check (default 1)")
+    p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
+    p.add_argument("--attention-backend", default=None, metavar="B", help="attention backend name (vLLM)")
+    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine to check for (default vllm)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("apply", help="load a pair with HF transformers, apply the recipe, verify, and check it "
                        "by speculative decoding", epilog="examples:\n  surgery apply recipes/gemma4-mtp.yaml\n"
                        "  surgery apply gemma4-mtp --ablate --json\n  surgery apply gemma4-mtp --target T --draft D "
-                       "--device cuda --dtype bfloat16", formatter_class=argparse.RawDescriptionHelpFormatter)
+                       "--device cuda --dtype bfloat16\n\n" + EXIT_CODES.format(
+                           one="recipe or configs invalid, apply, verify or the decoding check failed"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p, required=False)
     p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
@@ -170,6 +208,30 @@ def cmd_recipes(args, out) -> int:
     return EXIT_OK
 
 
+def cmd_new(args, out) -> int:
+    from .new import label, new_recipe, no_fit_diagnostic
+
+    result = new_recipe(args.target, args.draft, out=args.out, name=args.name, force=args.force,
+                        runtime=_runtime(args, args.engine))
+    if args.json:
+        out.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    if not result.ok:
+        sys.stderr.write(no_fit_diagnostic(result).render() + "\n")
+        return EXIT_INVALID
+    if args.json:
+        return EXIT_OK
+    c = result.chosen
+    said = (f"{'wrote ' + result.out + ': ' if result.out else ''}starting recipe from shipped `{c.name}` for draft "
+            f"{label(result.draft)} -> target {label(result.target)} (validates: {c.operations} operations, "
+            f"{c.skipped} skipped{'; also fits: ' + ', '.join(result.alternatives) if result.alternatives else ''})")
+    if result.out:
+        out.write(said + "\n")
+    else:
+        out.write(result.text)
+        sys.stderr.write(said + "\n")
+    return EXIT_OK
+
+
 def cmd_apply(args, out) -> int:
     from .apply.command import run_apply
 
@@ -177,7 +239,7 @@ def cmd_apply(args, out) -> int:
 
 
 COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
-            "apply": cmd_apply}
+            "new": cmd_new, "apply": cmd_apply}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

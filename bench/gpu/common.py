@@ -53,5 +53,26 @@ def tiny_pair_dirs(dest: Path, strip_per_layer_config: bool = True) -> tuple[Pat
             if isinstance(cfg.get("text_config"), dict):
                 cfg["text_config"].pop("per_layer_config", None)
         (d / "config.json").write_text(json.dumps(cfg, indent=2))
+        if name == "target" and strip_per_layer_config:
+            _add_shared_layer_norms(d, cfg)
         out.append(d)
     return out[0], out[1]
+
+
+def _add_shared_layer_norms(folder: Path, cfg: dict) -> None:
+    """transformers 5.19 builds no k_norm for KV-shared layers (they compute no K), so the
+    checkpoint has none; vLLM 0.25's Gemma 4 still declares one and refuses to start without it.
+    The value is never used (those layers read another layer's cache): ones."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    n, shared = cfg["num_hidden_layers"], cfg.get("num_kv_shared_layers", 0) or 0
+    for i in range(n - shared, n):
+        key = f"model.layers.{i}.self_attn.k_norm.weight"
+        if key not in tensors:
+            full = cfg["layer_types"][i] == "full_attention"
+            dim = cfg.get("global_head_dim", cfg["head_dim"]) if full else cfg["head_dim"]
+            tensors[key] = torch.ones(dim, dtype=tensors[f"model.layers.0.self_attn.q_norm.weight"].dtype)
+    save_file(tensors, str(path), metadata={"format": "pt"})

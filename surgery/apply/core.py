@@ -17,6 +17,12 @@ from ..plan import Operation, Plan
 from .mutations import Mutation
 
 
+class NotApplicable(Exception):
+    """Raised by an adapter's prepare() when the live objects show an operation means nothing
+    here (e.g. an attribute this engine version does not have on either side). It is reported
+    (SRG321 with the reason), never silently dropped."""
+
+
 @dataclass
 class Prepared:
     """An operation ready to run: its mutations and the checks that prove it afterwards."""
@@ -110,6 +116,8 @@ def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter) -> tuple
             continue
         try:
             prepared.append(adapter.prepare(op, draft, target))
+        except NotApplicable as exc:
+            not_applicable.append(diag("SRG321", f"{op.id}: {exc}"))
         except SurgeryError as exc:
             errors.extend(exc.diagnostics)
     if errors:

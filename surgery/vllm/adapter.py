@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..apply.core import Adapter, Check, Prepared
+from ..apply.core import Adapter, Check, NotApplicable, Prepared
 from ..apply.mutations import CopyInPlace, SetAttr, _registration
 from ..apply.paths import attention_path, get_path, role_path, split_parent
 from ..diagnostics import SurgeryError, diag
@@ -128,6 +128,9 @@ class VLLMAdapter(Adapter):
 
         d_attn, t_attn = self._attn_pair(op, draft, target)
         attr = op.attr
+        if not hasattr(t_attn, attr) and not hasattr(d_attn, attr):
+            # e.g. `_k_scale_cpu` exists in vLLM 0.32 but not in 0.25: nothing to keep in sync
+            raise NotApplicable(f"neither attention layer has {attr} in this vLLM version")
         if not hasattr(t_attn, attr):
             raise SurgeryError(diag("SRG401", f"{op.id}: target attention has no attribute {attr}"))
         if not hasattr(d_attn, attr):

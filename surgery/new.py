@@ -1,0 +1,200 @@
+"""`surgery new`: recognise a draft/target pair from its two configs and write a starting recipe
+from the closest shipped one, checked (parse + resolve) against that pair before it is written.
+
+Choosing, config-only (no torch):
+1. a shipped recipe is a candidate when its `applies_to` covers both sides (model_type or the text
+   config's model_type; architectures where the recipe lists them);
+2. a candidate fits when the resolved plan for the pair is ok (every `requires` holds, every layer
+   map expands, no error-level step), for the given runtime (default: vLLM, pp 1, tp 1);
+3. among fitting candidates the most specific wins: more sides pinned by `architectures`, then the
+   narrower `applies_to` (fewer listed model types / architectures), then the name. The others that
+   fit are reported as alternatives (an EAGLE-1 head is config-wise also a one-layer Llama).
+
+No candidate fits: SRG020 (exit 1), with each candidate's first reason.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._version import __version__
+from .diagnostics import Diagnostic, Location, SurgeryError, diag
+from .facts import ModelFacts, read_facts
+from .plan import Runtime
+from .recipe import Recipe, load_recipe, parse_recipe, read_text
+from .resolver import resolve
+from .resources import schemas_dir, shipped_recipes
+
+SCHEMA_LINE = "# yaml-language-server: $schema="
+
+
+@dataclass
+class Candidate:
+    name: str
+    file: str
+    applies: bool
+    ok: bool
+    specificity: tuple
+    reasons: list[Diagnostic] = field(default_factory=list)
+    operations: int = 0
+    skipped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipe": self.name, "file": self.file, "applies": self.applies, "fits": self.ok,
+                "operations": self.operations, "skipped": self.skipped,
+                "reasons": [d.to_dict() for d in self.reasons]}
+
+
+@dataclass
+class NewResult:
+    target: ModelFacts
+    draft: ModelFacts
+    candidates: list[Candidate]
+    chosen: Candidate | None
+    text: str | None = None
+    out: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.chosen is not None
+
+    @property
+    def alternatives(self) -> list[str]:
+        return [c.name for c in self.candidates if c.ok and c is not self.chosen]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "ok": self.ok,
+            "target": describe(self.target), "draft": describe(self.draft),
+            "recipe": self.chosen.name if self.chosen else None,
+            "from": self.chosen.file if self.chosen else None,
+            "alternatives": self.alternatives,
+            "out": self.out,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+        if self.text is not None and self.out is None:
+            d["text"] = self.text
+        if not self.ok:
+            d["diagnostics"] = [no_fit_diagnostic(self).to_dict()]
+        return d
+
+
+def describe(f: ModelFacts) -> dict[str, Any]:
+    return {"config": f.source, "model_type": f.model_type, "text_model_type": f.text_model_type,
+            "architectures": list(f.architectures)}
+
+
+def label(f: ModelFacts) -> str:
+    arch = f" ({f.architectures[0]})" if f.architectures else ""
+    text = f"/{f.text_model_type}" if f.text_model_type != f.model_type else ""
+    return f"{f.model_type}{text}{arch}"
+
+
+def _applies(recipe: Recipe, side: str, f: ModelFacts) -> tuple[bool, int]:
+    """(covered, 1 when architectures pin this side)."""
+    sel = recipe.applies_to[side]
+    types, archs = sel.get("model_type"), sel.get("architectures")
+    if types is not None and f.model_type not in types and f.text_model_type not in types:
+        return False, 0
+    if archs is not None and not set(f.architectures) & set(archs):
+        return False, 0
+    return True, int(archs is not None)
+
+
+def _breadth(recipe: Recipe) -> int:
+    return sum(len(sel.get("model_type") or ()) + len(sel.get("architectures") or ())
+               for sel in recipe.applies_to.values())
+
+
+def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None) -> NewResult:
+    runtime = runtime or Runtime(engine="vllm")
+    candidates = []
+    for path in shipped_recipes():
+        recipe = load_recipe(path)
+        (t_ok, t_pin), (d_ok, d_pin) = _applies(recipe, "target", target), _applies(recipe, "draft", draft)
+        plan = resolve(recipe, draft, target, runtime)
+        errors = [d for d in plan.diagnostics if d.severity == "error"]
+        cand = Candidate(recipe.name, str(path), t_ok and d_ok, plan.ok and t_ok and d_ok,
+                         (-(t_pin + d_pin), _breadth(recipe), recipe.name), errors,
+                         len(plan.operations), len(plan.skipped))
+        candidates.append(cand)
+    fitting = sorted((c for c in candidates if c.ok), key=lambda c: c.specificity)
+    # candidates that apply come first in reports; then by name
+    candidates.sort(key=lambda c: (not c.ok, not c.applies, c.specificity))
+    return NewResult(target, draft, candidates, fitting[0] if fitting else None)
+
+
+def no_fit_diagnostic(result: NewResult) -> Diagnostic:
+    lines = []
+    for c in result.candidates:
+        if c.reasons:
+            first = c.reasons[0]
+            why = f"{first.code}: {first.message}"
+        else:
+            why = "applies_to does not cover the pair"
+        lines.append(f"{c.name}: {why}")
+    return diag("SRG020", f"no shipped recipe fits draft {label(result.draft)} -> target {label(result.target)}",
+                Location(result.draft.source),
+                hint="start from the closest recipe and `surgery validate` your copy; candidates:\n      "
+                + "\n      ".join(lines))
+
+
+def render(result: NewResult, out: Path | None, name: str | None) -> str:
+    """The chosen shipped recipe's text, with a schema line that resolves from where it is written,
+    a header saying where it came from, and optionally a new `recipe:` name."""
+    assert result.chosen is not None
+    source = Path(result.chosen.file)
+    text = read_text(source)
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].startswith(SCHEMA_LINE):
+        lines = lines[1:]
+    schema = (schemas_dir() / "recipe.schema.json").resolve()
+    if out is not None:
+        where = os.path.relpath(schema, out.resolve().parent)
+    else:
+        where = schema.as_uri()
+    t, d = result.target, result.draft
+    header = [
+        f"{SCHEMA_LINE}{where}\n",
+        "#\n",
+        f"# Started by `surgery new` (spec-surgery {__version__}) from the shipped recipe `{result.chosen.name}`\n",
+        f"# for draft {label(d)} -> target {label(t)}.\n",
+        f"# Check it: surgery validate {out if out is not None else 'THIS_FILE'} --target {t.source} --draft {d.source}\n",
+    ]
+    if result.alternatives:
+        header.append(f"# Also fits: {', '.join(result.alternatives)}.\n")
+    header.append("# The shipped recipe's notes follow.\n")
+    body = "".join(lines)
+    if name is not None:
+        body, n = re.subn(r"(?m)^recipe:[ \t]*\S+[ \t]*$", f"recipe: {name}", body, count=1)
+        assert n == 1, "shipped recipe without a top-level `recipe:` line"
+    return "".join(header) + body
+
+
+def new_recipe(target_path: str, draft_path: str, out: str | None = None, name: str | None = None,
+               force: bool = False, runtime: Runtime | None = None) -> NewResult:
+    """Choose, render, re-check against the pair, then write (to `out`, when given)."""
+    runtime = runtime or Runtime(engine="vllm")
+    target, draft = read_facts(target_path), read_facts(draft_path)
+    result = choose(target, draft, runtime)
+    if not result.ok:
+        return result
+    out_path = Path(out) if out is not None else None
+    if out_path is not None and out_path.exists() and not force:
+        raise SurgeryError(diag("SRG021", f"{out_path} exists", Location(str(out_path))))
+    text = render(result, out_path, name)
+    # what is written must validate against the pair (same runtime)
+    plan = resolve(parse_recipe(text, str(out_path or "<new recipe>")), draft, target, runtime)
+    if not plan.ok:  # a shipped recipe that fits fits after the header change too; never expected
+        raise SurgeryError(plan.errors)
+    result.text = text
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_path.with_name(out_path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out_path)
+        result.out = str(out_path)
+    return result
