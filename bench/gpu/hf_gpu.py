@@ -166,13 +166,13 @@ def tiny_pair_bf16():
     return res
 
 
-def e2b_specdec():
+def e2b_specdec(dtype_name="bfloat16"):
     import torch
 
     from surgery.apply import apply_plan, verify_plan
 
     t_path, d_path = CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json"
-    target, draft, build_s, t_cfg, _ = build_random(t_path, d_path, torch.bfloat16)
+    target, draft, build_s, t_cfg, _ = build_random(t_path, d_path, getattr(torch, dtype_name))
     plan = resolve_for(t_path, d_path)
     report = apply_plan(plan, draft, target)
     verified = verify_plan(plan, draft, target, report=report).ok
@@ -189,8 +189,14 @@ def main():
     import torch
     import transformers
 
+    import sys
+
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__,
                "transformers": transformers.__version__, "device": torch.cuda.get_device_name(0)}
+    if sys.argv[1:] == ["e2b_fp32"]:  # the E2B-shaped loop in fp32: output identity without bf16 near-ties
+        guarded(results, "e2b_specdec_fp32", e2b_specdec, "float32")
+        save("hf_gpu_e2b_fp32", results)
+        return
     for key, fn, args in (("tiny_pair_bf16", tiny_pair_bf16, ()), ("e2b_specdec", e2b_specdec, ()),
                           ("cost_e2b", cost, (CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json")),
                           ("cost_31b", cost, (GPU_CONFIGS / "gemma4-31B-shaped.json",
