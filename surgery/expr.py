@@ -284,6 +284,13 @@ def _eval(node: tuple, lookup: Callable[[str], Any]) -> Any:
         return {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
     if not (_is_num(left) and _is_num(right)):
         raise ExprError("SRG112", f"`{op}` needs numbers, got {left!r} and {right!r}", col)
+    try:
+        return _arith(op, left, right, col)
+    except OverflowError:  # a huge integer meets a float: 10**400 + 1.5
+        raise ExprError("SRG112", "arithmetic result too large", col) from None
+
+
+def _arith(op: str, left: Any, right: Any, col: int) -> Any:
     if op == "+":
         return left + right
     if op == "-":

@@ -144,6 +144,23 @@ def parse_config_text(text: str, source: str = "<config>") -> dict:
     return obj
 
 
+MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
+
+
+def _check_depth(obj: Any, source: str) -> None:
+    """Refuse absurdly nested configs up front, iteratively: the recursive helpers below (and repr,
+    ==) would otherwise hit Python's recursion limit on a config nested a few hundred levels deep."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise fail("SRG009", f"nesting deeper than {MAX_CONFIG_DEPTH} levels", Location(source))
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
 def _strip_annotations(obj: Any) -> Any:
     """Drop `_source`, `_notes`... annotation keys (the shared config corpus carries them)."""
     if isinstance(obj, dict):
@@ -189,6 +206,9 @@ class _Reader:
 
 
 def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
+    if not isinstance(cfg, dict):
+        raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
+    _check_depth(cfg, source)
     cfg = _strip_annotations(cfg)
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not model_type:

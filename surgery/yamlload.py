@@ -152,7 +152,10 @@ class _Builder:
     def _build_scalar(self, node) -> Any:
         if node.tag not in _SCALAR_TAGS:
             raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
-        value = self._scalar.construct_object(node)
+        try:
+            value = self._scalar.construct_object(node)
+        except (ValueError, OverflowError) as exc:  # `0x_`, `0b_`, an int of more than 4300 digits
+            raise fail("SRG102", f"cannot read scalar {node.value[:40]!r}: {str(exc)[:80]}", self.loc(node)) from None
         if isinstance(value, float) and not math.isfinite(value):
             raise fail("SRG102", f"non-finite number {node.value!r} is not allowed", self.loc(node))
         return value

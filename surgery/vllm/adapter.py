@@ -51,8 +51,11 @@ def _show(v: Any) -> str:
 class VLLMAdapter(Adapter):
     engine = "vllm"
 
-    def __init__(self, static_forward_context: dict | None = None):
+    def __init__(self, static_forward_context: dict | None = None, is_attention=None):
+        """`is_attention` lets callers outside a vLLM process (tests with stand-ins, other
+        loaders) say what counts as an attention layer; default: vLLM's AttentionLayerBase."""
         self.sfc = static_forward_context
+        self.is_attention = is_attention or _is_attention
 
     def static_checks(self, plan: Plan, draft: Any, target: Any) -> list:
         problems = []
@@ -64,7 +67,7 @@ class VLLMAdapter(Adapter):
                     problems.append(diag("SRG316", f"target layer {row.target} is not on this pipeline stage "
                                          "(no attention module here)"))
                     continue
-                if not _is_attention(t_attn):
+                if not self.is_attention(t_attn):
                     problems.append(diag("SRG316", f"target layer {row.target} is a {type(t_attn).__name__}, not an "
                                          "attention layer held by this stage"))
         return problems
@@ -76,7 +79,7 @@ class VLLMAdapter(Adapter):
         d_attn = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
         t_attn = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
         for side, attn in (("draft", d_attn), ("target", t_attn)):
-            if not _is_attention(attn):
+            if not self.is_attention(attn):
                 raise SurgeryError(diag("SRG402", f"{op.id}: {side} layer is a {type(attn).__name__}, not an Attention"))
         return d_attn, t_attn
 
