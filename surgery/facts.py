@@ -200,9 +200,17 @@ class _Reader:
             raise fail("SRG205", f"`{key}` must be an integer, got {value!r}"[:200],
                        Location(self.source, key_path=self.prefix + key))
         if value < minimum or value > MAX_SANE:
-            raise fail("SRG205", f"`{key}` = {value if abs(value) < 1e12 else f'{value:.3g}'} is out of bounds "
+            raise fail("SRG205", f"`{key}` = {_shown(value)} is out of bounds "
                        f"[{minimum}, {MAX_SANE}]", Location(self.source, key_path=self.prefix + key))
         return value
+
+
+def _shown(value: int) -> str:
+    """`f"{n:.3g}"` converts to float and raised OverflowError beyond ~1e308 (found by fuzzing)."""
+    if abs(value) < 1e12:
+        return str(value)
+    digits = str(abs(value))
+    return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
 
 
 def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:

@@ -3,6 +3,7 @@ resolved before any model is read. Produces a `Recipe` that remembers where each
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,16 @@ class Recipe:
         return self.source.location(path)
 
 
+_SHORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def find_recipe(name_or_path: str | os.PathLike) -> Path:
-    """A path, or the short name of a shipped recipe (`gemma4-mtp`)."""
+    """A path, or the short name of a shipped recipe (`gemma4-mtp`). Only a plain name (letters,
+    digits, `_.-`, no `..`, no separator of any platform) is looked up in the recipes folder, so
+    a name can never reach a file outside it; anything else is the user's own path."""
     p = Path(name_or_path)
-    if p.exists() or p.suffix in (".yaml", ".yml") or os.sep in str(name_or_path):
+    text = str(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml") or not _SHORT_NAME.fullmatch(text) or ".." in text:
         return p
     shipped = recipes_dir() / f"{name_or_path}.yaml"
     if shipped.exists():

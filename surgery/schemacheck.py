@@ -126,11 +126,11 @@ class Validator:
 
     def _check_number(self, value, schema, path, out):
         if "minimum" in schema and value < schema["minimum"]:
-            out.append(SchemaError("SRG105", path, f"{value} is below the minimum {schema['minimum']}"))
+            out.append(SchemaError("SRG105", path, f"{_shown(value)} is below the minimum {schema['minimum']}"))
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
             out.append(SchemaError("SRG105", path, f"{value} must be greater than {schema['exclusiveMinimum']}"))
         if "maximum" in schema and value > schema["maximum"]:
-            shown = value if abs(value) < 1e15 else f"{value:.3g}"
+            shown = _shown(value)
             out.append(SchemaError("SRG105", path, f"{shown} is above the maximum {schema['maximum']}"))
 
     def _check_array(self, value, schema, path, out):
@@ -200,6 +200,17 @@ class Validator:
                 out.extend(best)
             elif keyword == "oneOf" and passing > 1:
                 out.append(SchemaError("SRG107", path, "matches more than one alternative of the schema"))
+
+
+def _shown(value) -> str:
+    """A number for a message: huge ones in short scientific form. `f"{n:.3g}"` converts an int to
+    float first and raised OverflowError for ints beyond ~1e308 (found by tests/test_fuzz.py)."""
+    if abs(value) < 1e15:
+        return str(value)
+    if isinstance(value, int):
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    return f"{value:.3g}"
 
 
 def _closest(key: str, candidates) -> str | None:

@@ -9,6 +9,7 @@ Python tags are ever constructed) and build plain data from it ourselves.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,11 +52,17 @@ def format_path(path: tuple) -> str:
 def load_yaml_text(text: str, file: str | None = None) -> Loaded:
     import yaml
 
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # a lone surrogate ('\udc80'): libyaml would raise it uncoded
+        raise fail("SRG002", f"not valid Unicode text (lone surrogate at character {exc.start})",
+                   Location(file)) from None
+    if size > MAX_BYTES:
         raise fail("SRG008", f"document is larger than {MAX_BYTES} bytes", Location(file))
     _check_flow_depth(text, file)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # same nodes and marks, ~4x faster
     try:
+        _check_node_count(yaml, text, loader, file)
         nodes = list(yaml.compose_all(text, Loader=loader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -80,6 +87,24 @@ def load_yaml_text(text: str, file: str | None = None) -> Loaded:
     return Loaded(data, builder.positions, file, builder.text_offsets)
 
 
+def _check_node_count(yaml, text: str, loader, file: str | None) -> None:
+    """Refuse a document with too many nodes while streaming its events, before composing: PyYAML
+    builds the whole node graph first (a 1 MiB `[1,1,1,...]` is 450k nodes: seconds and ~130 MiB)
+    and the builder's MAX_NODES check would only run afterwards. Keys count here too, hence 2x."""
+    count = 0
+    node_events = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent, yaml.AliasEvent)
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, node_events):
+            count += 1
+            if count > 2 * MAX_NODES:
+                m = event.start_mark
+                raise fail("SRG008", f"the document has more than {2 * MAX_NODES} keys and values",
+                           Location(file, m.line + 1, m.column + 1), hint="a recipe has a few hundred values")
+
+
+_FLOW_SPECIAL = re.compile(r"[\n'\"#\[\]{}]")
+
+
 def _check_flow_depth(text: str, file: str | None) -> None:
     """Refuse deeply nested flow collections before PyYAML sees them: its scanner slows down with
     the square of the depth and its composer recurses (a `[[[[...` file would take seconds, then
@@ -88,9 +113,8 @@ def _check_flow_depth(text: str, file: str | None) -> None:
     quote = None
     line = 1
     line_start = 0
-    i = 0
-    n = len(text)
-    while i < n:
+    for match in _FLOW_SPECIAL.finditer(text):  # every other character is a no-op below: skip them in C
+        i = match.start()
         ch = text[i]
         if ch == "\n":
             line += 1
@@ -110,7 +134,6 @@ def _check_flow_depth(text: str, file: str | None) -> None:
                 raise fail("SRG008", f"nesting deeper than {MAX_DEPTH} levels", Location(file, line, i - line_start + 1))
         elif ch in "]}":
             depth = max(0, depth - 1)
-        i += 1
 
 
 class _Builder:

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 
 
 class Progress:
@@ -52,6 +52,46 @@ def _dtype(name: str):
     return table[name]
 
 
+def _model_folder(path) -> "Path":
+    from pathlib import Path
+
+    p = Path(path)
+    return p.parent if p.is_file() else p
+
+
+def check_weights(side: str, folder) -> None:
+    """SRG404 unless `folder` holds readable safetensors: at least one file, each with a valid
+    header that the file covers (a truncated download fails here, not as a loader traceback)."""
+    from safetensors import safe_open
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise SurgeryError(diag("SRG404", f"{side} folder {folder} has no *.safetensors weights",
+                                Location(file=str(folder)), hint="only safetensors checkpoints are loaded (no pickle)"))
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                fh.keys()
+        except Exception as exc:  # SafetensorError, OSError, ...: whatever the cause, name the file
+            raise SurgeryError(diag("SRG404", f"{side} weights {f.name} are unreadable ({type(exc).__name__}: {exc})",
+                                    Location(file=str(f)),
+                                    hint="the file is truncated or corrupted; re-download or rebuild it")) from exc
+
+
+def load_models(load_pair, target_dir, draft_dir, device, dtype):
+    """load_pair with coded errors: unreadable weights are SRG404 naming the side and file."""
+    target_dir, draft_dir = _model_folder(target_dir), _model_folder(draft_dir)
+    for side, folder in (("target", target_dir), ("draft", draft_dir)):
+        check_weights(side, folder)
+    try:
+        return load_pair(target_dir, draft_dir, device=device, dtype=dtype)
+    except SurgeryError:
+        raise
+    except Exception as exc:  # the loader's own error (corrupt tensor data, missing tensors, ...)
+        raise SurgeryError(diag("SRG404", f"could not load the pair from {target_dir} and {draft_dir} "
+                                f"({type(exc).__name__}: {str(exc)[:300]})", Location(file=str(target_dir)))) from exc
+
+
 def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
     """Speculative vs plain greedy on every prompt; the totals the report shows."""
     from ..hf.specdec import greedy_generate, speculative_generate
@@ -83,17 +123,33 @@ def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, n
     }
 
 
+WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
+
+
 def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]:
-    """Remove each recipe step in turn (and all of them), rerun the decoding check, restore."""
+    """Remove each recipe step in turn (and all of them), rerun the decoding check, restore.
+
+    Besides the removals, one variant keeps share_kv but with a deliberately wrong map (the first
+    unshared target layer of each type instead of the last): in HF an unwired draft layer reads
+    ``shared_kv_states[layer_type]``, which transformers fills from the same layers as the
+    gemma4-mtp rule, so removing share_kv alone changes nothing there; the wrong map shows what
+    the map is worth. Rows may carry a ``note`` saying why a removal changes nothing."""
     from . import apply_plan, rollback, verify_plan
 
     rows = []
     steps = sorted({o.step for o in plan.operations})
-    variants = [(f"without step {s}: " + _step_label(plan, s), plan.without_step(s)) for s in steps]
-    variants.append(("without any wiring", None))
+    mutations_per_step: dict[int, int] = {}
+    for p in report.prepared:
+        mutations_per_step[p.op.step] = mutations_per_step.get(p.op.step, 0) + len(p.mutations)
+    variants = [(f"without step {s}: " + _step_label(plan, s), plan.without_step(s),
+                 _removal_note(plan, s, target, draft, mutations_per_step)) for s in steps]
+    wrong = _wrong_map_variant(plan, target)
+    if wrong is not None:
+        variants.append((WRONG_MAP_VARIANT, wrong[0], wrong[1]))
+    variants.append(("without any wiring", None, None))
     rollback(report)
     try:
-        for label, variant in variants:
+        for label, variant, note in variants:
             progress(f"ablation: {label}")
             row: dict[str, Any] = {"variant": label}
             sub = None
@@ -109,10 +165,73 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
             finally:
                 if sub is not None:
                     rollback(sub)
+            if note:
+                row["note"] = note
             rows.append(row)
     finally:
         apply_plan(plan, draft, target)  # leave the pair wired as the main report says
     return rows
+
+
+def _unshared_layer_types(target) -> list[str]:
+    from ..hf.kvrouting import first_kv_shared_layer, text_config
+
+    cfg = text_config(target.config)
+    return list(cfg.layer_types[: first_kv_shared_layer(cfg)])
+
+
+def _removal_note(plan, step: int, target, draft, mutations_per_step: dict[int, int]) -> str | None:
+    """Why removing this step cannot change the decoding check in HF, when that is known up front."""
+    ops = [o for o in plan.operations if o.step == step]
+    if ops and all(o.op == "share_kv" for o in ops):
+        from ..hf.kvrouting import default_kv_sources, text_config
+
+        try:
+            defaults = default_kv_sources(target.config)
+            draft_types = text_config(draft.config).layer_types
+            same = all(defaults.get(draft_types[o.draft_layer]) == o.target_layer for o in ops)
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return None
+        if same:
+            pairs = ", ".join(f"{t} -> {j}" for t, j in sorted(defaults.items()))
+            return ("acceptance cannot change: without share_kv an HF draft layer reads "
+                    f"shared_kv_states[layer_type], which transformers fills from the same target layers as this "
+                    f"map ({pairs}); see the wrong-map row for what the map is worth")
+    if ops and mutations_per_step.get(step, 0) == 0:
+        return "this step only checks (no mutation): removing it changes what verify proves, not what runs"
+    return None
+
+
+def _wrong_map_variant(plan, target):
+    """(plan, note) with every share_kv op pointed at the FIRST unshared target layer of its type
+    instead of the mapped one, or None when that changes nothing (one unshared layer per type)."""
+    from dataclasses import replace
+
+    try:
+        unshared = _unshared_layer_types(target)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    first = {}
+    for j, t in enumerate(unshared):
+        first.setdefault(t, j)
+    ops, moved = [], {}
+    for o in plan.operations:
+        if o.op == "share_kv" and o.target_layer is not None and o.target_layer < len(unshared):
+            t = unshared[o.target_layer]
+            j = first[t]
+            if j != o.target_layer:
+                moved[t] = (o.target_layer, j)
+                o = replace(o, target_layer=j, id=f"share_kv:{o.map}:{o.draft_layer}->{j}")
+        ops.append(o)
+    if not moved:
+        return None
+    note = ("wrong on purpose: the first unshared target layer of each type instead of the mapped one; "
+            + "; ".join(f"{t}: target {j} instead of {old}" for t, (old, j) in sorted(moved.items())))
+    unchanged = sorted({unshared[o.target_layer] for o in plan.operations if o.op == "share_kv"
+                        and o.target_layer is not None and o.target_layer < len(unshared)} - set(moved))
+    if unchanged:
+        note += f" ({', '.join(unchanged)} unchanged: the target has only one unshared layer of that type)"
+    return replace(plan, operations=tuple(ops)), note
 
 
 def _step_label(plan, step: int) -> str:
@@ -155,7 +274,7 @@ def run_apply(args, out) -> int:
     progress("loading models")
     t = time.perf_counter()
     device, dtype = _device(args.device), _dtype(args.dtype)
-    target, draft = load_pair(target_dir, draft_dir, device=device, dtype=dtype)
+    target, draft = load_models(load_pair, target_dir, draft_dir, device=device, dtype=dtype)
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -207,5 +326,7 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
                              f"{'yes' if row['identical'] else 'NO'}")
             else:
                 lines.append(f"  {row['variant']:<50} draft cannot run: {row['error']}")
+            if row.get("note"):
+                lines.append(f"      note: {row['note']}")
     lines += ["", "timings: " + ", ".join(f"{k} {v:.3f}" for k, v in timings.items())]
     return "\n".join(lines)

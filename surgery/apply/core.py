@@ -4,7 +4,8 @@ apply_plan runs in two phases. Phase 1 asks the engine adapter to *prepare* ever
 resolve module paths, check shapes and kinds on the live objects, and return the reversible
 mutations it would perform; nothing is touched, so any failure leaves both models as they were.
 Phase 2 performs the mutations in order with an undo log; if one raises (a bug, an injected fault,
-a device error), every earlier mutation is undone in reverse order before the coded error is raised.
+a device error), every earlier mutation (and the failing one, should it have got part-way) is undone in
+reverse order before the coded error is raised.
 """
 from __future__ import annotations
 
@@ -120,6 +121,9 @@ def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter) -> tuple
             not_applicable.append(diag("SRG321", f"{op.id}: {exc}"))
         except SurgeryError as exc:
             errors.extend(exc.diagnostics)
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:  # a path the live model lacks
+            errors.append(diag("SRG402", f"{op.id}: the live models do not have what the plan names "
+                               f"({type(exc).__name__}: {exc})"))
     if errors:
         raise SurgeryError(errors)
     return prepared, not_applicable
@@ -131,7 +135,7 @@ def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = No
     start = time.perf_counter()
     adapter = _adapter_for(plan, adapter)
     prepared, not_applicable = prepare_plan(plan, draft, target, adapter)
-    done: list[Mutation] = []
+    done: list[Mutation] = []  # every mutation whose apply() was entered, the failing one included
     current: Operation | None = None
     try:
         for p in prepared:
@@ -139,8 +143,10 @@ def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = No
             for m in p.mutations:
                 if fault is not None:
                     fault(p.op, m)
-                m.apply()
+                # Logged before apply(): a mutation that raises half-way (e.g. after rebinding, while
+                # re-registering) is undone too; undo() of one that recorded nothing is a no-op.
                 done.append(m)
+                m.apply()
     except Exception as exc:  # any failure: roll back everything, then report with a code
         rollback_errors = []
         for m in reversed(done):
@@ -149,7 +155,7 @@ def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = No
             except Exception as undo_exc:  # keep undoing the rest; report it
                 rollback_errors.append(f"{m.label}: {undo_exc}")
         detail = f"{type(exc).__name__}: {exc}"
-        msg = (f"operation {current.id if current else '?'} failed ({detail}); {len(done)} earlier mutation(s) "
+        msg = (f"operation {current.id if current else '?'} failed ({detail}); {len(done)} mutation(s) "
                f"rolled back")
         if rollback_errors:
             msg += "; rollback problems: " + "; ".join(rollback_errors)

@@ -61,13 +61,17 @@ class SetAttr(Mutation):
     kind: str | None = None  # None: keep the existing registration kind
     _old: Any = field(default=_MISSING, repr=False)
     _old_kind: str = field(default="attribute", repr=False)
+    _recorded: bool = field(default=False, repr=False)
 
     def apply(self) -> None:
         self._old = getattr(self.obj, self.name, _MISSING)
         self._old_kind = _registration(self.obj, self.name)
+        self._recorded = True  # from here on undo() can restore, even if the rebind below fails half-way
         set_registered(self.obj, self.name, self.value, self.kind or self._old_kind)
 
     def undo(self) -> None:
+        if not self._recorded:  # apply() never ran (or failed before recording): nothing to restore
+            return
         if self._old is _MISSING:
             if hasattr(self.obj, self.name):
                 delattr(self.obj, self.name)
@@ -84,6 +88,7 @@ class CopyInPlace(Mutation):
     _backup: Any = field(default=None, repr=False)
 
     def apply(self) -> None:
+        self._backup = None
         self._backup = self.tensor.detach().clone()
         with _no_grad():
             self.tensor.copy_(self.source)

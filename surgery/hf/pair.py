@@ -12,6 +12,7 @@ weights committed in ``surgery/data/tiny/weights/`` or, failing that, rebuilt by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -160,21 +161,71 @@ def _copy_committed(name: str, dest: Path) -> bool:
     return True
 
 
+def _ready(target_dir: Path, draft_dir: Path) -> bool:
+    try:
+        return _is_complete(target_dir) and _is_complete(draft_dir) and not _stale(target_dir, draft_dir)
+    except OSError:  # a folder being swapped by another process right now: take the locked path
+        return False
+
+
+@contextlib.contextmanager
+def _cache_lock(root: Path):
+    """Serialise writers of one cache across processes (POSIX ``flock`` on ``<root>/.lock``).
+
+    Without it two processes materialising the pair at once raced: each moved the other's freshly
+    installed folder aside (a reader in between found no ``config.json``) and ``os.replace`` onto a
+    folder that had just reappeared failed with ENOTEMPTY. Where no lock can be taken (no ``fcntl``,
+    read-only cache) we go on unlocked, as before."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    fh = None
+    if fcntl is not None:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fh = open(root / ".lock", "a+b")  # noqa: SIM115 - held for the block
+        except OSError:
+            fh = None
+    try:
+        if fh is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        if fh is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fh.close()
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Temp folders of writers that died mid-copy (``.target-xxxx``, ``.draft-old-xxxx``); called
+    under the lock, when no other writer can own them."""
+    for entry in root.iterdir() if root.is_dir() else ():
+        if entry.is_dir() and entry.name.startswith((".target-", ".draft-")):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
     """Return (target_dir, draft_dir), materialising them in the cache if needed.
 
     Order: cache hit → copy committed weights → rebuild (minutes on 2 cores). Never downloads.
+    Safe when several processes call it at once: writers take a file lock and re-check, every
+    folder is written in a temporary folder and renamed into place, so no reader sees a partial one.
     """
     say = progress or (lambda _msg: None)
     root = cache_root()
     target_dir, draft_dir = root / "target", root / "draft"
-    if _is_complete(target_dir) and _is_complete(draft_dir) and not _stale(target_dir, draft_dir):
+    if _ready(target_dir, draft_dir):
         return target_dir, draft_dir
-    if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
-        say(f"tiny pair copied from committed weights into {root}")
-        return target_dir, draft_dir
-    say(f"building the tiny pair into {root} (trains for several minutes)")
-    return _load_builder().build(root, progress=say if progress else None)
+    with _cache_lock(root):
+        if _ready(target_dir, draft_dir):  # another process finished it while we waited
+            return target_dir, draft_dir
+        _remove_leftovers(root)
+        if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
+            say(f"tiny pair copied from committed weights into {root}")
+            return target_dir, draft_dir
+        say(f"building the tiny pair into {root} (trains for several minutes)")
+        return _load_builder().build(root, progress=say if progress else None)
 
 
 def _load_builder():
