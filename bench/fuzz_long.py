@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import test_fuzz as fz  # noqa: E402
+from hypothesis import Phase  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,10 +33,13 @@ def main(argv=None) -> int:
     ap.add_argument("--examples", type=int, default=None, help="stop after this many inputs in all")
     ap.add_argument("--chunk", type=int, default=500, help="examples per target per round")
     ap.add_argument("--targets", default=",".join(fz.TARGETS))
+    ap.add_argument("--shrink", action="store_true",
+                    help="let hypothesis shrink failures (slow: one shrink can take minutes); default off")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "fuzz_long.json"))
     args = ap.parse_args(argv)
 
     targets = [t for t in args.targets.split(",") if t]
+    phases = [Phase.generate, Phase.shrink] if args.shrink else [Phase.generate]
     fz.parsed_recipes(), fz.config_dicts(), fz.catalogue()
     deadline = time.monotonic() + args.minutes * 60
     start = time.monotonic()
@@ -47,7 +51,7 @@ def main(argv=None) -> int:
             if time.monotonic() >= deadline:
                 break
             try:
-                fz.run_target(name, args.chunk, database=None)
+                fz.run_target(name, args.chunk, database=None, phases=phases)
             except BaseException as exc:  # noqa: BLE001 - record, keep going
                 if isinstance(exc, KeyboardInterrupt):
                     raise

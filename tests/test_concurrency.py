@@ -108,7 +108,11 @@ def _cli_batch(indices: list[int]) -> list[tuple[int, int, str]]:
     out = []
     for i in indices:
         recipe, target, draft, runtime = CASES[i % len(CASES)]
-        argv = ["validate", recipe, "--target", str(CONFIGS / target), "--draft", str(CONFIGS / draft), "--json"]
+        argv = ["validate", recipe, "--target", str(CONFIGS / target), "--draft", str(CONFIGS / draft), "--json",
+                "--engine", runtime.get("engine", "vllm"), "--pp", str(runtime.get("pp_size", 1)),
+                "--tp", str(runtime.get("tp_size", 1)), "--kv-cache-dtype", runtime.get("kv_cache_dtype", "auto")]
+        if runtime.get("attention_backend"):
+            argv += ["--attention-backend", runtime["attention_backend"]]
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):  # process-local here: each worker is its own interpreter
             rc = cli.main(argv)
@@ -126,7 +130,7 @@ def test_cli_validate_in_processes_is_deterministic():
     assert len(results) == 40
     for i, rc, out in results:
         assert (rc, out) == serial[i % len(CASES)], i
-    assert {rc for rc, _ in serial.values()} >= {0, 1}
+    assert {rc for rc, _ in serial.values()} >= {0, 1}  # both verdicts among the 36 cases
 
 
 # -- the tiny-model cache ----------------------------------------------------------------------------

@@ -272,6 +272,10 @@ def run_apply(args, out) -> int:
         raise SurgeryError(plan.errors)
 
     progress("loading models")
+    if not progress.enabled:  # transformers' own "Loading weights" bars would land in pipes and logs
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     t = time.perf_counter()
     device, dtype = _device(args.device), _dtype(args.dtype)
     target, draft = load_models(load_pair, target_dir, draft_dir, device=device, dtype=dtype)
