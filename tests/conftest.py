@@ -3,11 +3,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "tests" / "data" / "configs"
-E2B = CONFIGS / "gemma-4-E2B-it.json"
-E2B_ASSISTANT = CONFIGS / "gemma-4-E2B-it-assistant.json"
-GEMMA_RECIPE = ROOT / "recipes" / "gemma4-mtp.yaml"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testpaths import CONFIGS, E2B, E2B_ASSISTANT, GEMMA_RECIPE, ROOT  # noqa: E402,F401
 
 
 @pytest.fixture

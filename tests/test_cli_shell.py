@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIGS, E2B, E2B_ASSISTANT, ROOT
+from testpaths import CONFIGS, E2B, E2B_ASSISTANT, ROOT
 from surgery.cli import build_parser
 from surgery.resources import schemas_dir, shipped_recipes
 

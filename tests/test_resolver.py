@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import E2B, E2B_ASSISTANT, GEMMA_RECIPE
+from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
 from surgery import Runtime, facts_from_config, load_recipe, parse_recipe, resolve
 from surgery.facts import read_config
 
