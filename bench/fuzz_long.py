@@ -70,7 +70,8 @@ def main(argv=None) -> int:
         "inputs_per_target": dict(fz.EXAMPLES),
         "calls_per_surface": {k: sum(v.values()) for k, v in fz.STATS.items()},
         "outcomes_per_surface": {k: dict(v.most_common(12)) for k, v in fz.STATS.items()},
-        "worst_per_surface": {k: {kk: round(vv, 4) for kk, vv in v.items()} for k, v in fz.WORST.items()},
+        "worst_per_surface": {k: {kk: round(vv, 4) if isinstance(vv, float) else vv for kk, vv in v.items()}
+                              for k, v in fz.WORST.items()},
         "failures": failures,
         "time_limit_s": fz.TIME_LIMIT_S,
         "loader_mem_limit_mib": fz.LOADER_MEM_MIB,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import E2B, E2B_ASSISTANT, GEMMA_RECIPE
+from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
 from surgery import Runtime, SurgeryError, expr as expr_lang, load_recipe, parse_recipe, read_facts, resolve
 from surgery.recipe import find_recipe
 from surgery.resources import load_schema, recipes_dir

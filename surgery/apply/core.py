@@ -81,8 +81,15 @@ class Adapter:
         """None if the engine can run this operation, else the reason it means nothing here."""
         return None
 
-    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:  # pragma: no cover - interface
-        raise NotImplementedError
+    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        """Dispatch to `_prepare_<op kind>`. An operation kind this adapter has not learned yet
+        (the recipe language can grow faster than the appliers) is reported as not applicable
+        with SRG321, never silently skipped and never a crash."""
+        method = getattr(self, f"_prepare_{op.op}", None)
+        if method is None:
+            raise NotApplicable(f"the {self.engine} adapter does not perform {op.op} operations yet "
+                                "(the engine's own loader does this step, unverified)")
+        return method(op, draft, target)
 
     def static_checks(self, plan: Plan, draft: Any, target: Any) -> list[Diagnostic]:
         """Whole-model checks before any operation is prepared (layer counts, model kinds)."""

@@ -37,9 +37,6 @@ class HFAdapter(Adapter):
                                      f"{facts['num_layers']}"))
         return problems
 
-    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        return getattr(self, f"_prepare_{op.op}")(op, draft, target)
-
     # -- share_kv ------------------------------------------------------------------------------
     def _prepare_share_kv(self, op: Operation, draft: Any, target: Any) -> Prepared:
         from ..hf.kvrouting import kv_key

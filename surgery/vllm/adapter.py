@@ -72,9 +72,6 @@ class VLLMAdapter(Adapter):
                                          "attention layer held by this stage"))
         return problems
 
-    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        return getattr(self, f"_prepare_{op.op}")(op, draft, target)
-
     def _attn_pair(self, op: Operation, draft: Any, target: Any):
         d_attn = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
         t_attn = get_path(target, attention_path("vllm", target, op.target_layer, "target"))

@@ -179,6 +179,8 @@ def refresh_copied_attrs(proposer: Any) -> int:
         for op in plan.ops("copy_attr"):
             d = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
             t = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
+            if not (hasattr(t, op.attr) and hasattr(d, op.attr)):
+                continue  # reported as not applicable at apply time (attribute absent in this vLLM)
             src, dst = getattr(t, op.attr), getattr(d, op.attr)
             if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
                 dst.copy_(src)
