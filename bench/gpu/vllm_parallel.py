@@ -3,10 +3,9 @@ Ready to run; NOT run yet (no 2-GPU machine was lent when it was written; see do
 
     . /tmp/vbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/vllm_parallel.py
 
-Runs (multiprocessing executor; the plugin is loaded in every worker through SURGERY_RECIPE +
-surgery.vllm.plugin.register, which the workers import via the `vllm.general_plugins` entry point
-once the package is pip-installed; with PYTHONPATH only, VLLM_PLUGINS is not enough, so this script
-installs the package in user mode first if `surgery` has no entry point):
+Before running: `pip install --no-deps --no-build-isolation --user .` so that every worker process
+(TP/PP use the multiprocessing executor) loads the plugin through the `vllm.general_plugins` entry
+point; the recipe is selected with SURGERY_RECIPE, inherited by the workers. Runs:
   tp1        TP 1, recipe, FP8 cache with calibrated per-head target scales  (reference)
   tp2        TP 2, same: each rank's draft layers must read that rank's cache shard and hold that
              rank's shard of per-head scales; generation identical to tp1 (greedy)
