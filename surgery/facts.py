@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .diagnostics import Location, fail
+from .textfile import read_text_file
 
 MAX_CONFIG_BYTES = 8 << 20
 MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
@@ -111,22 +112,7 @@ def read_config(path: str | os.PathLike) -> tuple[dict, str]:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    shown = str(path)
-    if not p.exists():
-        raise fail("SRG001", f"no such file: {p}", Location(shown))
-    if p.is_dir():
-        raise fail("SRG002", f"{p} is a directory", Location(shown))
-    try:
-        size = p.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise fail("SRG008", f"config is {size} bytes (limit {MAX_CONFIG_BYTES})", Location(str(p)))
-        data = p.read_bytes()
-    except OSError as exc:
-        raise fail("SRG002", f"cannot read {p}: {exc.strerror or exc}", Location(str(p))) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise fail("SRG002", f"not UTF-8 text (byte {exc.start})", Location(str(p))) from None
+    text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=str(path))
     return parse_config_text(text, str(p)), str(p)
 
 

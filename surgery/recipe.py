@@ -13,6 +13,7 @@ from .diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
 from .resources import load_schema, recipes_dir
 from .schemacheck import Validator
+from .textfile import read_text_file
 from .yamlload import MAX_BYTES, Loaded, load_yaml_text
 
 SUPPORTED_VERSION = 1
@@ -117,25 +118,7 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
 
 
 def read_text(path: Path) -> str:
-    shown = str(path)
-    if not path.exists():
-        raise fail("SRG001", f"no such file: {path}", Location(shown))
-    if path.is_dir():
-        raise fail("SRG002", f"{path} is a directory, not a recipe file", Location(shown))
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise fail("SRG008", f"recipe is {size} bytes (limit {MAX_BYTES})", Location(shown))
-        data = path.read_bytes()
-    except OSError as exc:
-        raise fail("SRG002", f"cannot read {path}: {exc.strerror or exc}", Location(shown)) from None
-    if b"\x00" in data:
-        raise fail("SRG002", "binary content (NUL bytes) in a recipe", Location(shown))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise fail("SRG002", f"not UTF-8 text (byte {exc.start})", Location(shown, line)) from None
+    return read_text_file(path, MAX_BYTES, "recipe")
 
 
 def load_recipe(path: str | os.PathLike) -> Recipe:
