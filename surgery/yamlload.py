@@ -177,8 +177,9 @@ class _Builder:
             raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
         try:
             value = self._scalar.construct_object(node)
-        except (ValueError, OverflowError) as exc:  # `0x_`, `0b_`, an int of more than 4300 digits
-            raise fail("SRG102", f"cannot read scalar {node.value[:40]!r}: {str(exc)[:80]}", self.loc(node)) from None
+        except (ValueError, OverflowError, KeyError, TypeError) as exc:  # `0x_`, `0b_`, `!!bool x`, 4300+ digits
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise fail("SRG102", f"{node.value[:40]!r} is not a valid {kind}", self.loc(node)) from None
         if isinstance(value, float) and not math.isfinite(value):
             raise fail("SRG102", f"non-finite number {node.value!r} is not allowed", self.loc(node))
         return value

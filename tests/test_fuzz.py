@@ -634,9 +634,11 @@ def test_huge_int_config_field_is_coded(value):
     assert ei.value.diagnostics[0].code == "SRG205"
 
 
-@pytest.mark.parametrize("literal", ["0x_", "0b_", "1" * 4400, "-" + "2" * 5000])
+@pytest.mark.parametrize("literal", ["0x_", "0b_", "1" * 4400, "-" + "2" * 5000, "!!bool gemma4", "!!bool 2",
+                                     "!!int x", "!!float x", "!!int 1.5"])
 def test_unconstructible_yaml_ints_are_coded(literal):
-    """Found by this file: PyYAML's int constructor raised ValueError on these (bug fixed in yamlload)."""
+    """Found by this file: PyYAML's constructors raised ValueError (`0x_`, 4300+ digits) or KeyError
+    (`!!bool gemma4`, found by the long campaign) on these (bug fixed in yamlload)."""
     text = recipe_texts()[0].replace("version: 1", f"version: {literal}", 1)
     with pytest.raises(SurgeryError) as ei:
         parse_recipe(text)
