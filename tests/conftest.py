@@ -18,3 +18,23 @@ def run_cli(capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """The tiny pair is ~7x faster on one thread when the machine's two cores are busy.
+    Modules that decode with it opt in with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def dirs():
+    """(target_dir, draft_dir) of the built-in tiny Gemma 4 pair."""
+    from surgery.hf import pair
+
+    return pair.ensure_tiny_pair()

@@ -22,13 +22,7 @@ RECIPE = str(Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.ya
 QUICK = ["--prompts", "1", "--max-new-tokens", "6", "--no-progress"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny pair is ~7x faster on one thread when the machine's two cores are busy."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run(*argv) -> tuple[int, str, str]:
@@ -36,11 +30,6 @@ def run(*argv) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in argv])
     return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture(scope="module")
-def dirs():
-    return pair.ensure_tiny_pair()
 
 
 @pytest.fixture(scope="module")

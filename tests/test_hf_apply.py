@@ -31,18 +31,7 @@ PROMPT = ("import os\nimport sys\n\n\nclass Config:\n    def __init__(self, path
           "        self.path = path\n        self.mode = mode\n\n    def open(self):\n        return ")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny pair is ~7x faster on one thread when the machine's two cores are busy."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
-
-
-@pytest.fixture(scope="module")
-def dirs():
-    return pair.ensure_tiny_pair()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _resolve(dirs, recipe_path, engine="hf"):
