@@ -68,6 +68,25 @@ class ModelFacts:
     def unshared_layers(self) -> list[LayerFacts]:
         return [layer for layer in self.layers if not layer.kv_shared]
 
+    def last_unshared_by_type(self) -> dict[str, int]:
+        """layer_type -> index of the last layer of that type that writes its own K/V.
+
+        The one place of the "last unshared layer of its type" rule: transformers' Gemma 4
+        (`Gemma4TextAttention`, `kv_shared_layer_index`) and vLLM's gemma4 model point every layer of
+        the KV-shared tail there, and the draft-side map rule `last_unshared_of_type` reuses it."""
+        last: dict[str, int] = {}
+        for layer in self.layers:
+            if not layer.kv_shared:
+                last[layer.layer_type] = layer.index
+        return last
+
+    def own_kv_sources(self) -> dict[int, int]:
+        """For a model with a KV-shared tail: shared layer index -> the layer whose K/V it reads.
+        Layers of a type with no producer are left out (facts reading reports those)."""
+        last = self.last_unshared_by_type()
+        return {layer.index: last[layer.layer_type] for layer in self.layers
+                if layer.kv_shared and layer.layer_type in last}
+
     def key_location(self, key: str) -> Location:
         return Location(self.source, key_path=self.key_prefix + key)
 

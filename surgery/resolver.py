@@ -134,16 +134,37 @@ class _Resolver:
             self.add("SRG316", f"pp_size {rt.pp_size} is larger than the target's {self.target.num_layers} layers: "
                      "some pipeline stages would hold no layer", Location(self.target.source,
                                                                           key_path=self.target.key_prefix + "num_hidden_layers"))
+        elif rt.pp_size > 1:
+            self.check_own_kv_sharing_split()
+
+    def check_own_kv_sharing_split(self) -> None:
+        """The target's OWN KV-shared tail must sit on the same pipeline stage as the layers it reads.
+
+        vLLM places layers with `get_pp_indices` (surgery/pipeline.py) without regard to KV sharing;
+        a Gemma 4 E2B/E4B split through the shared tail makes the engine fail inside the worker
+        ("Specified KV sharing target layer ... is not a valid Attention layer"), with or without a
+        draft. Reported here, before any engine start, with the split and the layers involved."""
+        n, pp = self.target.num_layers, self.runtime.pp_size
+        crossing: dict[tuple[int, int, int], list[int]] = {}
+        for reader, source in self.target.own_kv_sources().items():
+            rs, ss = stage_of_layer(n, reader, pp), stage_of_layer(n, source, pp)
+            if rs != ss:
+                crossing.setdefault((source, ss, rs), []).append(reader)
+        if not crossing:
+            return
+        split = " | ".join(f"stage {r}: layers {a}..{b - 1}" for r, (a, b) in
+                           enumerate(pp_layer_range(n, r, pp) for r in range(pp)))
+        reads = "; ".join(f"layers {compact_ranges(readers)} (stage {r_stage}) read layer {source} (stage {s_stage})"
+                          for (source, s_stage, r_stage), readers in sorted(crossing.items()))
+        self.add("SRG350", f"the target's own KV sharing crosses pipeline stages with pp_size {pp}: {reads} "
+                 f"[{split}]", self.target.key_location("num_kv_shared_layers"))
 
     def expand_map(self, spec: LayerMapSpec) -> tuple[MapRow, ...]:
         pairs: list[tuple[int, int]] = []
         n_draft, n_target = self.draft.num_layers, self.target.num_layers
         loc = self.recipe.location(spec.path)
         if spec.rule == "last_unshared_of_type":
-            last_of_type: dict[str, int] = {}
-            for layer in self.target.layers:
-                if not layer.kv_shared:
-                    last_of_type[layer.layer_type] = layer.index
+            last_of_type = self.target.last_unshared_by_type()
             for d in self.draft.layers:
                 t = last_of_type.get(d.layer_type)
                 if t is None:
