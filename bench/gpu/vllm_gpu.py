@@ -175,8 +175,23 @@ def acceptance(res: dict) -> dict:
         return None
 
     drafted, accepted = total("num_draft_tokens"), total("num_accepted_tokens")
-    return {"drafted": drafted, "accepted": accepted,
-            "acceptance_rate": (accepted / drafted) if drafted else None}
+    drafts = total("num_drafts")
+    per_pos = None
+    for name, v in m.items():
+        if name.endswith("num_accepted_tokens_per_pos") and isinstance(v, list):
+            per_pos = v
+    return {"drafted": drafted, "accepted": accepted, "drafts": drafts,
+            "acceptance_rate": (accepted / drafted) if drafted else None,
+            # position i: share of draft rounds whose i-th proposed token was accepted
+            "acceptance_per_position": [round(a / drafts, 4) for a in per_pos] if per_pos and drafts else None}
+
+
+def identity(tokens: list[list[int]], reference: list[list[int]]) -> dict:
+    """Per-prompt token identity against a reference run, and where each differing prompt first diverges."""
+    same = [a == b for a, b in zip(tokens, reference)]
+    first = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+             for a, b, ok in zip(tokens, reference, same) if not ok]
+    return {"identical_prompts": sum(same), "prompts": len(same), "first_divergence_at": first}
 
 
 def main():
@@ -215,9 +230,17 @@ def main():
     for label in ("spec_bf16_plain", "spec_bf16_recipe"):
         if ref and "tokens" in results.get(label, {}):
             results[label]["identical_to_greedy"] = results[label]["tokens"] == ref
-    for label in ("spec_fp8_recipe", "spec_fp8_plain"):
-        if ref8 and "tokens" in results.get(label, {}):
+            results[label]["identity_vs_greedy_bf16"] = identity(results[label]["tokens"], ref)
+    for label in ("spec_fp8_recipe", "spec_fp8_plain", "greedy_fp8"):
+        if "tokens" not in results.get(label, {}):
+            continue
+        if ref8 and label != "greedy_fp8":
             results[label]["identical_to_greedy_fp8"] = results[label]["tokens"] == ref8
+            results[label]["identity_vs_greedy_fp8"] = identity(results[label]["tokens"], ref8)
+        if ref:
+            results[label]["identity_vs_greedy_bf16"] = identity(results[label]["tokens"], ref)
+    if "tokens" in results.get("spec_fp8_recipe", {}) and "tokens" in results.get("spec_fp8_plain", {}):
+        results["fp8_recipe_vs_plain"] = identity(results["spec_fp8_recipe"]["tokens"], results["spec_fp8_plain"]["tokens"])
     save("vllm_gpu", results)
 
 
