@@ -62,6 +62,26 @@ def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
+def _add_check_args(p: argparse.ArgumentParser) -> None:
+    """validate / plan: the checks beyond the recipe's own (surgery/checks, docs/audit.md)."""
+    p.add_argument("--weights", action="store_true", help="also check the safetensors headers of both folders "
+                   "(no tensor data beyond bounded reads, which the output lists)")
+    p.add_argument("--method", default=None, metavar="M", help="speculative method the engine will be told "
+                   "(vLLM: eagle, eagle3, mtp, draft_model, ...); checked against the draft")
+    p.add_argument("--max-model-len", type=_parallel_size_or_len, default=None, metavar="N",
+                   help="serving length (default: the target's max_position_embeddings)")
+
+
+def _parallel_size_or_len(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 1 << 31:
+        raise argparse.ArgumentTypeError(f"must be in 1..{1 << 31}, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -77,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+    _add_check_args(p)
 
     p = sub.add_parser("plan", help="resolve a recipe against a pair and print the plan (table or --json)",
                        epilog=_epilog("examples:\n  surgery plan gemma4-mtp --target T --draft D\n"
@@ -84,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+    _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
                        epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
@@ -150,8 +172,14 @@ def cmd_plan(args, out) -> int:
     target = read_facts(args.target)
     draft = read_facts(args.draft)
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
+    from .checks.command import run_checks, weights_text
+
+    plan, weights = run_checks(args, recipe, draft, target, plan)
     if args.json:
-        out.write(plan.to_json() + "\n")
+        data = plan.to_dict()
+        if weights is not None:
+            data["weights"] = weights.to_dict()
+        out.write(json.dumps(data, indent=2) + "\n")
     elif args.command == "validate":
         for d in plan.diagnostics:
             if d.severity != "info":
@@ -160,8 +188,12 @@ def cmd_plan(args, out) -> int:
         out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
                   f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
                   f"{', ' + maps if maps else ''})\n")
+        if weights is not None:
+            out.write(weights_text(weights) + "\n")
     else:
         out.write(render_table(plan) + "\n")
+        if weights is not None:
+            out.write("\n" + weights_text(weights) + "\n")
     return EXIT_OK if plan.ok else EXIT_INVALID
 
 
