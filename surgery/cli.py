@@ -152,6 +152,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
+                       "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
+                       "spec-surgery plugin in audit mode (SURGERY_MODE=audit: no changes), decode a few greedy "
+                       "prompts, and report every difference between what vLLM built and the recipe's plan as a "
+                       "coded finding (SRG7xx). docs/audit.md lists the checks.",
+                       epilog="examples:\n  surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8\n"
+                       "  surgery audit eagle3 --target T --draft D --json\n\n" + EXIT_CODES.format(
+                           one="a finding that can change outputs or acceptance, or the audit did not run"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p)
+    p.add_argument("--method", default=None, metavar="M", help="speculative method (default: the one the draft needs)")
+    p.add_argument("--num-speculative-tokens", type=int, default=2, metavar="K")
+    p.add_argument("--max-model-len", type=_parallel_size_or_len, default=512, metavar="N")
+    p.add_argument("--max-tokens", type=int, default=16, metavar="N", help="tokens to decode per prompt")
+    p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
+    p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
+                   help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
     return parser
 
 
@@ -270,7 +287,13 @@ def cmd_apply(args, out) -> int:
     return run_apply(args, out)
 
 
-COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+def cmd_audit(args, out) -> int:
+    from .vllm.audit_command import run_audit
+
+    return run_audit(args, out)
+
+
+COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply}
 
 
