@@ -243,7 +243,7 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None
     from .hooks import get_layer_maps
 
     plan = audit.plan
-    maps = get_layer_maps(proposer, target_model)
+    maps = get_layer_maps(proposer, target_model) if plan.ops("share_kv") else None
     for op in plan.ops("share_kv"):
         d, t = maps.draft.get(op.draft_layer), maps.target.get(op.target_layer)
         if d is None or t is None:
@@ -300,8 +300,24 @@ def _log(audit: Audit, stage: str) -> None:
              sum(d.severity == ERROR for d in new), len(audit.not_applicable))
 
 
+def _rank_path() -> str | None:
+    """$SURGERY_REPORT for rank 0; `<path>.rank<N>` for the other ranks of a multi-GPU engine (each rank
+    wires its own drafter, and ranks can disagree: vllm#50158)."""
+    path = os.environ.get(ENV_REPORT)
+    if not path:
+        return None
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and dist.get_rank() > 0:
+            return f"{path}.rank{dist.get_rank()}"
+    except Exception:  # noqa: BLE001 - no process group: a single rank
+        pass
+    return path
+
+
 def _write(audit: Audit, stage: str) -> None:
-    write_report(plan=audit.plan, apply=None, verify=None, mode="audit",
+    write_report(_rank_path(), plan=audit.plan, apply=None, verify=None, mode="audit",
                  findings=[{**d.to_dict(), "stage": s} for s, d in audit.findings],
                  not_applicable=audit.not_applicable, extra={"stage": stage, "checked": audit.checked,
                                                              "ok": not audit.errors})

@@ -248,3 +248,26 @@ def test_write_report_is_shared_and_atomic(tmp_path, monkeypatch):
     data = json.loads(Path(path).read_text())
     assert data["plan"] == {"recipe": "x"} and data["apply"] == {"applied": 3} and data["findings"] == []
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_aux_layers_differing_from_the_heads_config():
+    """SRG707 logic on stand-in objects (a live EAGLE-3 run needs the EAGLE-3 miniature pair): the target
+    captures vLLM's default layers while the head's config names others."""
+    cfgs = REPO / "tests" / "data" / "configs"
+    head = json.loads((cfgs / "EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    head["eagle_aux_hidden_state_layer_ids"] = [1, 15, 28]
+    from surgery.facts import facts_from_config
+
+    plan = resolve(load_recipe("eagle3"), facts_from_config(head, "head.json"),
+                   read_facts(cfgs / "Llama-3.1-8B-Instruct.json"), Runtime(engine="vllm"))
+    target = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layers=(2, 16, 29)))
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
+    (stage, d), = a.findings
+    assert d.code == "SRG707" and "[2, 16, 29]" in d.message and "[1, 15, 28]" in d.message
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layers=(28, 1, 15))))
+    assert not a.findings and a.checked == {"aux_layers": 1}
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), SimpleNamespace(model=SimpleNamespace()))
+    assert not a.findings and a.not_applicable[0]["check"] == "capture_hidden_states:aux_layers"
