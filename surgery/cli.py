@@ -23,6 +23,8 @@ EPILOG_MAIN = """examples:
   surgery recipes
   surgery plan gemma4-mtp --target path/to/target --draft path/to/draft
   surgery validate recipes/gemma4-mtp.yaml --target T --draft D --pp 2 --json
+  surgery validate eagle3 --target T --draft D --weights --method eagle3   # + safetensors headers
+  surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8      # vLLM's stock wiring vs the recipe
   surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
   surgery new --target T --draft D --out my-recipe.yaml
   surgery explain SRG316

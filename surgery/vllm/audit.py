@@ -335,6 +335,11 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
         write_report(mode="audit", findings=exc.diagnostics,
                      not_applicable=[{"check": "all", "reason": "the recipe could not be resolved"}])
         return None
+    except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
+        logger().error("spec-surgery audit: could not resolve the recipe against this engine: %s: %s",
+                       type(exc).__name__, exc)
+        write_report(mode="audit", not_applicable=[{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}])
+        return None
     if plan is None:
         logger().warning("spec-surgery audit: %s=audit but no recipe selected (SURGERY_RECIPE or "
                          "additional_config.surgery.recipe): nothing to compare vLLM's wiring with", ENV_MODE)
