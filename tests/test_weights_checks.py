@@ -243,3 +243,19 @@ def test_index_naming_a_missing_shard(run_cli, ckpts, tmp_path):
     (bad / "model-00002-of-00003.safetensors").unlink()
     rc, out, err = run_cli("validate", "eagle3", "--target", ckpts["target"], "--draft", bad, "--weights")
     assert rc == 2 and "SRG602" in err
+
+
+def test_kv_shared_draft_layer_missing_its_query_norm(run_cli, tmp_path, dirs):
+    """Gemma 4 assistant layers compute no K/V but need q_proj / q_norm / o_proj (vLLM gemma4_mtp.py)."""
+    import shutil
+
+    target_dir, draft_dir = dirs
+    ddir = tmp_path / "draft"
+    shutil.copytree(draft_dir, ddir)
+    infos = read_header(ddir / "model.safetensors")
+    gone = "model.layers.2.self_attn.q_norm.weight"
+    assert gone in infos
+    tc.write_safetensors(ddir / "model.safetensors", {n: (i.dtype, list(i.shape), read_values(i))
+                                                      for n, i in infos.items() if n != gone})
+    rc, out, err = run_cli("validate", "gemma4-mtp", "--target", target_dir, "--draft", ddir, "--weights")
+    assert rc == 1 and "error SRG612" in out + err and gone in out + err

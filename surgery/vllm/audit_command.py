@@ -74,8 +74,10 @@ def run_audit(args, out) -> int:
     if not report_path:
         tmpdir = tempfile.TemporaryDirectory(prefix="surgery-audit-")
         report_path = str(Path(tmpdir.name) / "report.json")
-    saved = {k: os.environ.get(k) for k in ("SURGERY_MODE", "SURGERY_RECIPE", "SURGERY_REPORT")}
-    os.environ.update(SURGERY_MODE="audit", SURGERY_RECIPE=recipe_path, SURGERY_REPORT=report_path)
+    # mode and recipe travel in the engine's own config (additional_config, which wins over SURGERY_MODE /
+    # SURGERY_RECIPE in every process); the report path in the environment the workers inherit
+    saved = {"SURGERY_REPORT": os.environ.get("SURGERY_REPORT")}
+    os.environ["SURGERY_REPORT"] = report_path
     try:
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
