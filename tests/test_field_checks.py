@@ -105,6 +105,14 @@ def test_share_decided_per_rank_under_tp(run_cli, tmp_path):
     head = tc.write_folder(tmp_path / "h", tc.eagle3_config(), tc.eagle3_tensors())
     rc, out, _ = run_cli("validate", "eagle3", "--target", target, "--draft", head, "--tp", "2", "--weights", "--json")
     assert rc == 0 and not [x for x in diags(out) if x["code"] == "SRG644"]
+    # an embedding equal to the target's: every rank shares; a different one: ranks can disagree (vllm#50158)
+    same = tc.write_folder(tmp_path / "same", tc.eagle3_config(), tc.eagle3_tensors(embed="target"))
+    rc, out, _ = run_cli("validate", "eagle3", "--target", target, "--draft", same, "--tp", "2", "--weights", "--json")
+    assert json.loads(out)["weights"]["own"]["input_embeddings"] == "identical"
+    assert not [x for x in diags(out) if x["code"] == "SRG644"]
+    other = tc.write_folder(tmp_path / "other", tc.eagle3_config(), tc.eagle3_tensors(embed="random"))
+    rc, out, _ = run_cli("validate", "eagle3", "--target", target, "--draft", other, "--tp", "2", "--weights", "--json")
+    assert ["differs from the target's" in x["message"] for x in diags(out) if x["code"] == "SRG644"] == [True]
 
 
 # ------------------------------------------------------------------------------ explain entries

@@ -72,8 +72,8 @@ def expected_methods(recipe, draft, target) -> tuple[list[str], str]:
 def field_checks(plan, recipe, draft, target, *, method: str | None = None, method_given: bool = False,
                  max_model_len: int | None = None, own_roles: dict[str, bool] | None = None) -> list[Diagnostic]:
     """Findings for a resolved plan. `method_given`: the user named a method (or left it unset in a live
-    engine, which means draft_model); `own_roles`: from the weights checks, whether the draft brings its
-    own input_embeddings / lm_head (None: unknown)."""
+    engine, which means draft_model); `own_roles`: from the weights checks, per role "absent", "identical"
+    or "differs" (the draft's own vs the target's; missing: unknown)."""
     out: list[Diagnostic] = []
 
     # EAGLE-3 aux ids absent -> engine default
@@ -118,12 +118,17 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
         for op in plan.ops("share_module"):
             if op.if_draft_has_own != "share_if_identical" or op.layer is not None:
                 continue
-            if own_roles is not None and own_roles.get(op.role) is False:
-                continue  # the draft brings none: every rank shares
+            known = (own_roles or {}).get(op.role)
+            if known in (False, "absent", "identical"):
+                continue  # the draft brings none, or one equal to the target's: every rank decides alike
+            if known is None:
+                why, hint = "ranks can disagree", "run `surgery validate --weights` on the folders to decide it on the " \
+                    "whole tensor"
+            else:
+                why, hint = ("the draft's own differs from the target's, so a rank whose shard happens to be equal "
+                             "shares while the others keep theirs"), "make the draft's weights equal the target's, or drop them"
             out.append(diag("SRG644", f"{op.role}: shared only if the draft's own equals the target's, decided per "
-                            f"rank on {plan.runtime.tp_size} shards; ranks can disagree",
-                            Location(draft.source),
-                            "run `surgery validate --weights` on the folders to decide it on the whole tensor"))
+                            f"rank on {plan.runtime.tp_size} shards; {why}", Location(draft.source), hint))
     return out
 
 

@@ -49,7 +49,7 @@ class WeightsReport:
     findings: list[Diagnostic] = field(default_factory=list)
     data_reads: list[str] = field(default_factory=list)  # what was decoded beyond the headers, and why
     decisions: dict[str, str] = field(default_factory=dict)  # role -> what load time will do
-    own: dict[str, bool] = field(default_factory=dict)  # role -> the draft checkpoint brings its own
+    own: dict[str, str] = field(default_factory=dict)  # role -> absent | identical | differs | unknown
 
     @property
     def ok(self) -> bool:
@@ -59,7 +59,7 @@ class WeightsReport:
         return {"ok": self.ok, "draft": {"folder": self.draft_folder, "tensors": self.draft_tensors},
                 "target": {"folder": self.target_folder, "tensors": self.target_tensors},
                 "headers_only": not self.data_reads, "data_reads": list(self.data_reads),
-                "decisions": dict(self.decisions), "findings": [d.to_dict() for d in self.findings]}
+                "decisions": dict(self.decisions), "own": dict(self.own), "findings": [d.to_dict() for d in self.findings]}
 
 
 def _loc(t: TensorInfo | None, ckpt: Checkpoint, name: str) -> Location:
@@ -99,7 +99,7 @@ class _Checker:
     def check_roles(self) -> None:
         for role in ("input_embeddings", "lm_head"):
             own = self.role_tensor(self.d, role)
-            self.report.own[role] = own is not None
+            self.report.own[role] = "absent" if own is None else "unknown"
             shares = [o for o in self.plan.ops("share_module") if o.role == role and o.layer is None]
             keeps = [o for o in self.plan.ops("keep") if o.role == role and o.layer is None]
             where = _loc(own, self.d, own.name if own else self.lay["roles"][role][0])
@@ -153,6 +153,7 @@ class _Checker:
                      f"{own.name}", where, severity="info")
             return
         if own.shape != theirs.shape or own.dtype != theirs.dtype:
+            self.report.own[role] = "differs"
             self.report.decisions[role] = "draft keeps its own (differs in shape or dtype)"
             self.add("SRG613", f"{role}: the draft brings its own {own.name} {own.dtype}{list(own.shape)}, unlike the "
                      f"target's {theirs.dtype}{list(theirs.shape)}: the engine keeps the draft's", where)
@@ -167,8 +168,10 @@ class _Checker:
         tail_at = max(0, size - EQUAL_READ_BYTES)
         tail = read_raw(own, tail_at, EQUAL_READ_BYTES) == read_raw(theirs, tail_at, EQUAL_READ_BYTES)
         span = min(size, 2 * EQUAL_READ_BYTES)
+        which = "the whole tensor" if span >= size else f"its first and last {EQUAL_READ_BYTES} bytes"
         self.report.data_reads.append(f"{role}: compared {span} of {size} bytes of draft {own.name} and target "
-                                      f"{theirs.name} (first and last {EQUAL_READ_BYTES} bytes)")
+                                      f"{theirs.name} ({which})")
+        self.report.own[role] = "identical" if head and tail else "differs"
         if head and tail:
             self.report.decisions[role] = "identical in the bytes read: shared with the target's"
             self.add("SRG603", f"{role}: the draft's own {own.name} equals the target's in the {span} bytes read; "
