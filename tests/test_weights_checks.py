@@ -259,3 +259,23 @@ def test_kv_shared_draft_layer_missing_its_query_norm(run_cli, tmp_path, dirs):
                                                       for n, i in infos.items() if n != gone})
     rc, out, err = run_cli("validate", "gemma4-mtp", "--target", target_dir, "--draft", ddir, "--weights")
     assert rc == 1 and "error SRG612" in out + err and gone in out + err
+
+
+def test_hub_cache_layout_with_symlinked_shards(run_cli, ckpts, tmp_path):
+    """The HF hub cache links snapshots/<rev>/*.safetensors to ../../blobs/<hash>: still one checkpoint."""
+    import shutil
+
+    blobs, snap = tmp_path / "blobs", tmp_path / "snapshots" / "abc123"
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    for f in ckpts["good_sharded"].iterdir():
+        shutil.copy(f, blobs / f"hash-{f.name}")
+        (snap / f.name).symlink_to(Path("..") / ".." / "blobs" / f"hash-{f.name}")
+    rc, out, err = run_cli("validate", "eagle3", "--target", ckpts["target"], "--draft", snap, "--weights")
+    assert rc == 0, out + err
+    index = json.loads((snap / "model.safetensors.index.json").read_text())
+    index["weight_map"]["d2t"] = "../escape.safetensors"
+    (snap / "model.safetensors.index.json").unlink()
+    (snap / "model.safetensors.index.json").write_text(json.dumps(index))
+    rc, out, err = run_cli("validate", "eagle3", "--target", ckpts["target"], "--draft", snap, "--weights")
+    assert rc == 2 and "SRG602" in err

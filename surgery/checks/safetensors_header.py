@@ -129,8 +129,11 @@ def find_weight_files(folder: str | os.PathLike) -> tuple[list[Path], Path | Non
                        Location(str(index))) from None
         shards = []
         for shard in dict.fromkeys(weight_map.values()):
-            sp = (d / shard).resolve()
-            if d.resolve() not in sp.parents or not sp.is_file():  # names inside the folder only
+            # names inside the folder only; the file itself may be a symlink (the HF hub cache links
+            # snapshots/<rev>/*.safetensors to ../../blobs/<hash>)
+            rel = Path(shard)
+            sp = d / rel
+            if rel.is_absolute() or ".." in rel.parts or not sp.is_file():
                 raise fail("SRG602", f"shard {shard!r} named by the index is not in the folder",
                            Location(str(index), key_path=f"weight_map -> {shard}"))
             shards.append(sp)
