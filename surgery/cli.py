@@ -23,6 +23,8 @@ EPILOG_MAIN = """examples:
   surgery recipes
   surgery plan gemma4-mtp --target path/to/target --draft path/to/draft
   surgery validate recipes/gemma4-mtp.yaml --target T --draft D --pp 2 --json
+  surgery validate eagle3 --target T --draft D --weights --method eagle3   # + safetensors headers
+  surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8      # vLLM's stock wiring vs the recipe
   surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
   surgery new --target T --draft D --out my-recipe.yaml
   surgery explain SRG316
@@ -62,6 +64,26 @@ def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
+def _add_check_args(p: argparse.ArgumentParser) -> None:
+    """validate / plan: the checks beyond the recipe's own (surgery/checks, docs/audit.md)."""
+    p.add_argument("--weights", action="store_true", help="also check the safetensors headers of both folders "
+                   "(no tensor data beyond bounded reads, which the output lists)")
+    p.add_argument("--method", default=None, metavar="M", help="speculative method the engine will be told "
+                   "(vLLM: eagle, eagle3, mtp, draft_model, ...); checked against the draft")
+    p.add_argument("--max-model-len", type=_parallel_size_or_len, default=None, metavar="N",
+                   help="serving length (default: the target's max_position_embeddings)")
+
+
+def _parallel_size_or_len(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 1 << 31:
+        raise argparse.ArgumentTypeError(f"must be in 1..{1 << 31}, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -77,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+    _add_check_args(p)
 
     p = sub.add_parser("plan", help="resolve a recipe against a pair and print the plan (table or --json)",
                        epilog=_epilog("examples:\n  surgery plan gemma4-mtp --target T --draft D\n"
@@ -84,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p)
     p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+    _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
                        epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
@@ -130,6 +154,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
+                       "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
+                       "spec-surgery plugin in audit mode (SURGERY_MODE=audit: no changes), decode a few greedy "
+                       "prompts, and report every difference between what vLLM built and the recipe's plan as a "
+                       "coded finding (SRG7xx). docs/audit.md lists the checks.",
+                       epilog="examples:\n  surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8\n"
+                       "  surgery audit eagle3 --target T --draft D --json\n\n" + EXIT_CODES.format(
+                           one="a finding that can change outputs or acceptance, or the audit did not run"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p)
+    p.add_argument("--method", default=None, metavar="M", help="speculative method (default: the one the draft needs)")
+    p.add_argument("--num-speculative-tokens", type=int, default=2, metavar="K")
+    p.add_argument("--max-model-len", type=_parallel_size_or_len, default=512, metavar="N")
+    p.add_argument("--max-tokens", type=int, default=16, metavar="N", help="tokens to decode per prompt")
+    p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
+    p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
+                   help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
     return parser
 
 
@@ -150,8 +191,14 @@ def cmd_plan(args, out) -> int:
     target = read_facts(args.target)
     draft = read_facts(args.draft)
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
+    from .checks.command import run_checks, weights_text
+
+    plan, weights = run_checks(args, recipe, draft, target, plan)
     if args.json:
-        out.write(plan.to_json() + "\n")
+        data = plan.to_dict()
+        if weights is not None:
+            data["weights"] = weights.to_dict()
+        out.write(json.dumps(data, indent=2) + "\n")
     elif args.command == "validate":
         for d in plan.diagnostics:
             if d.severity != "info":
@@ -160,8 +207,12 @@ def cmd_plan(args, out) -> int:
         out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
                   f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
                   f"{', ' + maps if maps else ''})\n")
+        if weights is not None:
+            out.write(weights_text(weights) + "\n")
     else:
         out.write(render_table(plan) + "\n")
+        if weights is not None:
+            out.write("\n" + weights_text(weights) + "\n")
     return EXIT_OK if plan.ok else EXIT_INVALID
 
 
@@ -238,7 +289,13 @@ def cmd_apply(args, out) -> int:
     return run_apply(args, out)
 
 
-COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+def cmd_audit(args, out) -> int:
+    from .vllm.audit_command import run_audit
+
+    return run_audit(args, out)
+
+
+COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply}
 
 

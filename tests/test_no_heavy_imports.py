@@ -46,6 +46,8 @@ def _probe(argv: list[str] | None) -> dict:
 
 
 PAIR = ["--target", str(TARGET), "--draft", str(DRAFT)]
+TINY = REPO / "surgery" / "data" / "tiny" / "weights"
+TINY_WEIGHTS = ["--target", str(TINY / "target"), "--draft", str(TINY / "draft")]
 
 
 @pytest.mark.parametrize("argv, rc", [
@@ -59,8 +61,10 @@ PAIR = ["--target", str(TARGET), "--draft", str(DRAFT)]
     (["validate", str(CORPUS / "recipes" / "python-tag-apply.yaml"), *PAIR], 2),  # YAML loader error path
     (["explain", "SRG302"], 0),
     (["recipes"], 0),
+    (["validate", "gemma4-mtp", *TINY_WEIGHTS, "--weights", "--kv-cache-dtype", "fp8"], 0),  # safetensors headers
+    (["plan", "gemma4-mtp", *TINY_WEIGHTS, "--weights", "--json", "--method", "draft_model"], 1),  # method mismatch
 ], ids=["import", "validate", "validate-json", "plan", "plan-json-hf", "plan-pp2", "schema-error", "yaml-error",
-        "explain", "recipes"])
+        "explain", "recipes", "validate-weights", "plan-weights-json"])
 def test_no_heavy_imports(argv, rc):
     result = _probe(argv)
     assert result["rc"] == rc

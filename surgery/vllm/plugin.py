@@ -103,6 +103,12 @@ def _draft_module(proposer: Any) -> Any:
 
 
 def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
+    # audit mode (SURGERY_MODE=audit): change nothing, compare vLLM's wiring with the plan (audit.py)
+    from . import audit
+
+    if audit.audit_mode(proposer.vllm_config):
+        audit.after_draft_loaded(proposer, target_model)
+        return
     plan = plan_for(proposer)
     if plan is None:
         return
@@ -150,6 +156,11 @@ def kv_cache_checks(proposer: Any) -> list:
 
 def _after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
+    if proposer is not None and getattr(proposer, "_surgery_audit", None) is not None:  # audit mode (audit.py)
+        from . import audit
+
+        audit.after_kv_cache_bound(proposer, is_profiling)
+        return
     if proposer is None or getattr(proposer, "_surgery_plan", None) is None or is_profiling:
         return
     checks = kv_cache_checks(proposer)

@@ -1,0 +1,33 @@
+"""`surgery validate/plan` glue: run the field checks (always) and the weights checks (`--weights`) on a
+resolved plan, and render what they found. Kept out of cli.py so the command stays a thin switch."""
+from __future__ import annotations
+
+from typing import Any
+
+from .field import field_checks, with_findings
+
+
+def run_checks(args: Any, recipe, draft, target, plan):
+    """(plan with the findings merged into its diagnostics, weights report or None)."""
+    report = None
+    own = None
+    if getattr(args, "weights", False):
+        from .weights import check_weights
+
+        report = check_weights(plan, recipe, draft, target, args.draft, args.target)
+        own = report.own
+    findings = field_checks(plan, recipe, draft, target, method=getattr(args, "method", None),
+                            method_given=getattr(args, "method", None) is not None,
+                            max_model_len=getattr(args, "max_model_len", None), own_roles=own)
+    if report is not None:
+        findings = list(report.findings) + findings
+    return with_findings(plan, findings), report
+
+
+def weights_text(report) -> str:
+    lines = [f"weights: draft {report.draft_tensors} tensors ({report.draft_folder}), target {report.target_tensors} "
+             f"tensors ({report.target_folder}); " + ("safetensors headers only" if not report.data_reads else
+                                                     "headers, plus bounded data reads:")]
+    lines.extend(f"  data read: {r}" for r in report.data_reads)
+    lines.extend(f"  at load time: {role}: {what}" for role, what in report.decisions.items())
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""`surgery audit RECIPE --target T --draft D`: start vLLM in-process with its STOCK wiring (the plugin in
+audit mode changes nothing), decode a few greedy prompts, and report how vLLM's wiring differs from the
+recipe (surgery/vllm/audit.py). Exit 1 when a finding can change outputs or acceptance (severity error)."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag, fail
+
+PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
+
+
+def _engine_arg(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise fail("SRG011", f"--engine-arg expects KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _prompts(vocab: int, n: int) -> list[list[int]]:
+    return [[t % vocab for t in PROMPT_SEEDS[i % len(PROMPT_SEEDS)]] for i in range(n)]
+
+
+def _spec_metrics(llm) -> dict:
+    out = {}
+    try:
+        for m in llm.get_metrics():
+            if m.name.startswith("vllm:spec_decode"):
+                out[m.name] = getattr(m, "value", None) if hasattr(m, "value") else getattr(m, "values", None)
+    except Exception as exc:  # noqa: BLE001 - metrics are context, not the audit
+        out["unavailable"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _logs_to_stderr() -> list:
+    """Point vLLM's stdout log handlers at stderr for the run; returns (handler, old stream) to restore."""
+    import logging
+
+    moved = []
+    for name in ("vllm", ""):
+        for h in logging.getLogger(name).handlers:
+            if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) in (sys.stdout, sys.__stdout__):
+                moved.append((h, h.setStream(sys.stderr)))
+    return moved
+
+
+def run_audit(args, out) -> int:
+    from ..checks.field import expected_methods
+    from ..facts import read_facts
+    from ..recipe import find_recipe, load_recipe
+
+    recipe_path = str(find_recipe(args.recipe).resolve())
+    recipe = load_recipe(recipe_path)
+    target, draft = read_facts(args.target), read_facts(args.draft)
+    method = args.method
+    if method is None:
+        accept, _ = expected_methods(recipe, draft, target)
+        if not accept:
+            raise fail("SRG011", f"no speculative method known for recipe {recipe.name}", hint="pass --method")
+        method = accept[0]
+    engine_args = dict(_engine_arg(a) for a in args.engine_arg or ())
+
+    report_path = os.environ.get("SURGERY_REPORT")
+    tmpdir = None
+    if not report_path:
+        tmpdir = tempfile.TemporaryDirectory(prefix="surgery-audit-")
+        report_path = str(Path(tmpdir.name) / "report.json")
+    # mode and recipe travel in the engine's own config (additional_config, which wins over SURGERY_MODE /
+    # SURGERY_RECIPE in every process); the report path in the environment the workers inherit
+    saved = {"SURGERY_REPORT": os.environ.get("SURGERY_REPORT")}
+    os.environ["SURGERY_REPORT"] = report_path
+    try:
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from . import plugin
+
+        # vLLM logs to stdout (VLLM_LOGGING_STREAM, applied when the engine configures logging); stdout
+        # carries only our result
+        if "VLLM_LOGGING_STREAM" not in os.environ:
+            os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"
+            saved["VLLM_LOGGING_STREAM"] = None
+        moved = _logs_to_stderr()
+        plugin.register()  # idempotent; vLLM's entry point does the same in every process
+        kwargs = dict(model=str(Path(args.target).parent if str(args.target).endswith(".json") else args.target),
+                      speculative_config={"method": method, "model": str(Path(args.draft).parent if str(
+                          args.draft).endswith(".json") else args.draft),
+                          "num_speculative_tokens": args.num_speculative_tokens},
+                      kv_cache_dtype=args.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
+                      max_model_len=args.max_model_len, tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp,
+                      additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
+                      disable_log_stats=False)  # acceptance counters for the result
+        kwargs.update(engine_args)
+        if args.attention_backend:
+            kwargs["attention_backend"] = args.attention_backend
+        if not args.json:
+            sys.stderr.write(f"surgery audit: starting vLLM with stock wiring (method {method}, kv cache "
+                             f"{args.kv_cache_dtype}), recipe {recipe.name} compared, no changes made\n")
+        llm = LLM(**kwargs)
+        moved += _logs_to_stderr()
+        try:
+            sp = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, detokenize=False, ignore_eos=True)
+            prompts = _prompts(target["vocab_size"], args.prompts)
+            outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
+            generated = sum(len(o.outputs[0].token_ids) for o in outs)
+            metrics = _spec_metrics(llm)
+        finally:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+            del llm
+            gc.collect()
+        try:
+            report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise SurgeryError(diag("SRG708", f"no audit report at {report_path}: the plugin did not run in the "
+                                    "engine (is spec-surgery installed where vLLM runs?)")) from None
+    finally:
+        for handler, stream in locals().get("moved", []):
+            handler.setStream(stream)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if tmpdir is not None:
+            tmpdir.cleanup()
+    findings = report.get("findings", [])
+    if report.get("stage") != "kv_cache" and not any(f.get("code") == "SRG708" for f in findings):
+        findings.append({**diag("SRG708", f"the audit stopped at stage {report.get('stage')!r}: the KV-cache "
+                                "comparisons did not run").to_dict(), "stage": "kv_cache"})
+    errors = [f for f in findings if f.get("severity") == "error"]
+    result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": args.kv_cache_dtype,
+              "findings": findings, "not_applicable": report.get("not_applicable", []),
+              "checked": report.get("checked", {}), "generated_tokens": generated, "spec_decode_metrics": metrics,
+              "report": None if tmpdir is not None else report_path}
+    if args.json:
+        out.write(json.dumps(result, indent=2, default=str) + "\n")
+    else:
+        for f in findings:
+            out.write(f"{f.get('location', '')}: {f['severity']} {f['code']}: {f['message']}\n")
+        na = result["not_applicable"]
+        out.write(f"audit {recipe.name} (method {method}): {len(findings)} finding(s), {len(errors)} that can change "
+                  f"outputs or acceptance; checked {', '.join(f'{k} x{v}' for k, v in result['checked'].items()) or 'nothing'}"
+                  f"{'; not applicable: ' + '; '.join(n['check'] + ' (' + n['reason'] + ')' for n in na) if na else ''}\n")
+    return EXIT_INVALID if errors else EXIT_OK

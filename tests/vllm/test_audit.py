@@ -1,0 +1,273 @@
+"""Audit mode (surgery/vllm/audit.py) and `surgery audit` on CPU vLLM, tiny Gemma 4 pair.
+
+ONE engine start for the module: `surgery audit` (in-process) with a recipe whose explicit KV map
+differs from vLLM's stock wiring, synthetic KV scales set on the target's attention layers (as
+test_plugin.py does; the legacy runner copies none), SURGERY_REPORT set, a handler on vLLM's own
+"vllm" logger. The live objects it leaves behind are audited again against the shipped recipe.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("vllm")
+torch = pytest.importorskip("torch")
+yaml = pytest.importorskip("yaml")
+
+import tiny_vllm_pair as tp  # noqa: E402
+
+from surgery.facts import read_facts  # noqa: E402
+from surgery.plan import Runtime  # noqa: E402
+from surgery.recipe import load_recipe  # noqa: E402
+from surgery.resolver import resolve  # noqa: E402
+from surgery.vllm import audit as vaudit  # noqa: E402
+from surgery.vllm import hooks  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "gemma4-mtp.yaml"
+STOCK_MAP = {0: 3, 1: 3, 2: 3, 3: 2}  # vLLM's rule on the default layout
+OTHER_MAP = {0: 0, 1: 1, 2: 0, 3: 2}  # the recipe variant: drafts 0-2 read other target layers
+K_SCALE = 0.25
+V_SCALE = 0.5
+
+
+def set_target_scales(proposer, target_model):
+    """Before the draft is built: distinctive KV scales on every target attention layer."""
+    for attn in hooks._attention_modules(target_model).values():
+        with torch.no_grad():
+            attn._k_scale.fill_(K_SCALE)
+            attn._v_scale.fill_(V_SCALE)
+            attn._k_scale_cpu.fill_(K_SCALE)
+            attn._v_scale_cpu.fill_(V_SCALE)
+        attn._k_scale_float, attn._v_scale_float = K_SCALE, V_SCALE
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def audited(tiny_pair, tmp_path_factory):
+    from surgery.cli import main
+
+    target, draft = tiny_pair
+    tmp = tmp_path_factory.mktemp("audit")
+    data = yaml.safe_load(RECIPE.read_text())
+    data["recipe"] = "gemma4-mtp-other-map"
+    data["layer_maps"]["kv_source"] = {"rule": "explicit", "pairs": {str(k): v for k, v in OTHER_MAP.items()}}
+    variant = tmp / "other-map.yaml"
+    variant.write_text(yaml.safe_dump(data, sort_keys=False))
+    report = tmp / "report.json"
+    seen = {}
+
+    def grab(proposer, target_model):
+        seen["proposer"], seen["target_model"] = proposer, target_model
+
+    def live_checks(runner, kv_cache_config, is_profiling):
+        """While the engine is alive (after the plugin's own audit): the shipped recipe against the same
+        stock wiring, the same under an FP8 runtime, and two broken-engine swaps."""
+        if is_profiling or "proposer" not in seen:
+            return
+        proposer, target_model = seen["proposer"], seen["target_model"]
+        seen["wiring"] = hooks.describe_wiring(proposer, target_model)
+        seen["shipped"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=True)
+        seen["shipped_fp8"] = run_audit(shipped_plan(target, draft, "fp8"), proposer, target_model, kv=False)
+        d = proposer.model
+        own_head, shared_embed = d.lm_head, d.model.embed_tokens
+        target_lm = target_model.get_language_model() if hasattr(target_model, "get_language_model") else target_model
+        try:  # what a broken engine would do: draft head replaced, placeholder embedding kept
+            d.lm_head = target_lm.lm_head
+            d.model.embed_tokens = torch.nn.Embedding(shared_embed.weight.shape[0], 8)
+            seen["swapped"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=False)
+        finally:
+            d.lm_head, d.model.embed_tokens = own_head, shared_embed
+
+    handler = Records()
+    vllm_logger = logging.getLogger("vllm")
+
+    def attach(proposer, target_model):
+        """vLLM (re)configures its "vllm" logger when the engine starts: listen next to its own handler."""
+        seen["vllm_handlers"] = [type(h).__name__ for h in vllm_logger.handlers]
+        vllm_logger.addHandler(handler)
+
+    hooks.install_load_model_hook(attach, when="before")
+    hooks.install_load_model_hook(set_target_scales, when="before")
+    hooks.install_load_model_hook(grab, when="after")
+    hooks.install_kv_cache_hook(live_checks)
+    saved = os.environ.get("SURGERY_REPORT")
+    os.environ["SURGERY_REPORT"] = str(report)
+    import io
+
+    out = io.StringIO()
+    try:
+        import contextlib
+
+        with contextlib.redirect_stdout(out):
+            rc = main(["audit", str(variant), "--target", str(target), "--draft", str(draft), "--json",
+                       "--max-model-len", "128", "--engine-arg", "kv_cache_memory_bytes=33554432",
+                       "--engine-arg", "max_num_seqs=4", "--engine-arg", "max_num_batched_tokens=256",
+                       "--engine-arg", "enable_prefix_caching=false"])
+    finally:
+        hooks.remove_hook(set_target_scales)
+        hooks.remove_hook(attach)
+        hooks.remove_hook(grab)
+        hooks.remove_hook(live_checks)
+        vllm_logger.removeHandler(handler)
+        if saved is None:
+            os.environ.pop("SURGERY_REPORT", None)
+        else:
+            os.environ["SURGERY_REPORT"] = saved
+    return SimpleNamespace(rc=rc, result=json.loads(out.getvalue()), report=json.loads(report.read_text()),
+                           records=handler.records, target=target, draft=draft, **seen)
+
+
+def by_code(findings, code):
+    return [f for f in findings if f["code"] == code]
+
+
+# ------------------------------------------------------------------------------ the CLI run
+
+
+def test_cli_exits_1_on_a_finding_that_changes_outputs(audited):
+    assert audited.rc == 1
+    assert audited.result["ok"] is False and audited.result["method"] == "mtp"
+    assert audited.result["generated_tokens"] > 0  # the engine decoded greedy prompts with stock wiring
+
+
+def test_other_kv_source_found_per_layer(audited):
+    errs = by_code(audited.result["findings"], "SRG702")
+    assert sorted(int(f["message"].split()[2]) for f in errs) == [0, 1, 2]  # draft 3 reads target 2 in both
+    assert all(f["severity"] == "error" for f in errs)
+    assert "reads model.layers.3.self_attn.attn; the recipe has it read model.layers.0.self_attn.attn" in \
+        by_code(errs, "SRG702")[0]["message"]
+
+
+def test_scale_finding_on_stock_legacy_runner(audited):
+    """The legacy runner copies no scales: every draft layer keeps 1.0 while its target has the synthetic ones."""
+    found = by_code(audited.result["findings"], "SRG701")
+    assert found and all(f["severity"] == "warning" for f in found)  # cache not quantized: latent
+    assert any(f"= 1.0 but target layer" in f["message"] and str(K_SCALE) in f["message"] for f in found)
+
+
+def test_impl_copy_stale_on_stock_legacy_runner(audited):
+    found = by_code(audited.result["findings"], "SRG703")
+    assert sorted(int(f["message"].split()[2].rstrip(":")) for f in found) == [0, 1, 2, 3]
+
+
+def test_audit_changed_nothing(audited):
+    """Audit mode: no plan applied, draft scales still vLLM's 1.0, impl copies still unset, map still stock."""
+    assert getattr(audited.proposer, "_surgery_plan", None) is None
+    w = audited.wiring
+    assert {l["draft_index"]: l["target_index"] for l in w["layers"]} == STOCK_MAP
+    for layer in w["layers"]:
+        assert layer["scales"]["_k_scale"]["value"] == 1.0 and layer["scales"]["_v_scale_float"]["value"] == 1.0
+        assert layer["target_scales"]["_k_scale"]["value"] == K_SCALE
+        assert layer["impl_kv_sharing_target_layer_name"] is None
+        assert layer["kv_cache_is_target"]
+
+
+def test_report_file_has_the_shared_keys(audited):
+    rep = audited.report
+    assert {"plan", "apply", "verify", "findings", "not_applicable"} <= set(rep)
+    assert rep["mode"] == "audit" and rep["apply"] is None and rep["stage"] == "kv_cache"
+    assert rep["plan"]["recipe"] == "gemma4-mtp-other-map"
+    assert rep["checked"]["kv_cache"] == 4 and rep["checked"]["share_kv"] == 4
+    assert {f["code"] for f in rep["findings"]} >= {"SRG701", "SRG702", "SRG703"}
+
+
+def test_findings_visible_in_vllms_own_log(audited):
+    """Our lines go through a logger under `vllm.`: vLLM's own "vllm" logger (and its handler) sees them."""
+    assert "StreamHandler" in audited.vllm_handlers  # vLLM's own handler prints what reaches "vllm"
+    mine = [r for r in audited.records if r.name == vaudit.LOGGER_NAME]
+    assert any("SRG702" in r.getMessage() and r.levelno == logging.ERROR for r in mine)
+    assert any("spec-surgery audit (no changes made" in r.getMessage() for r in mine)
+
+
+# ------------------------------------------------------------------------------ the same live engine, shipped recipe
+
+
+def shipped_plan(target, draft, kv_cache_dtype="auto"):
+    return resolve(load_recipe(RECIPE), read_facts(Path(draft) / "config.json"),
+                   read_facts(Path(target) / "config.json"), Runtime(engine="vllm", kv_cache_dtype=kv_cache_dtype))
+
+
+def run_audit(plan, proposer, target_model, kv: bool):
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_load(a, proposer, target_model)
+    if kv:
+        vaudit.audit_after_kv_cache(a, proposer, target_model)
+    return a
+
+
+def test_shipped_recipe_against_stock_wiring(audited):
+    a = audited.shipped
+    assert {d.code for _, d in a.findings} == {"SRG701", "SRG703"}  # same map, embedding shared, head kept, caches
+    assert a.checked["input_embeddings"] == 1 and a.checked["lm_head"] == 1 and a.checked["kv_cache"] == 4
+    assert not a.errors  # nothing that changes outputs on an unquantized cache
+
+
+def test_scale_finding_is_an_error_on_a_quantized_cache(audited):
+    """#49262: the same stock wiring under an FP8 cache is an error (changes acceptance)."""
+    assert {d.severity for _, d in audited.shipped_fp8.findings if d.code == "SRG701"} == {"error"}
+
+
+def test_lm_head_replaced_and_placeholder_embedding_found(audited):
+    codes = {d.code: d for _, d in audited.swapped.findings}
+    assert codes["SRG704"].severity == "error" and "replaced it with the target's" in codes["SRG704"].message
+    assert codes["SRG705"].severity == "error" and "placeholder" in codes["SRG705"].message
+
+
+# ------------------------------------------------------------------------------ no engine
+
+
+def test_mode_selection(monkeypatch):
+    monkeypatch.delenv("SURGERY_MODE", raising=False)
+    assert vaudit.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "audit"}}))
+    assert not vaudit.audit_mode(SimpleNamespace(additional_config={}))
+    monkeypatch.setenv("SURGERY_MODE", "audit")
+    assert vaudit.audit_mode(SimpleNamespace(additional_config=None))
+    assert not vaudit.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "apply"}}))
+
+
+def test_write_report_is_shared_and_atomic(tmp_path, monkeypatch):
+    monkeypatch.delenv("SURGERY_REPORT", raising=False)
+    assert vaudit.write_report(plan=None) is None  # nowhere to write: nothing written
+    path = vaudit.write_report(tmp_path / "r.json", plan={"recipe": "x"}, apply={"applied": 3}, verify={"ok": True})
+    data = json.loads(Path(path).read_text())
+    assert data["plan"] == {"recipe": "x"} and data["apply"] == {"applied": 3} and data["findings"] == []
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_aux_layers_differing_from_the_heads_config():
+    """SRG707 logic on stand-in objects (a live EAGLE-3 run needs the EAGLE-3 miniature pair): the target
+    captures vLLM's default layers while the head's config names others."""
+    cfgs = REPO / "tests" / "data" / "configs"
+    head = json.loads((cfgs / "EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    head["eagle_aux_hidden_state_layer_ids"] = [1, 15, 28]
+    from surgery.facts import facts_from_config
+
+    plan = resolve(load_recipe("eagle3"), facts_from_config(head, "head.json"),
+                   read_facts(cfgs / "Llama-3.1-8B-Instruct.json"), Runtime(engine="vllm"))
+    target = SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layers=(2, 16, 29)))
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
+    (stage, d), = a.findings
+    assert d.code == "SRG707" and "[2, 16, 29]" in d.message and "[1, 15, 28]" in d.message
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), SimpleNamespace(model=SimpleNamespace(aux_hidden_state_layers=(28, 1, 15))))
+    assert not a.findings and a.checked == {"aux_layers": 1}
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), SimpleNamespace(model=SimpleNamespace()))
+    assert not a.findings and a.not_applicable[0]["check"] == "capture_hidden_states:aux_layers"
