@@ -1,0 +1,261 @@
+"""Ask vLLM's own code (never a re-typed copy of it) which target configs it turns into MTP drafts and
+how it numbers the MTP layers of the draft module it builds.
+
+- `rewrite_triggers()`: every model type / architecture that `SpeculativeConfig.hf_config_override`
+  rewrites into an MTP draft. Candidates are the string constants its source compares with (read
+  from the installed vLLM with `ast`, so a family added to vLLM shows up here), kept when feeding a
+  probe config with that model type / architecture through the real `hf_config_override` gives a
+  model type in vLLM's `MTPModelTypes` that differs from the input (a draft checkpoint that already
+  is an MTP type, e.g. `deepseek_mtp`, is normalised, not rewritten).
+- `vllm_override(cfg)`: the real `hf_config_override` on a light stand-in of a transformers config.
+- `vllm_mtp_layers(cfg)`: the layer indices of the MTP draft module vLLM would build for `cfg`:
+  the draft architecture from `hf_config_override`, its class from vLLM's model registry, and in that
+  class's source the `range(...)` its layer container (`self.layers` / `self.mtp_layers`) is built
+  over, evaluated against the rewritten config (`mtp_start_layer_idx`, `num_mtp_layers` and the
+  locals they come from). Only plain assignments and calls of builtins or of the module's own pure
+  helpers are evaluated: no model is built, no engine started.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import textwrap
+import types
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, get_args
+
+_SAFE_BUILTINS = {"getattr": getattr, "max": max, "min": min, "int": int, "len": len, "hasattr": hasattr,
+                  "bool": bool, "str": str, "range": range, "ValueError": ValueError, "isinstance": isinstance}
+
+
+class HFConfig(types.SimpleNamespace):
+    """Light stand-in for a transformers config object: attributes, `update`, `get_text_config`."""
+
+    def update(self, values: dict) -> None:
+        self.__dict__.update(values)
+
+    def get_text_config(self, decoder: bool = False):  # noqa: ARG002 - transformers' signature
+        return self.__dict__.get("text_config") or self
+
+    def __deepcopy__(self, memo):
+        return HFConfig(**copy.deepcopy(self.__dict__, memo))
+
+
+def to_hf_config(cfg: dict) -> HFConfig:
+    """A config dict (annotation keys `_...` dropped) as an `HFConfig`; `text_config` becomes one too
+    (vLLM reads it by attribute), every other nested dict stays a dict (vLLM reads `mtp_config` by key)."""
+    flat = {k: v for k, v in cfg.items() if not (k.startswith("_") and k != "_name_or_path")}
+    if isinstance(flat.get("text_config"), dict):
+        flat["text_config"] = to_hf_config(flat["text_config"])
+    return HFConfig(**copy.deepcopy(flat))
+
+
+def mtp_model_types() -> tuple[str, ...]:
+    from vllm.config.speculative import MTPModelTypes
+
+    return get_args(MTPModelTypes)
+
+
+def vllm_override(cfg: dict) -> HFConfig:
+    from vllm.config.speculative import SpeculativeConfig
+
+    return SpeculativeConfig.hf_config_override(to_hf_config(cfg))
+
+
+# ----------------------------------------------------------------------------- which types vLLM rewrites
+def _compared_strings() -> set[str]:
+    from vllm.config.speculative import SpeculativeConfig
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(SpeculativeConfig.hf_config_override)))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                for sub in ast.walk(side):
+                    if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                        found.add(sub.value)
+    return found
+
+
+def _probe(model_type: str, architecture: str) -> dict:
+    fields = dict(num_nextn_predict_layers=1, mtp_num_hidden_layers=1, num_mtp_modules=1, hc_count=1,
+                  num_hidden_layers=4, num_attention_heads=2, hidden_size=8, vocab_size=16,
+                  mtp_num_experts=2, mtp_num_experts_per_tok=1, layer_types=["full_attention"] * 4)
+    return {"model_type": model_type, "architectures": [architecture], **fields,
+            "text_config": {"model_type": model_type, **fields},
+            "mtp_config": {"num_nextn_predict_layers": 1}}
+
+
+@lru_cache(maxsize=1)
+def rewrite_triggers() -> tuple[tuple[str, str, str], ...]:
+    """(kind, value, draft model type) for every model type / architecture hf_config_override turns
+    into an MTP draft; kind is `model_type` or `architecture`; draft type `?` when the probe raised."""
+    mtp = set(mtp_model_types())
+    out = []
+    for value in sorted(_compared_strings()):
+        kind = "architecture" if value[:1].isupper() else "model_type"
+        cfg = _probe(value, "ProbeForCausalLM") if kind == "model_type" else _probe("probe", value)
+        try:
+            draft_type = vllm_override(cfg).model_type
+        except Exception:  # noqa: BLE001 - a rewrite branch that needs more fields than the probe has
+            draft_type = "?"
+        if draft_type == "?" or (draft_type in mtp and draft_type != cfg["model_type"]):
+            out.append((kind, value, draft_type))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- how vLLM numbers the layers
+def _vllm_root() -> Path:
+    import vllm
+
+    return Path(vllm.__file__).parent
+
+
+def _class_file(module: str, cls: str) -> Path:
+    root = _vllm_root()
+    if not module.startswith("vllm."):
+        return root / "model_executor" / "models" / f"{module}.py"
+    pkg = root.joinpath(*module.split(".")[1:])
+    hits = [p for p in sorted(pkg.rglob("*.py")) if f"class {cls}(" in p.read_text(encoding="utf-8")]
+    if not hits:
+        raise LookupError(f"class {cls} not found under {pkg}")
+    for flavour in ("nvidia", "common"):
+        for p in hits:
+            if flavour in p.parts:
+                return p
+    return hits[0]
+
+
+def _init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            return node
+    return None
+
+
+def _flat(stmts: list[ast.stmt]):
+    """Statements in order, descending into `with` blocks (qwen4_exp builds its layers inside one)."""
+    for s in stmts:
+        yield s
+        if isinstance(s, ast.With):
+            yield from _flat(s.body)
+
+
+def _is_container(target: ast.expr) -> bool:
+    node = target.value if isinstance(target, ast.Subscript) else target
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and node.attr in ("layers", "mtp_layers"))
+
+
+def _container_range(init: ast.FunctionDef) -> ast.Call | None:
+    for s in _flat(init.body):
+        if isinstance(s, ast.Assign) and any(_is_container(t) for t in s.targets):
+            for sub in ast.walk(s.value):
+                if isinstance(sub, ast.comprehension) and isinstance(sub.iter, ast.Call) and \
+                        isinstance(sub.iter.func, ast.Name) and sub.iter.func.id == "range":
+                    return sub.iter
+        if isinstance(s, ast.For) and isinstance(s.iter, ast.Call) and getattr(s.iter.func, "id", "") == "range":
+            if any(isinstance(b, ast.Assign) and any(_is_container(t) for t in b.targets) for b in ast.walk(s)):
+                return s.iter
+    return None
+
+
+def _safe(expr: ast.expr, callables: set[str]) -> bool:
+    for sub in ast.walk(expr):
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            if isinstance(f, ast.Name) and f.id in callables:
+                continue
+            if isinstance(f, ast.Attribute) and f.attr == "get_text_config":
+                continue
+            return False
+        if isinstance(sub, (ast.Lambda, ast.NamedExpr)):
+            return False
+    return True
+
+
+def _module_namespace(tree: ast.Module) -> dict:
+    """Module constants and module-level helper functions, executed with a few builtins only."""
+    ns: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)):
+            try:
+                exec(compile(ast.Module([node], []), "<vllm helper>", "exec"), ns)  # noqa: S102 - vLLM's own code
+            except Exception:  # noqa: BLE001 - a helper needing imports stays undefined
+                pass
+    return ns
+
+
+def _evaluate_init(init: ast.FunctionDef, ns: dict) -> None:
+    callables = set(_SAFE_BUILTINS) | {k for k, v in ns.items() if callable(v)}
+    for s in _flat(init.body):
+        if not isinstance(s, (ast.Assign, ast.AnnAssign)) or s.value is None:
+            continue
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        if len(targets) != 1 or not _safe(s.value, callables):
+            continue
+        t = targets[0]
+        try:
+            value = eval(compile(ast.Expression(s.value), "<vllm init>", "eval"), ns)  # noqa: S307 - vLLM's own code
+        except Exception:  # noqa: BLE001 - depends on something the stand-in does not model
+            continue
+        if isinstance(t, ast.Name):
+            ns[t.id] = value
+        elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+            setattr(ns["self"], t.attr, value)
+
+
+def _predictor_file(path: Path, cls_name: str, depth: int = 0) -> tuple[Path, ast.Module, list[ast.ClassDef]]:
+    """The file holding the MTP predictor: the registered class's own file, or - when the class only
+    subclasses another MTP model (InternS2MobiusMTP(Qwen3_5MoeMTP)) - the file its base comes from."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    if any(_init_of(c) and _container_range(_init_of(c)) is not None for c in classes) or depth > 3:
+        return path, tree, classes
+    cls = next((c for c in classes if c.name == cls_name), None)
+    bases = [b.id for b in (cls.bases if cls else []) if isinstance(b, ast.Name)]
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                if alias.name in bases:
+                    return _predictor_file(path.parent / f"{node.module}.py", alias.name, depth + 1)
+    return path, tree, classes
+
+
+def vllm_mtp_layers(cfg: dict, num_speculative_tokens: int | None = None) -> dict:
+    """What vLLM would build for this target config as its MTP draft: {draft_model_type,
+    draft_architecture, n_predict, layers (the container's keys, in order), source (file:class)}."""
+    from vllm.model_executor.models.registry import _SPECULATIVE_DECODING_MODELS
+
+    rewritten = vllm_override(cfg)
+    arch = rewritten.architectures[0]
+    module, cls_name = _SPECULATIVE_DECODING_MODELS[arch]
+    path, tree, classes = _predictor_file(_class_file(module, cls_name), cls_name)
+    with_count = [c for c in classes if _init_of(c) and any(
+        isinstance(s, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "num_mtp_layers" for t in s.targets)
+        for s in _flat(_init_of(c).body))]
+    holder = with_count[0] if with_count else None
+    container = None
+    for c in ([holder] if holder else []) + classes:
+        if _init_of(c) and _container_range(_init_of(c)) is not None:
+            container = (c, _container_range(_init_of(c)))
+            break
+    if holder is None or container is None:
+        raise LookupError(f"{path.name}: no MTP predictor with a layer container found for {arch}")
+    draft_model_config = types.SimpleNamespace(hf_config=rewritten)
+    vllm_config = types.SimpleNamespace(
+        model_config=types.SimpleNamespace(hf_config=rewritten, hf_text_config=rewritten.get_text_config()),
+        speculative_config=types.SimpleNamespace(draft_model_config=draft_model_config,
+                                                 num_speculative_tokens=num_speculative_tokens))
+    ns = _module_namespace(tree)
+    ns.update(self=types.SimpleNamespace(), vllm_config=vllm_config, config=rewritten,
+              text_config=rewritten.get_text_config(), target_config=rewritten,
+              speculative_config=vllm_config.speculative_config, draft_model_config=draft_model_config)
+    _evaluate_init(_init_of(holder), ns)
+    rng = container[1]
+    args = [eval(compile(ast.Expression(a), "<vllm range>", "eval"), ns) for a in rng.args]  # noqa: S307
+    return {"draft_model_type": rewritten.model_type, "draft_architecture": arch,
+            "n_predict": getattr(rewritten, "n_predict", None), "layers": list(range(*args)),
+            "source": f"{path.relative_to(_vllm_root().parent)}:{container[0].name}"}
