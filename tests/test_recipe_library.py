@@ -53,7 +53,7 @@ def op_ids(plan) -> list[str]:
 def test_surgery_recipes_lists_the_library(run_cli):
     code, out, _ = run_cli("recipes", "--json")
     assert code == 0
-    assert {r["name"] for r in json.loads(out)} >= LIBRARY
+    assert {r["name"] for r in json.loads(out)["recipes"]} >= LIBRARY
     assert {p.stem for p in shipped_recipes()} >= LIBRARY
 
 

@@ -207,10 +207,15 @@ def _evaluate_init(init: ast.FunctionDef, ns: dict) -> None:
             setattr(ns["self"], t.attr, value)
 
 
+@lru_cache(maxsize=128)
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _predictor_file(path: Path, cls_name: str, depth: int = 0) -> tuple[Path, ast.Module, list[ast.ClassDef]]:
     """The file holding the MTP predictor: the registered class's own file, or - when the class only
     subclasses another MTP model (InternS2MobiusMTP(Qwen3_5MoeMTP)) - the file its base comes from."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parse(path)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     if any(_init_of(c) and _container_range(_init_of(c)) is not None for c in classes) or depth > 3:
         return path, tree, classes
@@ -222,6 +227,59 @@ def _predictor_file(path: Path, cls_name: str, depth: int = 0) -> tuple[Path, as
                 if alias.name in bases:
                     return _predictor_file(path.parent / f"{node.module}.py", alias.name, depth + 1)
     return path, tree, classes
+
+
+def _layer_classes(container_cls: ast.ClassDef) -> list[str]:
+    """Names of the classes the layer container is filled with (the calls inside its assignment)."""
+    init = _init_of(container_cls)
+    names: list[str] = []
+    for s in _flat(init.body):
+        targets = s.targets if isinstance(s, ast.Assign) else []
+        nodes = [s.value] if targets and any(_is_container(t) for t in targets) else []
+        if isinstance(s, ast.For):
+            nodes = [b.value for b in ast.walk(s) if isinstance(b, ast.Assign) and any(_is_container(t) for t in b.targets)]
+        for node in nodes:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id[:1].isupper():
+                    names.append(sub.func.id)
+    return [n for n in dict.fromkeys(names) if n not in ("ModuleDict", "ModuleList")]
+
+
+def _class_assigns(path: Path, tree: ast.Module, name: str, attr: str, depth: int = 0) -> bool | None:
+    """Whether class `name` (in this file or imported relatively, following vLLM base classes) assigns
+    `self.<attr>` in its __init__; None when the class cannot be found."""
+    if depth > 4:
+        return None
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if cls is None:
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module and any(a.name == name for a in node.names):
+                if node.level == 1:
+                    other = path.parent / f"{node.module}.py"
+                elif node.module.startswith("vllm."):
+                    other = _vllm_root().joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+                else:
+                    continue
+                return _class_assigns(other, _parse(other), name, attr, depth + 1) if other.exists() else None
+        return None
+    init = _init_of(cls)
+    if init is not None and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                                and t.attr == attr for s in ast.walk(init) if isinstance(s, ast.Assign) for t in s.targets):
+        return True
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id not in ("Module", "object"):
+            found = _class_assigns(path, tree, base.id, attr, depth + 1)
+            if found:
+                return True
+    return False
+
+
+def _any_shared_head(path: Path, tree: ast.Module, layer_classes: list[str]) -> bool | None:
+    """Does an MTP layer of this family own a `shared_head` (whose head vLLM replaces by the target's
+    lm_head)? From the layer classes' __init__ sources; None when none of them could be found."""
+    seen = [_class_assigns(path, tree, name, "shared_head") for name in layer_classes]
+    known = [s for s in seen if s is not None]
+    return any(known) if known else None
 
 
 def vllm_mtp_layers(cfg: dict, num_speculative_tokens: int | None = None) -> dict:
@@ -255,7 +313,54 @@ def vllm_mtp_layers(cfg: dict, num_speculative_tokens: int | None = None) -> dic
               speculative_config=vllm_config.speculative_config, draft_model_config=draft_model_config)
     _evaluate_init(_init_of(holder), ns)
     rng = container[1]
+    layer_classes = _layer_classes(container[0])
     args = [eval(compile(ast.Expression(a), "<vllm range>", "eval"), ns) for a in rng.args]  # noqa: S307
     return {"draft_model_type": rewritten.model_type, "draft_architecture": arch,
             "n_predict": getattr(rewritten, "n_predict", None), "layers": list(range(*args)),
+            "layer_classes": layer_classes,
+            "shared_head": _any_shared_head(path, tree, layer_classes),
             "source": f"{path.relative_to(_vllm_root().parent)}:{container[0].name}"}
+
+
+# ----------------------------------------------------------------------------- EAGLE-3 targets
+@lru_cache(maxsize=1)
+def eagle3_target_architectures() -> tuple[str, ...]:
+    """Architectures whose vLLM model class is a `SupportsEagle3` (directly or through a vLLM base
+    class), read from vLLM's model sources with `ast` and its model registry (no model imported)."""
+    from vllm.model_executor.models import registry
+
+    root = _vllm_root()
+    bases: dict[str, set[str]] = {}
+    for path in [*(root / "model_executor" / "models").glob("*.py"), *(root / "models").rglob("*.py")]:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                names = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                bases.setdefault(node.name, set()).update(names)
+    eagle3 = {"SupportsEagle3"}
+    grew = True
+    while grew:
+        grew = False
+        for cls, parents in bases.items():
+            if cls not in eagle3 and parents & eagle3:
+                eagle3.add(cls)
+                grew = True
+    models = {**registry._TEXT_GENERATION_MODELS, **registry._MULTIMODAL_MODELS}
+    return tuple(sorted(arch for arch, (_, cls) in models.items() if cls in eagle3))
+
+
+def model_types_of_architecture() -> dict[str, set[str]]:
+    """Architecture -> model types, from transformers' auto-model mappings (model type -> class name)."""
+    from transformers.models.auto import modeling_auto
+
+    out: dict[str, set[str]] = {}
+    for name in dir(modeling_auto):
+        mapping = getattr(modeling_auto, name)
+        if name.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            for model_type, archs in mapping.items():
+                for arch in archs if isinstance(archs, (list, tuple)) else [archs]:
+                    out.setdefault(arch, set()).add(model_type)
+    return out

@@ -70,7 +70,7 @@ def cli_markdown() -> str:
         "|---|---|",
         *[f"| [`surgery {name}`](#surgery-{name}) | {help_} |" for name, help_, _ in subs],
         "",
-        "Every command takes `--json` (one JSON object, or a list for `recipes`, on stdout) and `--help`.",
+        "Every command takes `--json` (one JSON object on stdout) and `--help`.",
         "Diagnostics go to stderr as `file:line:col: severity SRGnnn: message` plus a hint "
         "(`surgery explain SRGnnn` gives the long form). No colour codes or progress lines are written "
         "unless stderr is a terminal; `NO_COLOR` is honoured.",
