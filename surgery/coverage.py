@@ -48,8 +48,14 @@ class Trigger:
                 "unsupported": self.unsupported_reason}
 
 
+# recipes for other speculative methods (an EAGLE head, a standalone draft) do not cover an MTP rewrite
+# even where they list the same target model type
+NOT_MTP_METHODS = ("eagle", "eagle3", "draft_model")
+
+
 def recipe_selectors(recipes) -> list[tuple[str, dict, dict]]:
-    return [(r.name, r.applies_to["target"], r.applies_to["draft"]) for r in recipes]
+    return [(r.name, r.applies_to["target"], r.applies_to["draft"]) for r in recipes
+            if (r.engine.get("vllm") or {}).get("method") not in NOT_MTP_METHODS]
 
 
 def triggers(recipes) -> list[Trigger]:
