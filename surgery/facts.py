@@ -84,7 +84,7 @@ FACT_NAMES = (
     "eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states", "index_topk", "bos_token_id", "eos_token_id",
     "pad_token_id", "num_centroids", "head_dims", "rope_scaling_type",
     # added for MTP coverage (issue 18): the MTP layer count however the family spells it
-    "num_mtp_layers", "num_mtp_layers_served", "mtp_layers_per_step",
+    "num_mtp_layers", "num_mtp_layers_served", "mtp_layers_per_step", "mtp_missing_keys", "mtp_layer_types_count",
 )
 
 
@@ -353,7 +353,9 @@ def _mtp_facts(cfg: dict, text: dict, table: dict, source: str, used: list) -> d
     `mtp_count_keys` (first present wins; dotted paths, text config first, then the top level),
     `mtp_count_default` when none is present, `mtp_serve_at_most` (vLLM builds at most this many,
     e.g. MiMo-V2 and LongCat serve one), `mtp_step_pattern_key` (a string with one character per
-    physical layer of one MTP step: Nemotron-H `mtp_hybrid_override_pattern`)."""
+    physical layer of one MTP step: Nemotron-H `mtp_hybrid_override_pattern`), `mtp_required_keys`
+    (fields the family's MTP code reads with no default: listed in `mtp_missing_keys` when absent) and
+    `mtp_layer_types_key` (per-MTP-layer types, one per MTP layer: dots3_note `mtp_layer_types`)."""
     keys = table.get("mtp_count_keys") or ["num_nextn_predict_layers"]
     count, where = None, None
     for key in keys:
@@ -385,7 +387,17 @@ def _mtp_facts(cfg: dict, text: dict, table: dict, source: str, used: list) -> d
                 raise fail("SRG205", f"`{pattern_key}` must be a non-empty string, got {pattern!r}"[:200],
                            Location(source, key_path=pattern_key))
             per_step = len(pattern)
-    return {"num_mtp_layers": count, "num_mtp_layers_served": served, "mtp_layers_per_step": per_step}
+    # fields the family's MTP code reads without a default (vLLM fails on a config without them)
+    required = table.get("mtp_required_keys") or []
+    missing = [k for k in required if _lookup(text, k) is None and _lookup(cfg, k) is None]
+    types_key = table.get("mtp_layer_types_key")
+    types = (_lookup(text, types_key) if _lookup(text, types_key) is not None else _lookup(cfg, types_key)) \
+        if types_key else None
+    if types is not None and not isinstance(types, list):
+        raise fail("SRG205", f"`{types_key}` must be a list of layer types, got {types!r}"[:200],
+                   Location(source, key_path=types_key))
+    return {"num_mtp_layers": count, "num_mtp_layers_served": served, "mtp_layers_per_step": per_step,
+            "mtp_missing_keys": missing, "mtp_layer_types_count": len(types) if types is not None else None}
 
 
 def _aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:

@@ -169,6 +169,47 @@ def test_validate_passes_and_fails_without_mtp_layers(run_cli, tmp_path, path):
     assert "SRG336" in {d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
 
 
+def _drop(cfg: dict, dotted: str) -> dict:
+    out = copy.deepcopy(cfg)
+    *path, last = dotted.split(".")
+    node = out
+    for key in path:
+        node = node[key]
+    node.pop(last)
+    return out
+
+
+def _set(cfg: dict, dotted: str, value) -> dict:
+    out = copy.deepcopy(cfg)
+    *path, last = dotted.split(".")
+    node = out
+    for key in path:
+        node = node[key]
+    node[last] = value
+    return out
+
+
+@pytest.mark.parametrize("config, change, code", [
+    ("qwen4_exp/Qwen4-Exp.json", lambda c: _drop(c, "text_config.hc_count"), "SRG338"),
+    ("nemotron_h/Nemotron-H-MTP.json", lambda c: _drop(c, "mtp_hybrid_override_pattern"), "SRG338"),
+    ("nemotron_h/Nemotron-H-MTP.json", lambda c: _set(c, "num_nextn_predict_layers", 2), "SRG337"),
+    ("dots3_note/Dots3-Note.json", lambda c: _drop(c, "layer_types"), "SRG338"),
+    ("dots3_note/Dots3-Note.json", lambda c: _set(c, "mtp_layer_types", ["sliding_attention"] * 2), "SRG339"),
+], ids=["qwen4-hc_count", "nemotron-pattern", "nemotron-2-steps", "dots3-layer_types", "dots3-mtp_layer_types"])
+def test_oracle_family_config_checks_fail_where_vllm_fails(config, change, code):
+    """Each family check refuses exactly a config vLLM's own code fails on (hf_config_override or the
+    MTP predictor's construction, evaluated by the oracle), with its own code; the unchanged config
+    passes both (test_oracle_family_plan_matches_vllm)."""
+    cfg = change(_cfg(CONFIGS / config))
+    with pytest.raises(Exception):  # noqa: B017 - vLLM raises ValueError / AttributeError / AssertionError
+        oracle.vllm_mtp_layers(cfg)
+    facts = facts_from_config(cfg, config)
+    name = choose(facts_from_config(_cfg(CONFIGS / config), config), facts_from_config(_cfg(CONFIGS / config),
+                                                                                        config)).chosen.name
+    plan = resolve(load_recipe(name), facts, facts, Runtime())
+    assert code in {d.code for d in plan.errors}
+
+
 @pytest.mark.parametrize("config, recipe", [
     ("qwen3_5/Qwen3.5.json", "mtp"), ("kimi_k3/Kimi-K3.json", "deepseek-mtp"),
     ("mimo_v2/MiMo-V2-Flash.json", "mimo-v2-mtp"), ("nemotron_h/Nemotron-H-Omni-MTP.json", "mtp"),
