@@ -191,7 +191,7 @@ def cmd_explain(args, out) -> int:
 
 
 def cmd_recipes(args, out) -> int:
-    from .coverage import summary
+    from .coverage import eagle3_without_model_type, summary
     from .recipe import load_recipe
     from .resources import shipped_recipes
 
@@ -205,8 +205,10 @@ def cmd_recipes(args, out) -> int:
                                 "draft_model_types": list(d.get("model_type") or []),
                                 "draft_architectures": list(d.get("architectures") or [])}})
     cov = summary(recipes)
+    eagle3_gap = eagle3_without_model_type()
     if args.json:
-        out.write(json.dumps({"recipes": rows, "coverage": cov, "unsupported": cov["unsupported"]}, indent=2) + "\n")
+        out.write(json.dumps({"recipes": rows, "coverage": cov, "unsupported": cov["unsupported"],
+                              "eagle3_architectures_without_model_type": eagle3_gap}, indent=2) + "\n")
         return EXIT_OK
     width = max((len(r["name"]) for r in rows), default=0)
     for r in rows:
@@ -220,6 +222,9 @@ def cmd_recipes(args, out) -> int:
         out.write("not covered (surgery/data/unsupported.yaml):\n")
         for u in cov["unsupported"]:
             out.write(f"  {u['value']}: {u['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}\n")
+    if eagle3_gap.get("architectures"):
+        out.write(f"eagle3: {len(eagle3_gap['architectures'])} SupportsEagle3 architectures not selectable: "
+                  f"{eagle3_gap['reason']} ({', '.join(eagle3_gap['architectures'])})\n")
     return EXIT_OK
 
 

@@ -33,6 +33,12 @@ def unsupported() -> list[dict]:
     return list(_load("unsupported.yaml").get("unsupported") or [])
 
 
+@lru_cache(maxsize=1)
+def eagle3_without_model_type() -> dict:
+    """SupportsEagle3 architectures recipes/eagle3.yaml cannot select (model type unknown), with the reason."""
+    return dict(_load("unsupported.yaml").get("eagle3_architectures_without_model_type") or {})
+
+
 @dataclass(frozen=True)
 class Trigger:
     kind: str  # model_type | architecture

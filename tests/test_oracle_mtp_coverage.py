@@ -237,6 +237,8 @@ def test_surgery_recipes_shows_coverage(run_cli):
     for value, reason in listed.items():
         assert f"{value}: {reason}" in text
     assert f"{cov['covered']} of {cov['rewritten']}" in text
+    gap = data["eagle3_architectures_without_model_type"]
+    assert gap == _eagle3_unmapped() and all(a in text for a in gap["architectures"])
 
 
 # ------------------------------------------------------------------------------ EAGLE-3 targets
