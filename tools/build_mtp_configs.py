@@ -197,8 +197,9 @@ def build() -> list[Path]:
             made[rel] = cfg
     mimo = json.loads((OUT / "MiMo-7B-RL.json").read_text())
     mimo["num_nextn_predict_layers"] = 3
-    mimo = {"_source": "MiMo-7B-RL.json (public config) with num_nextn_predict_layers 3 (MiMo-7B-Base's MTP count "
-                       "as published; vLLM's mimo_mtp.py builds all of them)",
+    mimo = {"_source": "MiMo-7B-RL.json (public values, reconstructed offline) with num_nextn_predict_layers 3: "
+                       "a variant (not a published checkpoint) that exercises multi-layer MTP numbering; vLLM's "
+                       "mimo_mtp.py builds all of them",
             **{k: v for k, v in mimo.items() if not k.startswith("_")}}
     made["mimo/MiMo-7B-MTP-3.json"] = mimo
     for rel, cfg in sorted(made.items()):
