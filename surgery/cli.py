@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("code", nargs="?", help="e.g. SRG302")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    p = sub.add_parser("recipes", help="list the shipped recipes with their summary",
+    p = sub.add_parser("recipes", help="list the shipped recipes, the model types each covers, and vLLM MTP coverage",
                        epilog=_epilog("examples:\n  surgery recipes\n  surgery recipes --json", one="(not used)"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -242,20 +242,40 @@ def cmd_explain(args, out) -> int:
 
 
 def cmd_recipes(args, out) -> int:
+    from .coverage import eagle3_without_model_type, summary
     from .recipe import load_recipe
     from .resources import shipped_recipes
 
+    recipes = [load_recipe(path) for path in shipped_recipes()]
     rows = []
-    for path in shipped_recipes():
-        r = load_recipe(path)
-        rows.append({"name": r.name, "file": str(path), "summary": r.summary,
-                     "target": r.applies_to["target"], "draft": r.applies_to["draft"]})
+    for path, r in zip(shipped_recipes(), recipes):
+        t, d = r.applies_to["target"], r.applies_to["draft"]
+        rows.append({"name": r.name, "file": str(path), "summary": r.summary, "target": t, "draft": d,
+                     "covers": {"target_model_types": list(t.get("model_type") or []),
+                                "target_architectures": list(t.get("architectures") or []),
+                                "draft_model_types": list(d.get("model_type") or []),
+                                "draft_architectures": list(d.get("architectures") or [])}})
+    cov = summary(recipes)
+    eagle3_gap = eagle3_without_model_type()
     if args.json:
-        out.write(json.dumps(rows, indent=2) + "\n")
-    else:
-        width = max((len(r["name"]) for r in rows), default=0)
-        for r in rows:
-            out.write(f"{r['name']:<{width}}  {r['summary']}\n")
+        out.write(json.dumps({"recipes": rows, "coverage": cov, "unsupported": cov["unsupported"],
+                              "eagle3_architectures_without_model_type": eagle3_gap}, indent=2) + "\n")
+        return EXIT_OK
+    width = max((len(r["name"]) for r in rows), default=0)
+    for r in rows:
+        out.write(f"{r['name']:<{width}}  {r['summary']}\n")
+        for side in ("target", "draft"):
+            types = r["covers"][f"{side}_model_types"] + r["covers"][f"{side}_architectures"]
+            out.write(f"{'':<{width}}    {side}s: {', '.join(types)}\n")
+    out.write(f"\n{cov['engine']} MTP coverage ({cov['source']}): {cov['covered']} of {cov['rewritten']} model types / "
+              f"architectures it turns into MTP drafts are covered by a shipped recipe ({cov['percent']}%)\n")
+    if cov["unsupported"]:
+        out.write("not covered (surgery/data/unsupported.yaml):\n")
+        for u in cov["unsupported"]:
+            out.write(f"  {u['value']}: {u['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}\n")
+    if eagle3_gap.get("architectures"):
+        out.write(f"eagle3: {len(eagle3_gap['architectures'])} SupportsEagle3 architectures not selectable: "
+                  f"{eagle3_gap['reason']} ({', '.join(eagle3_gap['architectures'])})\n")
     return EXIT_OK
 
 

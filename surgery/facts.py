@@ -102,6 +102,8 @@ FACT_NAMES = (
     # added for the recipe library (issue 5)
     "eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states", "index_topk", "bos_token_id", "eos_token_id",
     "pad_token_id", "num_centroids", "head_dims", "rope_scaling_type",
+    # added for MTP coverage (issue 18): the MTP layer count however the family spells it
+    "num_mtp_layers", "num_mtp_layers_served", "mtp_layers_per_step", "mtp_missing_keys", "mtp_layer_types_count",
 )
 
 
@@ -242,6 +244,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     r = _Reader(text, defaults, source, prefix)
     top = _Reader(cfg, top_defaults, source, "")
 
+    _derive_num_hidden_layers(r, source, prefix)
     hidden = r.int_("hidden_size", required=True, minimum=1)
     vocab = r.int_("vocab_size", required=True, minimum=1)
     n_layers = r.int_("num_hidden_layers", required=True, minimum=1)
@@ -326,8 +329,94 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "head_dims": sorted({layer_dims[0] for layer_dims in per_layer}),
         "rope_scaling_type": _rope_scaling_type(text),
     }
+    scalars.update(_mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
     return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
                       tuple(r.used + top.used), prefix, cfg)
+
+
+def _derive_num_hidden_layers(r: "_Reader", source: str, prefix: str) -> None:
+    """Families whose config.json has no `num_hidden_layers` but a field the config class derives it
+    from (data: `num_hidden_layers_from` in config_defaults.yaml): LongCat-Flash 2 * num_layers,
+    Nemotron-H len(layers_block_type). The derived value is recorded like a default."""
+    rule = r.defaults.get("num_hidden_layers_from")
+    if r.cfg.get("num_hidden_layers") is not None or not isinstance(rule, dict):
+        return
+    value = r.cfg.get(rule.get("key"))
+    if value is None:
+        return
+    if rule.get("length"):
+        if not isinstance(value, (list, str)):
+            raise fail("SRG205", f"`{rule['key']}` must be a list or string, got {value!r}"[:200],
+                       Location(source, key_path=prefix + rule["key"]))
+        derived = len(value)
+    else:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail("SRG205", f"`{rule['key']}` must be an integer, got {value!r}"[:200],
+                       Location(source, key_path=prefix + rule["key"]))
+        derived = value * int(rule.get("times", 1))
+    r.cfg = {**r.cfg, "num_hidden_layers": derived}
+    r.used.append(DefaultUsed(prefix + "num_hidden_layers", f"{derived} (derived from {rule['key']})"))
+
+
+def _lookup(cfg: dict, dotted: str):
+    node: Any = cfg
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _mtp_facts(cfg: dict, text: dict, table: dict, source: str, used: list) -> dict:
+    """MTP layer facts, read the way vLLM reads them for this family (data in config_defaults.yaml):
+    `mtp_count_keys` (first present wins; dotted paths, text config first, then the top level),
+    `mtp_count_default` when none is present, `mtp_serve_at_most` (vLLM builds at most this many,
+    e.g. MiMo-V2 and LongCat serve one), `mtp_step_pattern_key` (a string with one character per
+    physical layer of one MTP step: Nemotron-H `mtp_hybrid_override_pattern`), `mtp_required_keys`
+    (fields the family's MTP code reads with no default: listed in `mtp_missing_keys` when absent) and
+    `mtp_layer_types_key` (per-MTP-layer types, one per MTP layer: dots3_note `mtp_layer_types`)."""
+    keys = table.get("mtp_count_keys") or ["num_nextn_predict_layers"]
+    count, where = None, None
+    for key in keys:
+        for level, prefix in ((text, "text_config." if text is not cfg else ""), (cfg, "")):
+            value = _lookup(level, key)
+            if value is not None:
+                count, where = value, prefix + key
+                break
+        if count is not None:
+            break
+    default = table.get("mtp_count_default", table.get(keys[0]))
+    if count is None and default is not None:
+        count, where = default, keys[0]
+        if not any(u.key.split(".")[-1] == where for u in used):  # num_nextn_predict_layers: already recorded
+            used.append(DefaultUsed(where, count))
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 4096):
+        raise fail("SRG205", f"`{where}` must be an MTP layer count in 0..4096, got {count!r}"[:200],
+                   Location(source, key_path=where))
+    served = count
+    cap = table.get("mtp_serve_at_most")
+    if count is not None and isinstance(cap, int):
+        served = min(count, cap)
+    per_step = 1
+    pattern_key = table.get("mtp_step_pattern_key")
+    if pattern_key:
+        pattern = _lookup(text, pattern_key) if _lookup(text, pattern_key) is not None else _lookup(cfg, pattern_key)
+        if pattern is not None:
+            if not isinstance(pattern, str) or not pattern:
+                raise fail("SRG205", f"`{pattern_key}` must be a non-empty string, got {pattern!r}"[:200],
+                           Location(source, key_path=pattern_key))
+            per_step = len(pattern)
+    # fields the family's MTP code reads without a default (vLLM fails on a config without them)
+    required = table.get("mtp_required_keys") or []
+    missing = [k for k in required if _lookup(text, k) is None and _lookup(cfg, k) is None]
+    types_key = table.get("mtp_layer_types_key")
+    types = (_lookup(text, types_key) if _lookup(text, types_key) is not None else _lookup(cfg, types_key)) \
+        if types_key else None
+    if types is not None and not isinstance(types, list):
+        raise fail("SRG205", f"`{types_key}` must be a list of layer types, got {types!r}"[:200],
+                   Location(source, key_path=types_key))
+    return {"num_mtp_layers": count, "num_mtp_layers_served": served, "mtp_layers_per_step": per_step,
+            "mtp_missing_keys": missing, "mtp_layer_types_count": len(types) if types is not None else None}
 
 
 def _aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:

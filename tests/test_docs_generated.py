@@ -51,6 +51,10 @@ def test_recipe_reference_is_generated():
     _compare(GEN.REFERENCE_MD, GEN.reference_markdown())
 
 
+def test_recipes_md_coverage_table_is_generated():
+    _compare(GEN.RECIPES_MD, GEN.recipes_markdown())
+
+
 def test_cli_md_covers_every_command_and_option():
     from surgery.cli import build_parser
 

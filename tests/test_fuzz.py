@@ -418,6 +418,9 @@ CONFIG_FIELDS = [
     "num_aux_hidden_states", "index_topk", "bos_token_id", "eos_token_id", "pad_token_id", "num_centroids",
     "rope_scaling", "per_layer_config", "sliding_window_pattern", "attention_k_eq_v", "num_global_key_value_heads",
     "_comment", "_name_or_path",
+    # MTP family fields (issue 18: facts `num_mtp_layers` & co, data in config_defaults.yaml)
+    "mtp_num_hidden_layers", "num_mtp_modules", "mtp_config", "num_layers", "layers_block_type",
+    "mtp_hybrid_override_pattern", "mtp_layer_types", "hc_count",
 ]
 plausible = st.one_of(
     st.integers(-3, 70), st.sampled_from(HUGE_INTS),
@@ -428,7 +431,8 @@ plausible = st.one_of(
     st.dictionaries(st.sampled_from(["rope_theta", "full_attention", "type", "rope_type", "eagle_aux_hidden_state_layer_ids"]),
                     json_values, max_size=3),
     st.sampled_from(["gemma4", "gemma4_text", "gemma4_assistant", "llama", "deepseek_v3", "qwen3_next", "eagle",
-                     "glm4_moe", "mimo"]),
+                     "glm4_moe", "mimo", "longcat_flash", "nemotron_h", "inkling_model", "qwen3_5_text",
+                     "dots3_note", "mimo_v2_flash", "minimax_m3_vl_text"]),
 )
 
 

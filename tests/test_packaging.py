@@ -150,8 +150,9 @@ def test_installed_cli_runs_outside_the_checkout(venv, outside):
 
     listed = _surgery(venv, "recipes", cwd=outside).stdout
     shipped = sorted(p.stem for p in (ROOT / "recipes").glob("*.yaml"))
-    assert sorted(line.split()[0] for line in listed.splitlines() if line.strip()) == shipped
-    rows = json.loads(_surgery(venv, "recipes", "--json", cwd=outside).stdout)
+    names = [line.split()[0] for line in listed.split("\n\n")[0].splitlines() if line.strip() and line[0] != " "]
+    assert sorted(names) == shipped
+    rows = json.loads(_surgery(venv, "recipes", "--json", cwd=outside).stdout)["recipes"]
     assert sorted(r["name"] for r in rows) == shipped
     assert all(venv in Path(r["file"]).parents for r in rows)
 

@@ -1,0 +1,101 @@
+"""Which draft families the shipped recipes cover, against what vLLM turns into MTP drafts.
+
+Data only, no engine import (config-only commands never import vllm): `data/vllm_mtp_rewrites.yaml`
+is generated from the installed vLLM by tools/gen_mtp_coverage.py (and checked against it by
+tests/test_oracle_mtp_coverage.py); `data/unsupported.yaml` lists, with a reason, what no recipe
+covers on purpose. A rewritten model type is covered when a shipped recipe lists it (target side,
+or draft side for separate draft checkpoints such as gemma4_assistant); an architecture vLLM keys on
+is covered when a recipe lists it, or lists the model type of a config carrying it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_DATA = Path(__file__).parent / "data"
+
+
+def _load(name: str) -> dict:
+    import yaml
+
+    with open(_DATA / name, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+
+
+@lru_cache(maxsize=1)
+def rewrites() -> dict:
+    return _load("vllm_mtp_rewrites.yaml")
+
+
+@lru_cache(maxsize=1)
+def unsupported() -> list[dict]:
+    return list(_load("unsupported.yaml").get("unsupported") or [])
+
+
+@lru_cache(maxsize=1)
+def eagle3_without_model_type() -> dict:
+    """SupportsEagle3 architectures recipes/eagle3.yaml cannot select (model type unknown), with the reason."""
+    return dict(_load("unsupported.yaml").get("eagle3_architectures_without_model_type") or {})
+
+
+@dataclass(frozen=True)
+class Trigger:
+    kind: str  # model_type | architecture
+    value: str
+    draft_model_type: str
+    model_types: tuple[str, ...]  # for an architecture: model types of configs carrying it
+    covered_by: tuple[str, ...]  # recipe names
+    unsupported_reason: str | None
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "value": self.value, "draft_model_type": self.draft_model_type,
+                "model_types": list(self.model_types), "covered_by": list(self.covered_by),
+                "unsupported": self.unsupported_reason}
+
+
+# recipes for other speculative methods (an EAGLE head, a standalone draft) do not cover an MTP rewrite
+# even where they list the same target model type
+NOT_MTP_METHODS = ("eagle", "eagle3", "draft_model")
+
+
+def recipe_selectors(recipes) -> list[tuple[str, dict, dict]]:
+    return [(r.name, r.applies_to["target"], r.applies_to["draft"]) for r in recipes
+            if (r.engine.get("vllm") or {}).get("method") not in NOT_MTP_METHODS]
+
+
+def triggers(recipes) -> list[Trigger]:
+    """Every model type / architecture vLLM rewrites into an MTP draft, with the recipes covering it."""
+    sels = recipe_selectors(recipes)
+    reasons = {(("model_type" if "model_type" in u else "architecture"), u.get("model_type") or u.get("architecture")):
+               u["reason"] for u in unsupported()}
+    out = []
+    for entry in rewrites().get("rewrites") or []:
+        kind = "model_type" if "model_type" in entry else "architecture"
+        value = entry[kind]
+        mts = tuple(entry.get("model_types") or ())
+        covered = []
+        for name, target, draft in sels:
+            if kind == "model_type":
+                hit = value in (target.get("model_type") or ()) or value in (draft.get("model_type") or ())
+            else:
+                hit = value in (target.get("architectures") or ()) or (
+                    not target.get("architectures") and bool(set(mts) & set(target.get("model_type") or ())))
+            if hit:
+                covered.append(name)
+        out.append(Trigger(kind, value, entry.get("draft_model_type", "?"), mts, tuple(covered),
+                           reasons.get((kind, value))))
+    return out
+
+
+def summary(recipes) -> dict:
+    ts = triggers(recipes)
+    covered = [t for t in ts if t.covered_by]
+    model_types = [t for t in ts if t.kind == "model_type"]
+    return {"engine": rewrites().get("engine"), "source": rewrites().get("source"),
+            "rewritten": len(ts), "covered": len(covered),
+            "percent": round(100.0 * len(covered) / len(ts), 1) if ts else 100.0,
+            "model_types_rewritten": len(model_types),
+            "model_types_covered": sum(1 for t in model_types if t.covered_by),
+            "unsupported": [t.to_dict() for t in ts if not t.covered_by],
+            "triggers": [t.to_dict() for t in ts]}
