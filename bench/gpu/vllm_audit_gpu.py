@@ -121,17 +121,21 @@ def main():
         ("fixed_fp8_recipe", dict(spec=True, mode=None, recipe=RECIPE, kv_dtype="fp8")),
         ("audit_bf16_stock", dict(spec=True, mode="audit", recipe=RECIPE, kv_dtype="auto")),
     ]
+    only = set(sys.argv[1:])  # e.g. `python3 vllm_audit_gpu.py greedy_fp8 fixed_fp8_recipe`: a subset, own file
+    name = "vllm_audit_gpu" + ("_" + "_".join(sorted(only)) if only else "")
     for label, kw in runs:
+        if only and label not in only:
+            continue
         log("engine", label)
         r = guarded(results, label, run, label, target_dir, draft_dir, prompts, scales=scales, **kw)
         if isinstance(r, dict) and "tokens" in r:
             log(label, "acceptance", r.get("acceptance"), "findings", [f["code"] for f in r.get("findings", [])])
-        save("vllm_audit_gpu", results)
+        save(name, results)
     ref8 = results.get("greedy_fp8", {}).get("tokens")
     for label in ("audit_fp8_stock", "fixed_fp8_recipe"):
         if ref8 and "tokens" in results.get(label, {}):
             results[label]["identity_vs_greedy_fp8"] = identity(results[label]["tokens"], ref8)
-    save("vllm_audit_gpu", results)
+    save(name, results)
 
 
 if __name__ == "__main__":
