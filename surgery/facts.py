@@ -88,10 +88,9 @@ FACT_NAMES = (
 
 @lru_cache(maxsize=1)
 def _defaults_table() -> dict[str, dict[str, Any]]:
-    import yaml
+    from .resources import load_data
 
-    with open(Path(__file__).parent / "data" / "config_defaults.yaml", encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return load_data("data/config_defaults.yaml")
 
 
 def _reject_constant(name: str):

@@ -13,7 +13,9 @@ from . import expr as expr_lang
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
-from .plan import MapRow, Operation, Plan, Runtime, Skipped, compact_ranges
+from .ops.base import Operation
+from .ops.common import compact_ranges
+from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
 MAX_PARALLEL = 4096
@@ -292,50 +294,9 @@ class _Resolver:
             if value is not True:
                 self.not_taken(op, f"`{cond.when.text}` is false ({self._values_of(cond.when)})")
                 return
-        because = op.args.get("because")
-        if op.kind == "share_kv":
-            m = op.args["map"]
-            for row in self.maps.get(m, ()):
-                self.ops.append(Operation(f"share_kv:{m}:{row.draft}->{row.target}", "share_kv", op.index, map=m,
-                                          draft_layer=row.draft, target_layer=row.target, because=because))
-        elif op.kind == "copy_attrs":
-            m = op.args["map"]
-            for rule in op.args["rules"]:
-                for attr in rule["attrs"]:
-                    for row in self.maps.get(m, ()):
-                        self.ops.append(Operation(f"copy_attr:{m}:{attr}:{row.draft}<-{row.target}", "copy_attr",
-                                                  op.index, map=m, draft_layer=row.draft, target_layer=row.target,
-                                                  attr=attr, mode=rule["mode"], because=because))
-        elif op.kind == "share_module":
-            role = op.args["role"]
-            if self.check_share_module(op, role):
-                for layer in self._op_layers(op):
-                    suffix = f":{layer}" if layer is not None else ""
-                    self.ops.append(Operation(f"share_module:{role}{suffix}", "share_module", op.index, role=role,
-                                              source=op.args.get("from", "target"), because=because, layer=layer,
-                                              layer_set=op.args.get("layers"),
-                                              if_draft_has_own=op.args.get("if_draft_has_own")))
-        elif op.kind == "keep":
-            role = op.args["role"]
-            for layer in self._op_layers(op):
-                suffix = f":{layer}" if layer is not None else ""
-                self.ops.append(Operation(f"keep:{role}{suffix}", "keep", op.index, role=role,
-                                          tied_to=op.args.get("tied_to"), because=because, layer=layer,
-                                          layer_set=op.args.get("layers"), must_exist=op.args.get("must_exist") or None))
-        elif op.kind == "capture_hidden_states":
-            name = op.args["layers"]
-            layers = self.sets.get(name, ())
-            self.ops.append(Operation(f"capture_hidden_states:{name}", "capture_hidden_states", op.index,
-                                      layers=tuple(layers), layer_set=name, because=because))
-        elif op.kind == "share_buffer":
-            attr = op.args["attr"]
-            self.ops.append(Operation(f"share_buffer:{attr}", "share_buffer", op.index, attr=attr,
-                                      source="target", scope=op.args.get("scope", "all_modules"), because=because))
+        from .ops import BY_RECIPE_KEY
 
-    def _op_layers(self, op: OpSpec) -> list[int | None]:
-        if "layers" not in op.args:
-            return [None]
-        return list(self.sets.get(op.args["layers"], ()))
+        self.ops.extend(BY_RECIPE_KEY[op.kind].expand(self, op))
 
     def check_share_module(self, op: OpSpec, role: str) -> bool:
         """Built-in checks for sharing a target module with the draft: the shapes must fit."""

@@ -80,14 +80,29 @@ _callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "k
 _tls = threading.local()
 
 
+_import_errors: dict[str, str] = {}  # "module.Class" -> why it could not be imported (last attempt)
+
+
 def _import_attr(module: str, name: str):
+    """The class, or None when this vLLM lacks it (an optional runner needing Triton / CUDA, or a
+    release that moved it); the reason is kept for `missing_targets`, never dropped."""
     import importlib
 
     try:
         mod = importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - optional runner (e.g. needs Triton / CUDA)
+    except Exception as exc:  # noqa: BLE001 - optional runner (e.g. needs Triton / CUDA)
+        _import_errors[f"{module}.{name}"] = f"{type(exc).__name__}: {str(exc)[:160]}"
         return None
-    return getattr(mod, name, None)
+    cls = getattr(mod, name, None)
+    if cls is None:
+        _import_errors[f"{module}.{name}"] = f"{module} has no {name}"
+    return cls
+
+
+def missing_targets(targets) -> dict[str, str]:
+    """{"module.Class": reason} for each hook target this vLLM does not provide."""
+    return {f"{m}.{n}": _import_errors.get(f"{m}.{n}", "not importable") for m, n in targets
+            if _import_attr(m, n) is None}
 
 
 def _depth_key(kind: str, obj: Any) -> tuple[str, int]:
