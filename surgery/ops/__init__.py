@@ -22,14 +22,19 @@ UNITS: dict[str, OpUnit] = {u.kind: u for u in (share_kv.UNIT, copy_attrs.UNIT, 
                                                 capture_hidden_states.UNIT, share_buffer.UNIT)}
 BY_RECIPE_KEY: dict[str, OpUnit] = {u.recipe_key: u for u in UNITS.values()}
 # where each engine's implementations live (imported only when asked: no torch here)
-ADAPTERS = {"hf": ("surgery.hf.adapter", "HFAdapter"), "vllm": ("surgery.vllm.adapter", "VLLMAdapter")}
+ADAPTERS = {"hf": "surgery.hf.adapter.HFAdapter", "vllm": "surgery.vllm.adapter.VLLMAdapter"}
 
 
 def adapter_class(engine: str) -> type:
-    import importlib
+    if engine == "hf":
+        from ..hf.adapter import HFAdapter
 
-    module, name = ADAPTERS[engine]
-    return getattr(importlib.import_module(module), name)
+        return HFAdapter
+    if engine == "vllm":
+        from ..vllm.adapter import VLLMAdapter
+
+        return VLLMAdapter
+    raise KeyError(f"no adapter for engine {engine!r} (engines: {', '.join(ENGINES)})")
 
 
 def implemented(engine: str, kind: str) -> bool:

@@ -101,8 +101,11 @@ def _import_attr(module: str, name: str):
 
 def missing_targets(targets) -> dict[str, str]:
     """{"module.Class": reason} for each hook target this vLLM does not provide."""
-    return {f"{m}.{n}": _import_errors.get(f"{m}.{n}", "not importable") for m, n in targets
-            if _import_attr(m, n) is None}
+    missing = {}
+    for module, name in targets:
+        if _import_attr(module, name) is None:
+            missing[f"{module}.{name}"] = _import_errors.get(f"{module}.{name}", "not importable")
+    return missing
 
 
 def _depth_key(kind: str, obj: Any) -> tuple[str, int]:
