@@ -117,6 +117,13 @@ class Plan:
         """The same plan with one recipe operation removed (used by `surgery apply --ablate`)."""
         return replace(self, operations=tuple(o for o in self.operations if o.step != step))
 
+    @property
+    def unchecked_hints(self) -> list[str]:
+        """The recipe's hints for this plan's engine that the engine does not check (surgery/hints.py)."""
+        from .hints import unchecked_hints
+
+        return unchecked_hints(self.engine_hints, self.runtime.engine)
+
     def to_dict(self) -> dict:
         return {
             "format": PLAN_FORMAT,
@@ -134,6 +141,7 @@ class Plan:
             "skipped": [s.to_dict() for s in self.skipped],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
             "engine_hints": self.engine_hints,
+            "engine_hints_unchecked": self.unchecked_hints,
             "defaults_used": self.defaults_used,
             "layer_sets": {name: list(v) for name, v in self.layer_sets.items()},
         }
@@ -184,6 +192,9 @@ def render_table(plan: Plan) -> str:
     if hints:
         lines.append("")
         lines.append("engine hints (" + plan.runtime.engine + "): " + ", ".join(f"{k}={v}" for k, v in hints.items()))
+        if plan.unchecked_hints:
+            lines.append(f"  not checked by {plan.runtime.engine}: {', '.join(plan.unchecked_hints)} "
+                         "(recorded only; surgery/hints.py)")
     shown = [d for d in plan.diagnostics if d.severity in (ERROR, WARNING)]
     infos = [d for d in plan.diagnostics if d.severity not in (ERROR, WARNING)]
     if shown:

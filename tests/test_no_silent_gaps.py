@@ -111,6 +111,19 @@ def test_register_fails_aloud_when_no_load_hook_can_be_installed(monkeypatch):
         hooks.remove_hook(plugin._after_kv_cache_bound)
 
 
+def test_recipe_never_applied_is_caught_when_kv_caches_are_bound(stand_in_attention):
+    """A recipe selected through additional_config, but the draft was loaded by a method no hook
+    wraps: the KV-cache hook stops engine start (SRG323) instead of serving the draft unwired."""
+    draft, _ = e2b_models()
+    runner = types.SimpleNamespace(drafter=proposer_for(draft))
+    with pytest.raises(SurgeryError) as exc:
+        plugin._after_kv_cache_bound(runner, None, False)
+    assert exc.value.diagnostics[0].code == "SRG323" and "never applied" in exc.value.diagnostics[0].message
+    plugin._after_kv_cache_bound(runner, None, True)  # profiling run: nothing is bound yet
+    runner.drafter.vllm_config.additional_config = {}
+    plugin._after_kv_cache_bound(runner, None, False)  # no recipe selected: nothing to say
+
+
 # ------------------------------------------------------------------------------ 2. SRG321 visible
 def test_not_applicable_results_in_log_line_and_inspect(stand_in_attention, caplog):
     """A vLLM without `_k_scale_float/_v_scale_float`: those 8 copies are not applicable; the log

@@ -170,7 +170,7 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
             sub = None
             try:
                 if variant is not None:
-                    sub = apply_plan(variant, draft, target)
+                    sub = apply_plan(variant, draft, target, strict=not getattr(args, "no_strict", False))
                     row["verified"] = verify_plan(variant, draft, target, report=sub).ok
                 d = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
                 row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
@@ -184,7 +184,8 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
                 row["note"] = note
             rows.append(row)
     finally:
-        apply_plan(plan, draft, target)  # leave the pair wired as the main report says
+        # leave the pair wired as the main report says
+        apply_plan(plan, draft, target, strict=not getattr(args, "no_strict", False))
     return rows
 
 

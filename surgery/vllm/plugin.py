@@ -94,6 +94,11 @@ def hint_problems(plan: Any, proposer: Any, draft: Any, target: Any) -> list:
             problems.append(diag("SRG324", "attention_backend: inherit_target, but the draft's attention backend "
                                  f"({', '.join(sorted(getattr(b, '__name__', str(b)) for b in d))}) is not the "
                                  f"target's ({', '.join(sorted(getattr(b, '__name__', str(b)) for b in t))})"))
+    if "advance_draft_positions" in hints:
+        constant = getattr(proposer, "constant_draft_positions", None)
+        if isinstance(constant, bool) and constant == hints["advance_draft_positions"]:
+            problems.append(diag("SRG324", f"advance_draft_positions: {hints['advance_draft_positions']}, but the "
+                                 f"proposer {type(proposer).__name__} has constant_draft_positions={constant}"))
     return problems
 
 
@@ -210,7 +215,18 @@ def kv_cache_checks(proposer: Any) -> list:
 
 def _after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
-    if proposer is None or getattr(proposer, "_surgery_plan", None) is None or is_profiling:
+    if proposer is None or is_profiling:
+        return
+    if getattr(proposer, "_surgery_plan", None) is None:
+        # a recipe is selected but the after-load callback never ran: the draft was loaded through a
+        # method no hook wraps (a runner this release does not know). Never serve it unwired.
+        ref = selected_recipe(getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None))
+        if ref is not None:
+            from . import hooks
+
+            raise SurgeryError(diag("SRG323", f"recipe {ref!r} is selected but was never applied: the draft of "
+                                    f"{type(proposer).__name__} was loaded without passing a wrapped method "
+                                    f"(wrapped: {', '.join(hooks.installed_targets()) or 'none'})"))
         return
     checks = kv_cache_checks(proposer)
     proposer._surgery_kv_checks = checks
