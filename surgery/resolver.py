@@ -12,7 +12,7 @@ from typing import Any
 from . import expr as expr_lang
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
-from .pipeline import pp_layer_range, stage_of_layer
+from .pipeline import last_unshared_of_type, pp_layer_range, stage_of_layer
 from .ops.base import Operation
 from .ops.common import compact_ranges
 from .plan import MapRow, Plan, Runtime, Skipped
@@ -142,10 +142,8 @@ class _Resolver:
         n_draft, n_target = self.draft.num_layers, self.target.num_layers
         loc = self.recipe.location(spec.path)
         if spec.rule == "last_unshared_of_type":
-            last_of_type: dict[str, int] = {}
-            for layer in self.target.layers:
-                if not layer.kv_shared:
-                    last_of_type[layer.layer_type] = layer.index
+            unshared = sum(1 for layer in self.target.layers if not layer.kv_shared)
+            last_of_type = last_unshared_of_type([layer.layer_type for layer in self.target.layers], unshared)
             for d in self.draft.layers:
                 t = last_of_type.get(d.layer_type)
                 if t is None:

@@ -37,6 +37,18 @@ def draft_has_own(draft: Any, role: str) -> bool | None:
     return bool(value) if isinstance(value, bool) else None
 
 
+def kv_sharing_mutations(label: str, attn: Any, target_layer_name: str, sync_impl: bool = True) -> list[SetAttr]:
+    """The one place a draft attention layer is pointed at its KV source: the layer's
+    `kv_sharing_target_layer_name` and, unless `sync_impl=False`, the backend impl's own copy (set
+    at construction, None for late wiring; FlashInfer / ROCm read that one). Reversible mutations;
+    the adapter's share_kv and `hooks.set_kv_sharing_target` both use them."""
+    muts = [SetAttr(label, attn, "kv_sharing_target_layer_name", target_layer_name, kind="attribute")]
+    impl = getattr(attn, "impl", None)
+    if sync_impl and impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
+        muts.append(SetAttr(label + ":impl", impl, "kv_sharing_target_layer_name", target_layer_name, kind="attribute"))
+    return muts
+
+
 def _aux_holder(target: Any) -> Any | None:
     """The module holding `aux_hidden_state_layers` (vLLM EagleModelMixin), as
     `SupportsEagle3.set_aux_hidden_state_layers` finds it."""
@@ -141,11 +153,8 @@ class VLLMAdapter(Adapter):
         if getattr(t_attn, "kv_sharing_target_layer_name", None):
             raise SurgeryError(diag("SRG307", f"{op.id}: target {name} itself reads "
                                     f"{t_attn.kv_sharing_target_layer_name}; point the draft at a layer that owns KV"))
-        muts = [SetAttr(op.id, d_attn, "kv_sharing_target_layer_name", name, kind="attribute")]
+        muts = kv_sharing_mutations(op.id, d_attn, name)
         impl = getattr(d_attn, "impl", None)
-        if impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
-            # the impl got its own copy at construction (None for late wiring); FlashInfer / ROCm read it
-            muts.append(SetAttr(op.id + ":impl", impl, "kv_sharing_target_layer_name", name, kind="attribute"))
 
         def named() -> Check:
             got = d_attn.kv_sharing_target_layer_name

@@ -339,10 +339,10 @@ def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=N
 
         static_forward_context = get_current_vllm_config().compilation_config.static_forward_context
     validate_kv_sharing_target(attn.layer_name, target_layer_name, static_forward_context)
-    attn.kv_sharing_target_layer_name = target_layer_name
-    impl = getattr(attn, "impl", None)
-    if sync_impl and impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
-        impl.kv_sharing_target_layer_name = target_layer_name
+    from .adapter import kv_sharing_mutations
+
+    for m in kv_sharing_mutations(attn.layer_name, attn, target_layer_name, sync_impl=sync_impl):
+        m.apply()
 
 
 # --------------------------------------------------------------------------- describe

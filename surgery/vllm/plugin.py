@@ -241,28 +241,33 @@ def refresh_copied_attrs(proposer: Any) -> int:
     """Re-copy every copied attribute of the applied plan from the target, in place where the
     shapes allow (so anything holding the draft's scale tensors sees the new values). vLLM's
     weight reload re-runs `process_weights_after_loading`, which rewrites the target's scales;
-    without this the draft would keep the old ones. Returns the number of attributes refreshed."""
+    without this the draft would keep the old ones. The copy is the adapter's own (`copy_inplace`
+    for tensors, the op's mode otherwise): one place copies attributes. Returns the number of
+    attributes refreshed."""
+    import dataclasses
+
     import torch
 
-    from ..apply.paths import attention_path, get_path
+    from ..apply.core import NotApplicable
+    from .adapter import VLLMAdapter
 
     plan = getattr(proposer, "_surgery_plan", None)
     if plan is None:
         return 0
     draft, target = _draft_module(proposer), proposer._surgery_target_lm
+    adapter = VLLMAdapter(is_attention=lambda m: True)  # the layers were checked when the plan was applied
     n = 0
-    with torch.no_grad():
-        for op in plan.ops("copy_attr"):
-            d = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
-            t = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
-            if not (hasattr(t, op.attr) and hasattr(d, op.attr)):
-                continue  # reported as not applicable at apply time (attribute absent in this vLLM)
-            src, dst = getattr(t, op.attr), getattr(d, op.attr)
-            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
-                dst.copy_(src)
-            else:
-                setattr(d, op.attr, src.detach().clone() if isinstance(src, torch.Tensor) else src)
-            n += 1
+    for op in plan.ops("copy_attr"):
+        d_attn, t_attn = adapter._attn_pair(op, draft, target)
+        src, dst = getattr(t_attn, op.attr, None), getattr(d_attn, op.attr, None)
+        tensors = isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)
+        try:
+            prepared = adapter.prepare(dataclasses.replace(op, mode="copy_inplace") if tensors else op, draft, target)
+        except NotApplicable:
+            continue  # reported as not applicable at apply time (attribute absent in this vLLM)
+        for m in prepared.mutations:
+            m.apply()
+        n += 1
     return n
 
 
