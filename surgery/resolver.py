@@ -87,6 +87,7 @@ class _Resolver:
                 self.check_kv_map(name)
         for op in self.recipe.ops:
             self.expand_op(op)
+        self.check_engine_refusals()
         self.check_positional()
         defaults = {}
         for side, f in (("target", self.target), ("draft", self.draft)):
@@ -340,6 +341,30 @@ class _Resolver:
         else:
             code = cond.code or "SRG320"
             self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m, attr, lset))
+
+    def check_engine_refusals(self) -> None:
+        """Operations the plan's engine declares it cannot perform (surgery/ops/ registry), said at
+        plan time, once per recipe step: apply / engine start will stop on them (SRG322) unless the
+        step says `otherwise: skip | warn` or the user opts out of strictness."""
+        from .ops import UNITS
+
+        seen: set[int] = set()
+        for op in self.ops:
+            reason = UNITS[op.op].refusal(self.runtime.engine)
+            if reason is None or op.step in seen:
+                continue
+            seen.add(op.step)
+            count = sum(1 for o in self.ops if o.step == op.step)
+            step = self.recipe.ops[op.step]
+            where = self.recipe.location(step.path)
+            what = f"{count} {op.op} operation{'s' if count > 1 else ''} of step {op.step}"
+            if op.otherwise in ("skip", "warn"):
+                self.add("SRG321", f"{what}: {self.runtime.engine} cannot perform them ({reason}); "
+                         f"`otherwise: {op.otherwise}` lets it go without", where,
+                         severity="info" if op.otherwise == "skip" else "warning")
+            else:
+                self.add("SRG325", f"{what}: the {self.runtime.engine} engine cannot perform them ({reason}); "
+                         "apply will stop with SRG322", where)
 
     def check_positional(self) -> None:
         d, t = self.draft, self.target

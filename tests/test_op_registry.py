@@ -215,3 +215,18 @@ def test_no_spec_field_is_ignored(kind, engine, field):
         got = outcome(engine, dataclasses.replace(spec, **{field: value}), draft, target)
         changed.append(got != base)
     assert any(changed) or base[0] == "refused", f"{engine} adapter ignores {kind}.{field}: {base}"
+
+
+def test_refusal_is_said_at_plan_time():
+    """`surgery validate --engine hf` on EAGLE-3: the HF engine declares it cannot capture hidden
+    states; the plan says so once for the step (SRG325) before anything is loaded."""
+    from surgery import Runtime, load_recipe, read_facts, resolve
+    from testpaths import CONFIGS
+
+    def plan(engine):
+        return resolve(load_recipe("eagle3"), read_facts(CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json"),
+                       read_facts(CONFIGS / "Llama-3.1-8B-Instruct.json"), Runtime(engine=engine))
+
+    hf = [d for d in plan("hf").diagnostics if d.code == "SRG325"]
+    assert len(hf) == 1 and "capture_hidden_states" in hf[0].message and hf[0].location.line
+    assert not [d for d in plan("vllm").diagnostics if d.code in ("SRG325", "SRG321")]
