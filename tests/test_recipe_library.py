@@ -451,3 +451,70 @@ def test_oracle_mtp_layer_indexing(config, n):
     recipe = "deepseek-mtp" if config in (DSV3, DSV32) else "mtp"
     plan = plan_for(recipe, raw, raw)
     assert plan.layer_set("mtp_layers") + plan.layer_set("mtp_layers_from_zero") == theirs
+
+
+def _mtp_stand_ins(buffers: bool):
+    """A DeepSeek-V3.2-shaped MTP draft as vLLM builds it (`DeepSeekMTP.model.layers` is a
+    ModuleDict keyed by the decoder index, each layer with `shared_head.head` and an indexer holding
+    `topk_indices_buffer`) and a target language model; same seed, same values."""
+    import torch
+
+    torch.manual_seed(0)
+    target = torch.nn.Module()
+    target.model = torch.nn.Module()
+    target.model.embed_tokens = torch.nn.Embedding(16, 4)
+    target.lm_head = torch.nn.Linear(4, 16, bias=False)
+    draft = torch.nn.Module()
+    draft.model = torch.nn.Module()
+    draft.model.embed_tokens = torch.nn.Embedding(16, 4)
+    layer = torch.nn.Module()
+    layer.shared_head = torch.nn.Module()
+    layer.shared_head.head = torch.nn.Linear(4, 16, bias=False)
+    layer.indexer = torch.nn.Module()
+    draft.model.layers = torch.nn.ModuleDict({"61": layer})
+    draft.lm_head = torch.nn.Linear(4, 16, bias=False)
+    if buffers:
+        target.model.topk_indices_buffer = torch.zeros(2, 8, dtype=torch.int32)
+        layer.indexer.topk_indices_buffer = torch.ones(2, 8, dtype=torch.int32)
+    return draft, target
+
+
+def _mtp_shared(draft, target) -> dict:
+    return {"lm_head": draft.lm_head is target.lm_head,
+            "shared_head": draft.model.layers["61"].shared_head.head is target.lm_head,
+            "embedding": draft.model.embed_tokens is target.model.embed_tokens,
+            "buffers": [getattr(m, "topk_indices_buffer", None) is getattr(target.model, "topk_indices_buffer", 0)
+                        for m in (draft.model, draft.model.layers["61"].indexer)]}
+
+
+@pytest.mark.parametrize("v32", [True, False])
+def test_oracle_mtp_sharing_matches_vllm(v32):
+    """deepseek-mtp applied by our vLLM adapter to a stand-in MTP draft gives the same sharing as
+    vLLM's own `_maybe_share_embeddings` + `_maybe_share_lm_head` (lm_head, every MTP layer's
+    shared_head.head through the ModuleDict, the V3.2 top-k buffer on the inner model and the indexer)."""
+    _vllm()
+    import vllm.v1.spec_decode.llm_base_proposer as lbp
+    from dataclasses import replace
+
+    from surgery.apply import apply_plan
+    from surgery.vllm.adapter import VLLMAdapter
+
+    draft, target = _mtp_stand_ins(v32)
+    proposer = types.SimpleNamespace(model=draft, vllm_config=types.SimpleNamespace(speculative_config=None),
+                                     use_local_argmax_reduction=False)
+    orig = lbp.get_pp_group
+    lbp.get_pp_group = lambda: types.SimpleNamespace(world_size=1)
+    try:
+        lbp.SpecDecodeBaseProposer._maybe_share_embeddings(proposer, target)
+        lbp.SpecDecodeBaseProposer._maybe_share_lm_head(proposer, target)
+    finally:
+        lbp.get_pp_group = orig
+    theirs = _mtp_shared(draft, target)
+
+    plan = plan_for("deepseek-mtp", DSV32 if v32 else DSV3, DSV32 if v32 else DSV3)
+    assert plan.ok
+    draft, target = _mtp_stand_ins(v32)
+    apply_plan(replace(plan, operations=tuple(o for o in plan.operations if o.op != "keep")), draft, target,
+               VLLMAdapter())
+    assert _mtp_shared(draft, target) == theirs
+    assert theirs["shared_head"] and theirs["lm_head"] and theirs["buffers"] == [v32, v32]

@@ -16,9 +16,17 @@ def engine_table() -> dict:
 
 
 def get_path(root: Any, dotted: str) -> Any:
+    """`a.b.3.c`: attributes, and indices for digit parts: a list / ModuleList by position, a
+    ModuleDict by its string key (vLLM keeps MTP layers in `ModuleDict({"61": ...})`)."""
     obj = root
     for part in dotted.split("."):
-        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        if not part.isdigit():
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = obj[int(part)]
+        except (KeyError, TypeError):
+            obj = obj[part]
     return obj
 
 

@@ -14,7 +14,7 @@ class ShareBuffer(Operation):
 
     attr: str
     source: str = "target"
-    scope: str = "all_modules"  # all_modules: every draft submodule holding attr | model: the draft root only
+    scope: str = "all_modules"  # model: the draft's inner model | all_modules: that and every submodule holding attr
 
 
 def expand(resolver, step) -> list[ShareBuffer]:

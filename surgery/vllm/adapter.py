@@ -310,13 +310,13 @@ class VLLMAdapter(Adapter):
         if source is None:
             raise NotApplicable(f"the target holds no {attr}")
         value = getattr(source, attr)
+        # as vLLM's proposer does it (llm_base_proposer.py, after `_maybe_share_lm_head`): the draft's
+        # inner model gets the target's object (whether it had one or not), and with
+        # `all_modules` every submodule holding the attribute too (indexers, sparse-attention backends)
         root = getattr(draft, "model", draft)
-        if op.scope == "model":
-            holders = [root] if hasattr(root, attr) else []
-        else:
-            holders = [m for _, m in root.named_modules() if hasattr(m, attr)] if hasattr(root, "named_modules") else []
-        if not holders:
-            raise NotApplicable(f"no draft module ({op.scope}) holds {attr}")
+        holders = [root]
+        if op.scope == "all_modules" and hasattr(root, "named_modules"):
+            holders += [m for _, m in root.named_modules() if m is not root and hasattr(m, attr)]
         muts = [SetAttr(f"{op.id}:{i}", m, attr, value) for i, m in enumerate(holders)]
 
         def shared() -> Check:
