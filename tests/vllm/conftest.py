@@ -33,10 +33,10 @@ def _vllm_missing() -> str | None:
     return None
 
 
+# set before vllm is first imported (below): vLLM may read its environment at import time
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker in this process
+os.environ.pop("SURGERY_RECIPE", None)  # recipe selection is per test, never inherited
 VLLM_MISSING = _vllm_missing()
-if VLLM_MISSING is None:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker in this process
-    os.environ.pop("SURGERY_RECIPE", None)  # recipe selection is per test, never inherited
 
 
 class _VllmMissing(pytest.Module):
