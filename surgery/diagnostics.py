@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 ERROR = "error"
@@ -85,11 +84,9 @@ class SurgeryError(Exception):
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, dict[str, Any]]:
     """The code catalogue, loaded once: {code: {title, exit, severity, explain, hint}}."""
-    import yaml
+    from .resources import load_data
 
-    path = Path(__file__).parent / "data" / "codes.yaml"
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return load_data("data/codes.yaml")
 
 
 def exit_code_for(code: str) -> int:

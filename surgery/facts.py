@@ -74,11 +74,10 @@ class ModelFacts:
         The one place of the "last unshared layer of its type" rule: transformers' Gemma 4
         (`Gemma4TextAttention`, `kv_shared_layer_index`) and vLLM's gemma4 model point every layer of
         the KV-shared tail there, and the draft-side map rule `last_unshared_of_type` reuses it."""
-        last: dict[str, int] = {}
-        for layer in self.layers:
-            if not layer.kv_shared:
-                last[layer.layer_type] = layer.index
-        return last
+        from .pipeline import last_unshared_of_type
+
+        unshared = sum(1 for layer in self.layers if not layer.kv_shared)
+        return last_unshared_of_type([layer.layer_type for layer in self.layers], unshared)
 
     def own_kv_sources(self) -> dict[int, int]:
         """For a model with a KV-shared tail: shared layer index -> the layer whose K/V it reads.
@@ -109,10 +108,9 @@ FACT_NAMES = (
 
 @lru_cache(maxsize=1)
 def _defaults_table() -> dict[str, dict[str, Any]]:
-    import yaml
+    from .resources import load_data
 
-    with open(Path(__file__).parent / "data" / "config_defaults.yaml", encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return load_data("data/config_defaults.yaml")
 
 
 def _reject_constant(name: str):

@@ -1,4 +1,4 @@
-"""Pipeline-parallel layer placement, as vLLM computes it (`vllm.distributed.utils.get_pp_indices`,
+"""Layer placement rules the resolver shares: pipeline-parallel placement, as vLLM computes it (`vllm.distributed.utils.get_pp_indices`,
 without the VLLM_PP_LAYER_PARTITION override). Reproduced here because the resolver must not import
 vLLM; tests/test_pipeline_oracle.py checks it against vLLM's own function."""
 from __future__ import annotations
@@ -27,3 +27,14 @@ def stage_of_layer(num_layers: int, layer: int, pp_size: int) -> int:
         if layer < end:
             return rank
     raise ValueError(f"layer {layer} outside 0..{num_layers - 1}")
+
+
+def last_unshared_of_type(layer_types: list[str], num_unshared: int) -> dict[str, int]:
+    """Per layer type, the last target layer of that type outside the KV-shared tail (layers
+    `num_unshared..` write no KV of their own): the layer a KV-shared draft layer of that type reads
+    (vLLM `_setup_gemma4_kv_sharing`, transformers `store_full_length_kv`). The one place this rule
+    lives; the resolver's `last_unshared_of_type` layer-map rule calls it."""
+    out: dict[str, int] = {}
+    for i, t in enumerate(layer_types[:num_unshared]):
+        out[t] = i
+    return out

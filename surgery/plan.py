@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .diagnostics import ERROR, WARNING, Diagnostic
+from .ops.base import Operation
+from .ops.common import compact_ranges
 
 PLAN_FORMAT = 1
 
@@ -41,42 +43,9 @@ class Runtime:
 
 
 def _backend_head_sizes() -> dict:
-    global _BACKENDS
-    if _BACKENDS is None:
-        import yaml
-        from pathlib import Path
+    from .resources import load_data
 
-        with open(Path(__file__).parent / "data" / "attention_backends.yaml", encoding="utf-8") as fh:
-            _BACKENDS = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    return _BACKENDS
-
-
-_BACKENDS: dict | None = None
-
-
-@dataclass(frozen=True)
-class Operation:
-    id: str
-    op: str  # share_kv | copy_attr | share_module | keep | capture_hidden_states | share_buffer
-    step: int  # index of the recipe operation it came from
-    map: str | None = None
-    draft_layer: int | None = None
-    target_layer: int | None = None
-    attr: str | None = None
-    mode: str | None = None
-    role: str | None = None
-    source: str | None = None
-    tied_to: str | None = None
-    because: str | None = None
-    layer: int | None = None  # share_module / keep expanded over a layer set (e.g. MTP layer 61)
-    layers: tuple[int, ...] | None = None  # capture_hidden_states: target layer ids
-    layer_set: str | None = None
-    if_draft_has_own: str | None = None  # share | share_if_identical | keep (decided at load time)
-    must_exist: bool | None = None  # keep: the draft checkpoint must bring its own weights
-    scope: str | None = None  # share_buffer: all_modules | model
-
-    def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if v is not None}
+    return load_data("data/attention_backends.yaml") or {}
 
 
 @dataclass(frozen=True)
@@ -148,6 +117,13 @@ class Plan:
         """The same plan with one recipe operation removed (used by `surgery apply --ablate`)."""
         return replace(self, operations=tuple(o for o in self.operations if o.step != step))
 
+    @property
+    def unchecked_hints(self) -> list[str]:
+        """The recipe's hints for this plan's engine that the engine does not check (surgery/hints.py)."""
+        from .hints import unchecked_hints
+
+        return unchecked_hints(self.engine_hints, self.runtime.engine)
+
     def to_dict(self) -> dict:
         return {
             "format": PLAN_FORMAT,
@@ -165,43 +141,13 @@ class Plan:
             "skipped": [s.to_dict() for s in self.skipped],
             "diagnostics": [d.to_dict() for d in self.diagnostics],
             "engine_hints": self.engine_hints,
+            "engine_hints_unchecked": self.unchecked_hints,
             "defaults_used": self.defaults_used,
             "layer_sets": {name: list(v) for name, v in self.layer_sets.items()},
         }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-
-def compact_ranges(values: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
-    out, run = [], []
-    for v in sorted(set(values)):
-        if run and v == run[-1] + 1:
-            run.append(v)
-        else:
-            if run:
-                out.append(_run(run))
-            run = [v]
-    if run:
-        out.append(_run(run))
-    return ", ".join(out)
-
-
-def _run(run: list[int]) -> str:
-    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
-
-
-def _group_by_target(pairs: list[tuple[int, int]]) -> list[tuple[str, int]]:
-    groups: dict[int, list[int]] = {}
-    for d, t in pairs:
-        groups.setdefault(t, []).append(d)
-    return [(compact_ranges(ds), t) for t, ds in sorted(groups.items(), key=lambda kv: min(kv[1]))]
-
-
-def _layers_note(ops: list[Operation]) -> str:
-    layers = [o.layer for o in ops if o.layer is not None]
-    return f" (layer{'s' if len(layers) > 1 else ''} {compact_ranges(layers)})" if layers else ""
 
 
 def render_table(plan: Plan) -> str:
@@ -232,35 +178,10 @@ def render_table(plan: Plan) -> str:
     by_step: dict[int, list[Operation]] = {}
     for o in plan.operations:
         by_step.setdefault(o.step, []).append(o)
+    from .ops import UNITS
+
     for step, ops in by_step.items():
-        first = ops[0]
-        if first.op == "share_kv":
-            desc = "; ".join(f"draft {d} -> target {t}" for d, t in
-                             _group_by_target([(o.draft_layer, o.target_layer) for o in ops]))
-            lines.append(f"  [{step}] share_kv ({first.map}): {desc}")
-        elif first.op == "copy_attr":
-            attrs: dict[tuple, list[tuple[int, int]]] = {}
-            for o in ops:
-                attrs.setdefault((o.attr, o.mode), []).append((o.draft_layer, o.target_layer))
-            for (attr, mode), pairs in attrs.items():
-                desc = "; ".join(f"draft {d} <- target {t}" for d, t in _group_by_target(pairs))
-                lines.append(f"  [{step}] copy {attr} ({mode}): {desc}")
-        elif first.op == "share_module":
-            where = _layers_note(ops)
-            policy = {"share_if_identical": " (at load: unless the draft brings distinct weights of its own)",
-                      "keep": " (at load: only if the draft brings none of its own)"}.get(first.if_draft_has_own or "", "")
-            lines.append(f"  [{step}] share_module {first.role}{where}: draft uses the target's module{policy}")
-        elif first.op == "keep":
-            tie = f", tied to {first.tied_to}" if first.tied_to and first.tied_to != "none" else ""
-            must = " (must be in the draft checkpoint)" if first.must_exist else ""
-            lines.append(f"  [{step}] keep {first.role}{_layers_note(ops)}: draft keeps its own{tie}{must}")
-        elif first.op == "capture_hidden_states":
-            lines.append(f"  [{step}] capture_hidden_states ({first.layer_set}): target layers "
-                         f"{', '.join(str(i) for i in first.layers or ())} feed the draft")
-        elif first.op == "share_buffer":
-            lines.append(f"  [{step}] share_buffer {first.attr}: draft modules ({first.scope}) use the target's object")
-        else:
-            lines.append(f"  [{step}] {first.op}")
+        lines.extend(UNITS[ops[0].op].render(step, ops))
     if plan.skipped:
         lines.append("")
         lines.append("skipped")
@@ -271,6 +192,9 @@ def render_table(plan: Plan) -> str:
     if hints:
         lines.append("")
         lines.append("engine hints (" + plan.runtime.engine + "): " + ", ".join(f"{k}={v}" for k, v in hints.items()))
+        if plan.unchecked_hints:
+            lines.append(f"  not checked by {plan.runtime.engine}: {', '.join(plan.unchecked_hints)} "
+                         "(recorded only; surgery/hints.py)")
     shown = [d for d in plan.diagnostics if d.severity in (ERROR, WARNING)]
     infos = [d for d in plan.diagnostics if d.severity not in (ERROR, WARNING)]
     if shown:

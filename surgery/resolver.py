@@ -12,8 +12,10 @@ from typing import Any
 from . import expr as expr_lang
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
-from .pipeline import pp_layer_range, stage_of_layer
-from .plan import MapRow, Operation, Plan, Runtime, Skipped, compact_ranges
+from .pipeline import last_unshared_of_type, pp_layer_range, stage_of_layer
+from .ops.base import Operation
+from .ops.common import compact_ranges
+from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
 MAX_PARALLEL = 4096
@@ -85,6 +87,7 @@ class _Resolver:
                 self.check_kv_map(name)
         for op in self.recipe.ops:
             self.expand_op(op)
+        self.check_engine_refusals()
         self.check_positional()
         defaults = {}
         for side, f in (("target", self.target), ("draft", self.draft)):
@@ -313,50 +316,9 @@ class _Resolver:
             if value is not True:
                 self.not_taken(op, f"`{cond.when.text}` is false ({self._values_of(cond.when)})")
                 return
-        because = op.args.get("because")
-        if op.kind == "share_kv":
-            m = op.args["map"]
-            for row in self.maps.get(m, ()):
-                self.ops.append(Operation(f"share_kv:{m}:{row.draft}->{row.target}", "share_kv", op.index, map=m,
-                                          draft_layer=row.draft, target_layer=row.target, because=because))
-        elif op.kind == "copy_attrs":
-            m = op.args["map"]
-            for rule in op.args["rules"]:
-                for attr in rule["attrs"]:
-                    for row in self.maps.get(m, ()):
-                        self.ops.append(Operation(f"copy_attr:{m}:{attr}:{row.draft}<-{row.target}", "copy_attr",
-                                                  op.index, map=m, draft_layer=row.draft, target_layer=row.target,
-                                                  attr=attr, mode=rule["mode"], because=because))
-        elif op.kind == "share_module":
-            role = op.args["role"]
-            if self.check_share_module(op, role):
-                for layer in self._op_layers(op):
-                    suffix = f":{layer}" if layer is not None else ""
-                    self.ops.append(Operation(f"share_module:{role}{suffix}", "share_module", op.index, role=role,
-                                              source=op.args.get("from", "target"), because=because, layer=layer,
-                                              layer_set=op.args.get("layers"),
-                                              if_draft_has_own=op.args.get("if_draft_has_own")))
-        elif op.kind == "keep":
-            role = op.args["role"]
-            for layer in self._op_layers(op):
-                suffix = f":{layer}" if layer is not None else ""
-                self.ops.append(Operation(f"keep:{role}{suffix}", "keep", op.index, role=role,
-                                          tied_to=op.args.get("tied_to"), because=because, layer=layer,
-                                          layer_set=op.args.get("layers"), must_exist=op.args.get("must_exist") or None))
-        elif op.kind == "capture_hidden_states":
-            name = op.args["layers"]
-            layers = self.sets.get(name, ())
-            self.ops.append(Operation(f"capture_hidden_states:{name}", "capture_hidden_states", op.index,
-                                      layers=tuple(layers), layer_set=name, because=because))
-        elif op.kind == "share_buffer":
-            attr = op.args["attr"]
-            self.ops.append(Operation(f"share_buffer:{attr}", "share_buffer", op.index, attr=attr,
-                                      source="target", scope=op.args.get("scope", "all_modules"), because=because))
+        from .ops import BY_RECIPE_KEY
 
-    def _op_layers(self, op: OpSpec) -> list[int | None]:
-        if "layers" not in op.args:
-            return [None]
-        return list(self.sets.get(op.args["layers"], ()))
+        self.ops.extend(BY_RECIPE_KEY[op.kind].expand(self, op))
 
     def check_share_module(self, op: OpSpec, role: str) -> bool:
         """Built-in checks for sharing a target module with the draft: the shapes must fit."""
@@ -402,6 +364,30 @@ class _Resolver:
         else:
             code = cond.code or "SRG320"
             self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m, attr, lset))
+
+    def check_engine_refusals(self) -> None:
+        """Operations the plan's engine declares it cannot perform (surgery/ops/ registry), said at
+        plan time, once per recipe step: apply / engine start will stop on them (SRG322) unless the
+        step says `otherwise: skip | warn` or the user opts out of strictness."""
+        from .ops import UNITS
+
+        seen: set[int] = set()
+        for op in self.ops:
+            reason = UNITS[op.op].refusal(self.runtime.engine)
+            if reason is None or op.step in seen:
+                continue
+            seen.add(op.step)
+            count = sum(1 for o in self.ops if o.step == op.step)
+            step = self.recipe.ops[op.step]
+            where = self.recipe.location(step.path)
+            what = f"{count} {op.op} operation{'s' if count > 1 else ''} of step {op.step}"
+            if op.otherwise in ("skip", "warn"):
+                self.add("SRG321", f"{what}: {self.runtime.engine} cannot perform them ({reason}); "
+                         f"`otherwise: {op.otherwise}` lets it go without", where,
+                         severity="info" if op.otherwise == "skip" else "warning")
+            else:
+                self.add("SRG325", f"{what}: the {self.runtime.engine} engine cannot perform them ({reason}); "
+                         "apply will stop with SRG322", where)
 
     def check_positional(self) -> None:
         d, t = self.draft, self.target

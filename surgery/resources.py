@@ -1,4 +1,4 @@
-"""Where the schemas and shipped recipes are: top-level folders in the repo, `surgery/schemas`
+"""Packaged files: YAML data (`load_data`), and where the schemas and shipped recipes are: top-level folders in the repo, `surgery/schemas`
 and `surgery/recipes` inside an installed wheel (pyproject maps them with package-dir)."""
 from __future__ import annotations
 
@@ -22,6 +22,16 @@ def schemas_dir() -> Path:
 
 def recipes_dir() -> Path:
     return _first_existing(_PKG / "recipes", _PKG.parent / "recipes")
+
+
+@lru_cache(maxsize=32)
+def load_data(relpath: str):
+    """A packaged YAML data file by its path under the `surgery` package (`data/codes.yaml`,
+    `vllm/engine.yaml`): the one loader for data files, parsed once per process."""
+    import yaml
+
+    with open(_PKG / relpath, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @lru_cache(maxsize=4)

@@ -1,30 +1,28 @@
-"""A small validator for the subset of JSON Schema (draft 2020-12) our schemas use.
+"""Schema checks with `jsonschema` (Draft 2020-12), turned into coded, located diagnostics.
 
-Why our own: `import jsonschema` alone costs ~150 ms, ten times a bare interpreter start, and
-`surgery validate` must start fast. The subset is checked against the real `jsonschema` in the
-tests (same verdict on every shipped recipe and every broken-recipe fixture), so the schema file
-stays the single truth. Errors carry the instance path, which the caller maps to file:line:col.
-
-Supported keywords: type, properties, additionalProperties, required, propertyNames, enum, const,
-items, minItems, maxItems, uniqueItems, minimum, maximum, exclusiveMinimum, minLength, maxLength,
-pattern, minProperties, maxProperties, oneOf, anyOf, $ref (local "#/$defs/..."). Annotation
-keywords (title, description, examples, default, $comment, $schema, $id) are ignored.
+The schema file stays the single truth; this module only maps each `jsonschema` error to our
+code (SRG101 unknown key, SRG102 wrong type, SRG103 missing key, SRG104 value not allowed,
+SRG105 out of bounds, SRG106 length / size / pattern, SRG107 ambiguous alternative, or the
+`x-srg-code` annotation of the schema node it happened in) and its instance path, which the
+caller maps to file:line:col. `jsonschema` is imported on first use only (`surgery validate`
+pays ~0.1 s for it; bench/cold_start.py holds the budget).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-# x-srg-code: our own annotation (ignored by other validators) naming the diagnostic code for
-# errors found at that schema node, where the generic code would be less precise
-_ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "$defs",
-                "markdownDescription", "deprecated", "x-srg-code"}
-SUPPORTED = {"type", "properties", "additionalProperties", "required", "propertyNames", "enum", "const",
-             "items", "minItems", "maxItems", "uniqueItems", "minimum", "maximum", "exclusiveMinimum",
-             "minLength", "maxLength", "pattern", "minProperties", "maxProperties", "oneOf", "anyOf",
-             "$ref"} | _ANNOTATIONS
+_BY_KEYWORD = {"type": "SRG102", "required": "SRG103", "enum": "SRG104", "const": "SRG104",
+               "minimum": "SRG105", "maximum": "SRG105", "exclusiveMinimum": "SRG105", "exclusiveMaximum": "SRG105",
+               "minLength": "SRG106", "maxLength": "SRG106", "pattern": "SRG106", "minItems": "SRG106",
+               "maxItems": "SRG106", "uniqueItems": "SRG106", "minProperties": "SRG106", "maxProperties": "SRG106",
+               "additionalProperties": "SRG101", "propertyNames": "SRG101", "oneOf": "SRG107", "anyOf": "SRG107"}
+# the keywords our schemas use, each with its code above (tests/test_schema_oracle.py keeps the
+# schema within this list, so no error falls back to a generic code)
+SUPPORTED = set(_BY_KEYWORD) | {"properties", "items", "$ref", "title", "description", "examples", "default",
+                                "$comment", "$schema", "$id", "$defs", "markdownDescription", "deprecated",
+                                "x-srg-code"}
 
 
 @dataclass(frozen=True)
@@ -35,176 +33,164 @@ class SchemaError:
     hint: str | None = None
 
 
-def _type_ok(value: Any, name: str) -> bool:
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "integer":  # JSON Schema: 1.0 is an integer
-        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    raise ValueError(f"unsupported type {name}")
+@lru_cache(maxsize=8)
+def _validator(schema_json: str):
+    import json
 
+    import jsonschema
 
-def _json_type(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _type_ok(value, name):
-            return name
-    return type(value).__name__
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+    schema = json.loads(schema_json)
+    return jsonschema.Draft202012Validator(schema)
 
 
 class Validator:
     def __init__(self, schema: dict):
-        self.root = schema
+        import json
 
-    def _resolve(self, ref: str) -> dict:
-        if not ref.startswith("#/"):
-            raise ValueError(f"only local $ref supported, got {ref}")
+        self.root = schema
+        self._key = json.dumps(schema, sort_keys=True)
+
+    def errors(self, instance: Any) -> list[SchemaError]:
+        out: list[SchemaError] = []
+        for e in sorted(_validator(self._key).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+            out.extend(self._convert(e))
+        return out
+
+    # -- one jsonschema error -> our errors ----------------------------------------------------------
+    def _annotated_code(self, e) -> str | None:
+        """The outermost `x-srg-code` on the way from the root schema to the failing keyword
+        (jsonschema's schema path names `$ref` where it followed a reference)."""
+        node: Any = self.root
+        for part in list(e.absolute_schema_path)[:-1]:
+            if isinstance(node, dict) and "x-srg-code" in node:
+                return node["x-srg-code"]
+            try:
+                if part == "$ref":
+                    node = self._resolve(node["$ref"])
+                    continue
+                if isinstance(node, dict) and part not in node and "$ref" in node:
+                    node = self._resolve(node["$ref"])  # newer jsonschema leaves `$ref` out of the path
+                    if isinstance(node, dict) and "x-srg-code" in node:
+                        return node["x-srg-code"]
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        if isinstance(node, dict) and "x-srg-code" in node:
+            return node["x-srg-code"]
+        return None
+
+    def _resolve(self, ref: str) -> Any:
         node: Any = self.root
         for part in ref[2:].split("/"):
             node = node[part]
         return node
 
-    def errors(self, instance: Any) -> list[SchemaError]:
-        out: list[SchemaError] = []
-        self._check(instance, self.root, (), out)
-        return out
+    def _convert(self, e) -> list[SchemaError]:
+        path = tuple(e.absolute_path)
+        kw = e.validator
+        if kw in ("oneOf", "anyOf"):
+            return self._alternatives(e, path)
+        code = self._annotated_code(e) or _BY_KEYWORD.get(kw, "SRG102")
+        v, inst = e.validator_value, e.instance
+        schema_path = list(e.absolute_schema_path)
+        if len(schema_path) >= 2 and schema_path[-2] == "propertyNames":
+            # a key failed the propertyNames schema: point at the key itself
+            inner = self._convert_plain(kw, v, inst, e, code, path)
+            code = self._annotated_code(e) or "SRG101"
+            return [SchemaError(code, path + (str(inst),), f"key {inst!r} is not allowed: {x.message}") for x in inner]
+        return self._convert_plain(kw, v, inst, e, code, path)
 
-    def _check(self, value: Any, schema: dict, path: tuple, out: list[SchemaError]) -> None:
-        code = schema.get("x-srg-code")
-        if code is not None:
-            sub: list[SchemaError] = []
-            self._check_node(value, schema, path, sub)
-            out.extend(SchemaError(code, e.path, e.message, e.hint) for e in sub)
-            return
-        self._check_node(value, schema, path, out)
-
-    def _check_node(self, value: Any, schema: dict, path: tuple, out: list[SchemaError]) -> None:
-        if "$ref" in schema:
-            self._check(value, self._resolve(schema["$ref"]), path, out)
-        t = schema.get("type")
-        if t is not None:
-            names = t if isinstance(t, list) else [t]
-            if not any(_type_ok(value, n) for n in names):
-                out.append(SchemaError("SRG102", path, f"expected {' or '.join(names)}, got {_json_type(value)}"))
-                return
-        if "const" in schema and value != schema["const"]:
-            out.append(SchemaError("SRG104", path, f"must be {schema['const']!r}"))
-        if "enum" in schema and not any(value == e and type(value) is type(e) for e in schema["enum"]):
-            allowed = ", ".join(repr(e) for e in schema["enum"])
-            out.append(SchemaError("SRG104", path, f"{value!r} is not allowed", f"allowed: {allowed}"))
-        if isinstance(value, str):
-            self._check_string(value, schema, path, out)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            self._check_number(value, schema, path, out)
-        if isinstance(value, list):
-            self._check_array(value, schema, path, out)
-        if isinstance(value, dict):
-            self._check_object(value, schema, path, out)
-        if "oneOf" in schema or "anyOf" in schema:
-            self._check_alternatives(value, schema, path, out)
-
-    def _check_string(self, value, schema, path, out):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            out.append(SchemaError("SRG106", path, f"must be at least {schema['minLength']} characters"))
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            out.append(SchemaError("SRG106", path, f"must be at most {schema['maxLength']} characters"))
-        if "pattern" in schema and not _regex(schema["pattern"]).search(value):
-            out.append(SchemaError("SRG106", path, f"{value[:60]!r} does not match {schema['pattern']}"))
-
-    def _check_number(self, value, schema, path, out):
-        if "minimum" in schema and value < schema["minimum"]:
-            out.append(SchemaError("SRG105", path, f"{_shown(value)} is below the minimum {schema['minimum']}"))
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            out.append(SchemaError("SRG105", path, f"{value} must be greater than {schema['exclusiveMinimum']}"))
-        if "maximum" in schema and value > schema["maximum"]:
-            shown = _shown(value)
-            out.append(SchemaError("SRG105", path, f"{shown} is above the maximum {schema['maximum']}"))
-
-    def _check_array(self, value, schema, path, out):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            out.append(SchemaError("SRG106", path, f"needs at least {schema['minItems']} item(s)"))
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            out.append(SchemaError("SRG106", path, f"allows at most {schema['maxItems']} item(s)"))
-        if schema.get("uniqueItems"):
-            seen = []
-            for item in value:
-                if any(item == s and type(item) is type(s) for s in seen):
-                    out.append(SchemaError("SRG106", path, f"duplicate item {item!r}"))
-                    break
-                seen.append(item)
-        if "items" in schema:
-            for i, item in enumerate(value):
-                self._check(item, schema["items"], path + (i,), out)
-
-    def _check_object(self, value, schema, path, out):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                out.append(SchemaError("SRG103", path, f"missing required key {key!r}"))
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            out.append(SchemaError("SRG106", path, f"needs at least {schema['minProperties']} key(s)",
-                                   f"one of: {', '.join(props)}" if props else None))
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            out.append(SchemaError("SRG106", path, f"allows at most {schema['maxProperties']} key(s), got "
-                                   f"{', '.join(map(repr, value))}"))
-        names = schema.get("propertyNames")
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if names is not None:
-                sub: list[SchemaError] = []
-                self._check(key, names, path + (key,), sub)
-                if sub:
-                    code = names.get("x-srg-code", "SRG101")
-                    out.append(SchemaError(code, path + (key,), f"key {key!r} is not allowed: {sub[0].message}"))
-                    continue
-            if key in props:
-                self._check(item, props[key], path + (key,), out)
-            elif extra is False:
+    def _convert_plain(self, kw, v, inst, e, code, path) -> list[SchemaError]:
+        if kw == "type":
+            names = v if isinstance(v, list) else [v]
+            return [SchemaError(code, path, f"expected {' or '.join(names)}, got {_json_type(inst)}")]
+        if kw == "required":
+            missing = [k for k in v if isinstance(inst, dict) and k not in inst]
+            return [SchemaError(code, path, f"missing required key {k!r}") for k in missing]
+        if kw == "additionalProperties":
+            props = e.schema.get("properties", {})
+            extra = [k for k in inst if k not in props] if isinstance(inst, dict) else []
+            out = []
+            for key in extra:
                 hint = f"allowed keys: {', '.join(props)}" if props else None
                 close = _closest(key, props)
                 if close:
                     hint = f"did you mean {close!r}? " + (hint or "")
-                out.append(SchemaError("SRG101", path + (key,), f"unknown key {key!r}", hint))
-            elif isinstance(extra, dict):
-                self._check(item, extra, path + (key,), out)
+                out.append(SchemaError(code, path + (key,), f"unknown key {key!r}", hint))
+            return out
+        if kw == "propertyNames":
+            return [SchemaError(code, path + (inst,) if isinstance(inst, str) else path,
+                                f"key {inst!r} is not allowed: {e.message}")]
+        if kw == "const":
+            return [SchemaError(code, path, f"must be {v!r}")]
+        if kw == "enum":
+            return [SchemaError(code, path, f"{inst!r} is not allowed", f"allowed: {', '.join(repr(x) for x in v)}")]
+        if kw == "minimum":
+            return [SchemaError(code, path, f"{_shown(inst)} is below the minimum {v}")]
+        if kw == "maximum":
+            return [SchemaError(code, path, f"{_shown(inst)} is above the maximum {v}")]
+        if kw == "exclusiveMinimum":
+            return [SchemaError(code, path, f"{_shown(inst)} must be greater than {v}")]
+        if kw == "minLength":
+            return [SchemaError(code, path, f"must be at least {v} characters")]
+        if kw == "maxLength":
+            return [SchemaError(code, path, f"must be at most {v} characters")]
+        if kw == "pattern":
+            return [SchemaError(code, path, f"{str(inst)[:60]!r} does not match {v}")]
+        if kw == "minItems":
+            return [SchemaError(code, path, f"needs at least {v} item(s)")]
+        if kw == "maxItems":
+            return [SchemaError(code, path, f"allows at most {v} item(s)")]
+        if kw == "uniqueItems":
+            return [SchemaError(code, path, "items must be unique")]
+        if kw == "minProperties":
+            props = e.schema.get("properties", {})
+            return [SchemaError(code, path, f"needs at least {v} key(s)", f"one of: {', '.join(props)}" if props else None)]
+        if kw == "maxProperties":
+            return [SchemaError(code, path, f"allows at most {v} key(s), got {', '.join(map(repr, inst))}")]
+        return [SchemaError(code, path, e.message[:300])]
 
-    def _check_alternatives(self, value, schema, path, out):
-        for keyword in ("oneOf", "anyOf"):
-            if keyword not in schema:
-                continue
-            branch_errors = []
-            passing = 0
-            for branch in schema[keyword]:
-                errs: list[SchemaError] = []
-                self._check(value, branch, path, errs)
-                if errs:
-                    branch_errors.append(errs)
-                else:
-                    passing += 1
-            if passing == 0:
-                # report the branch that got furthest (fewest errors, deepest path): its errors are the useful ones
-                best = min(branch_errors, key=lambda errs: (len(errs), -max(len(e.path) for e in errs)))
-                out.extend(best)
-            elif keyword == "oneOf" and passing > 1:
-                out.append(SchemaError("SRG107", path, "matches more than one alternative of the schema"))
+    def _alternatives(self, e, path: tuple) -> list[SchemaError]:
+        """No branch of a oneOf/anyOf matched: report the branch that got furthest (fewest errors,
+        deepest path); its errors are the useful ones. Several matched (oneOf): SRG107."""
+        branches: dict[int, list] = {}
+        for sub in e.context or ():
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        if not branches:  # oneOf with more than one passing branch
+            return [SchemaError(self._annotated_code(e) or "SRG107", path,
+                                "matches more than one alternative of the schema")]
+        converted = [[x for sub in errs for x in self._convert(sub)] for _, errs in sorted(branches.items())]
+        converted = [c for c in converted if c]
+        if not converted:
+            return [SchemaError("SRG107", path, e.message[:300])]
+        best = min(converted, key=lambda errs: (len(errs), -max(len(x.path) for x in errs)))
+        code = self._annotated_code(e)
+        return [SchemaError(code, x.path, x.message, x.hint) for x in best] if code else best
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 def _shown(value) -> str:
     """A number for a message: huge ones in short scientific form. `f"{n:.3g}"` converts an int to
     float first and raised OverflowError for ints beyond ~1e308 (found by tests/test_fuzz.py)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return repr(value)
     if abs(value) < 1e15:
         return str(value)
     if isinstance(value, int):
@@ -216,5 +202,5 @@ def _shown(value) -> str:
 def _closest(key: str, candidates) -> str | None:
     import difflib
 
-    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
+    match = difflib.get_close_matches(str(key), list(candidates), n=1, cutoff=0.75)
     return match[0] if match else None

@@ -48,7 +48,21 @@ def test_cli_md_is_generated():
 
 
 def test_recipe_reference_is_generated():
-    _compare(GEN.REFERENCE_MD, GEN.reference_markdown())
+    """Schema keys plus the op table generated from the op registry (surgery/ops/)."""
+    _compare(GEN.REFERENCE_MD, GEN.generated()[GEN.REFERENCE_MD])
+
+
+def test_op_table_says_which_engine_performs_which_op():
+    from surgery.ops import ENGINES, UNITS, implemented
+
+    table = GEN.operations_markdown()
+    for kind, unit in UNITS.items():
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{kind}`"))
+        cells = row.rstrip(" |").split(" | ")[-len(ENGINES):]
+        for engine, cell in zip(ENGINES, cells):
+            reason = unit.refusal(engine)
+            assert cell == ("performs" if reason is None else f"refuses: {reason}"), (kind, engine, cell)
+            assert (reason is None) == implemented(engine, kind)
 
 
 def test_recipes_md_coverage_table_is_generated():

@@ -19,7 +19,7 @@ import surgery  # noqa: E402
 from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
 from surgery.apply import apply_plan, rollback, verify_plan  # noqa: E402
 from surgery.apply.core import prepare_plan  # noqa: E402
-from surgery.apply.hf import HFAdapter  # noqa: E402
+from surgery.hf.adapter import HFAdapter  # noqa: E402
 from surgery.apply.mutations import SetAttr  # noqa: E402
 from surgery.hf import pair  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402

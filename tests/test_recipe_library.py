@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery import Runtime, facts_from_config, load_recipe, resolve
+from surgery import Runtime, SurgeryError, facts_from_config, load_recipe, resolve
 from surgery.facts import read_config
 from surgery.plan import render_table
 from surgery.resources import load_schema, shipped_recipes
@@ -350,10 +350,9 @@ class _Mod:
         self.weight = weight
 
 
-def _proposer_decisions(draft_has_own: bool, identical: bool, draft_vocab: int, target_vocab: int = 32):
-    """Run vLLM's legacy `_maybe_share_embeddings` / `_maybe_share_lm_head` unbound on a stand-in."""
+def _eagle_stand_ins(draft_has_own: bool, identical: bool, draft_vocab: int, target_vocab: int = 32):
+    """(draft, target language model) stand-ins with real weight tensors; same seed, same values."""
     import torch
-    import vllm.v1.spec_decode.llm_base_proposer as lbp
 
     torch.manual_seed(0)
     t_emb, t_head = torch.randn(target_vocab, 8), torch.randn(target_vocab, 8)
@@ -363,6 +362,14 @@ def _proposer_decisions(draft_has_own: bool, identical: bool, draft_vocab: int, 
     draft_inner = types.SimpleNamespace(embed_tokens=_Mod(d_emb), layers=[])
     draft = types.SimpleNamespace(model=draft_inner, lm_head=_Mod(d_head), has_own_embed_tokens=draft_has_own,
                                   has_own_lm_head=draft_has_own)
+    return draft, target_lm
+
+
+def _proposer_decisions(draft_has_own: bool, identical: bool, draft_vocab: int, target_vocab: int = 32):
+    """Run vLLM's legacy `_maybe_share_embeddings` / `_maybe_share_lm_head` unbound on a stand-in."""
+    import vllm.v1.spec_decode.llm_base_proposer as lbp
+
+    draft, target_lm = _eagle_stand_ins(draft_has_own, identical, draft_vocab, target_vocab)
     proposer = types.SimpleNamespace(model=draft, vllm_config=types.SimpleNamespace(speculative_config=None),
                                      use_local_argmax_reduction=False)
     pp = types.SimpleNamespace(world_size=1)
@@ -376,18 +383,30 @@ def _proposer_decisions(draft_has_own: bool, identical: bool, draft_vocab: int, 
     return draft.model.embed_tokens is target_lm.model.embed_tokens, draft.lm_head is target_lm.lm_head
 
 
+def _our_decisions(plan, draft_has_own: bool, identical: bool, draft_vocab: int, target_vocab: int = 32):
+    """Our vLLM adapter applying the plan's share_module / keep steps to the same stand-ins."""
+    from dataclasses import replace
+
+    from surgery.apply import apply_plan
+    from surgery.vllm.adapter import VLLMAdapter
+
+    draft, target_lm = _eagle_stand_ins(draft_has_own, identical, draft_vocab, target_vocab)
+    ops = tuple(o for o in plan.operations if o.op in ("share_module", "keep"))
+    apply_plan(replace(plan, operations=ops), draft, target_lm, VLLMAdapter())
+    return draft.model.embed_tokens is target_lm.model.embed_tokens, draft.lm_head is target_lm.lm_head
+
+
 @pytest.mark.parametrize("has_own, identical", [(False, False), (True, True), (True, False)])
 def test_oracle_eagle_sharing_decisions_full_vocab(has_own, identical):
-    """Full-vocabulary head: vLLM shares when the head has none or identical weights; our plan shares
-    both roles with policy `share_if_identical`, which is exactly that load-time rule."""
+    """Full-vocabulary head: vLLM shares when the head has none or identical weights; our adapter,
+    applying the plan's `share_if_identical` steps to the same live stand-ins, decides the same."""
     _vllm()
-    emb_shared, head_shared = _proposer_decisions(has_own, identical, draft_vocab=32)
-    assert (emb_shared, head_shared) == (not has_own or identical,) * 2
+    theirs = _proposer_decisions(has_own, identical, draft_vocab=32)
+    assert theirs == (not has_own or identical,) * 2
     d = cfg(EAGLE3)
     d.pop("draft_vocab_size")
     plan = plan_for("eagle3", LLAMA8B, d)
-    policies = {o.role: o.if_draft_has_own for o in plan.ops("share_module")}
-    assert policies == {"input_embeddings": "share_if_identical", "lm_head": "share_if_identical"}
+    assert _our_decisions(plan, has_own, identical, draft_vocab=32) == theirs
 
 
 def test_oracle_eagle_reduced_vocab_head():
@@ -402,6 +421,11 @@ def test_oracle_eagle_reduced_vocab_head():
     plan = plan_for("eagle3", LLAMA8B, EAGLE3)
     assert not [o for o in plan.ops("share_module") if o.role == "lm_head"]
     assert [(o.role, o.must_exist) for o in plan.ops("keep")] == [("lm_head", True)]
+    # our adapter on the same stand-ins: a head it brings is kept, like vLLM; a head-less one is refused
+    assert _our_decisions(plan, True, False, draft_vocab=16)[1] is False
+    with pytest.raises(SurgeryError) as exc:
+        _our_decisions(plan, False, False, draft_vocab=16)
+    assert [d.code for d in exc.value.diagnostics] == ["SRG407"]
 
 
 @pytest.mark.parametrize("config, n", [(DSV3, 1), (DSV3, 3), (DSV32, 1), (GLM, 1), (MIMO, 1)])
@@ -427,3 +451,70 @@ def test_oracle_mtp_layer_indexing(config, n):
     recipe = "deepseek-mtp" if config in (DSV3, DSV32) else "mtp"
     plan = plan_for(recipe, raw, raw)
     assert plan.layer_set("mtp_layers") + plan.layer_set("mtp_layers_from_zero") == theirs
+
+
+def _mtp_stand_ins(buffers: bool):
+    """A DeepSeek-V3.2-shaped MTP draft as vLLM builds it (`DeepSeekMTP.model.layers` is a
+    ModuleDict keyed by the decoder index, each layer with `shared_head.head` and an indexer holding
+    `topk_indices_buffer`) and a target language model; same seed, same values."""
+    import torch
+
+    torch.manual_seed(0)
+    target = torch.nn.Module()
+    target.model = torch.nn.Module()
+    target.model.embed_tokens = torch.nn.Embedding(16, 4)
+    target.lm_head = torch.nn.Linear(4, 16, bias=False)
+    draft = torch.nn.Module()
+    draft.model = torch.nn.Module()
+    draft.model.embed_tokens = torch.nn.Embedding(16, 4)
+    layer = torch.nn.Module()
+    layer.shared_head = torch.nn.Module()
+    layer.shared_head.head = torch.nn.Linear(4, 16, bias=False)
+    layer.indexer = torch.nn.Module()
+    draft.model.layers = torch.nn.ModuleDict({"61": layer})
+    draft.lm_head = torch.nn.Linear(4, 16, bias=False)
+    if buffers:
+        target.model.topk_indices_buffer = torch.zeros(2, 8, dtype=torch.int32)
+        layer.indexer.topk_indices_buffer = torch.ones(2, 8, dtype=torch.int32)
+    return draft, target
+
+
+def _mtp_shared(draft, target) -> dict:
+    return {"lm_head": draft.lm_head is target.lm_head,
+            "shared_head": draft.model.layers["61"].shared_head.head is target.lm_head,
+            "embedding": draft.model.embed_tokens is target.model.embed_tokens,
+            "buffers": [getattr(m, "topk_indices_buffer", None) is getattr(target.model, "topk_indices_buffer", 0)
+                        for m in (draft.model, draft.model.layers["61"].indexer)]}
+
+
+@pytest.mark.parametrize("v32", [True, False])
+def test_oracle_mtp_sharing_matches_vllm(v32):
+    """deepseek-mtp applied by our vLLM adapter to a stand-in MTP draft gives the same sharing as
+    vLLM's own `_maybe_share_embeddings` + `_maybe_share_lm_head` (lm_head, every MTP layer's
+    shared_head.head through the ModuleDict, the V3.2 top-k buffer on the inner model and the indexer)."""
+    _vllm()
+    import vllm.v1.spec_decode.llm_base_proposer as lbp
+    from dataclasses import replace
+
+    from surgery.apply import apply_plan
+    from surgery.vllm.adapter import VLLMAdapter
+
+    draft, target = _mtp_stand_ins(v32)
+    proposer = types.SimpleNamespace(model=draft, vllm_config=types.SimpleNamespace(speculative_config=None),
+                                     use_local_argmax_reduction=False)
+    orig = lbp.get_pp_group
+    lbp.get_pp_group = lambda: types.SimpleNamespace(world_size=1)
+    try:
+        lbp.SpecDecodeBaseProposer._maybe_share_embeddings(proposer, target)
+        lbp.SpecDecodeBaseProposer._maybe_share_lm_head(proposer, target)
+    finally:
+        lbp.get_pp_group = orig
+    theirs = _mtp_shared(draft, target)
+
+    plan = plan_for("deepseek-mtp", DSV32 if v32 else DSV3, DSV32 if v32 else DSV3)
+    assert plan.ok
+    draft, target = _mtp_stand_ins(v32)
+    apply_plan(replace(plan, operations=tuple(o for o in plan.operations if o.op != "keep")), draft, target,
+               VLLMAdapter())
+    assert _mtp_shared(draft, target) == theirs
+    assert theirs["shared_head"] and theirs["lm_head"] and theirs["buffers"] == [v32, v32]

@@ -1,5 +1,5 @@
-"""Oracle: our JSON Schema subset validator (`surgery.schemacheck.Validator`, used so that
-`surgery validate` starts fast) vs the real `jsonschema.Draft202012Validator`, on
+"""Oracle: our coded schema check (`surgery.schemacheck.Validator`, jsonschema errors mapped to
+SRG codes and located) vs the plain `jsonschema.Draft202012Validator`, on
 schemas/recipe.schema.json: same verdict (valid / invalid) on every shipped recipe and on
 hypothesis-generated mutations of the shipped recipe."""
 from __future__ import annotations

@@ -65,21 +65,40 @@ def test_each_rank_gets_its_shard_of_per_head_scales(tp):
         for d_idx, t_idx in plan.pairs("kv_source"):
             got = draft.model.layers[d_idx].self_attn.attn._k_scale
             assert torch.equal(got, shard * (t_idx + 1))  # this rank's shard, shape follows the target
-            assert got.shape == (4 // tp,)
+            assert got.shape == (4 // tp,) == (vllm_kv_heads_per_rank(4, tp),)  # vLLM's heads per rank
             assert "_k_scale" in draft.model.layers[d_idx].self_attn.attn._buffers  # registration kept
 
 
-def test_tp_rule_matches_vllm_kv_head_partitioning():
-    """vLLM shards KV heads when tp <= heads (heads % tp == 0) and replicates them when tp > heads
-    (tp % heads == 0); the plan refuses anything else with SRG310."""
+def vllm_kv_heads_per_rank(total_kv_heads: int, tp: int) -> int | None:
+    """vLLM's own partitioning: `QKVParallelLinear.__init__` (shard when tp <= heads, replicate when
+    tp > heads, `divide` refusing anything else), run with the tensor-parallel world size patched in
+    and the parent constructor (which needs a process group) skipped. None: vLLM refuses."""
+    pytest.importorskip("vllm")
+    import vllm.model_executor.layers.linear as lin
+
+    saved = lin.ColumnParallelLinear.__init__, lin.get_tensor_model_parallel_world_size
+    lin.ColumnParallelLinear.__init__ = lambda self, *a, **k: torch.nn.Module.__init__(self)
+    lin.get_tensor_model_parallel_world_size = lambda: tp
+    try:
+        layer = lin.QKVParallelLinear(hidden_size=64, head_size=8, total_num_heads=24, total_num_kv_heads=total_kv_heads)
+        return layer.num_kv_heads
+    except AssertionError:  # vllm.distributed.utils.divide: not evenly divisible
+        return None
+    finally:
+        lin.ColumnParallelLinear.__init__, lin.get_tensor_model_parallel_world_size = saved
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4, 6])
+def test_tp_rule_matches_vllm_kv_head_partitioning(kv_heads):
+    """The plan refuses (SRG310) exactly the tensor-parallel sizes vLLM's QKVParallelLinear refuses
+    for the target's KV heads, and accepts every one it accepts (sharded or replicated)."""
     t_cfg, d_cfg = (copy.deepcopy(read_config(p)[0]) for p in (E2B, E2B_ASSISTANT))
-    for tp, ok in ((1, True), (2, True), (4, True), (3, False)):  # E2B: 1 KV head -> any tp replicates
+    for cfg in (t_cfg["text_config"], d_cfg["text_config"]):
+        cfg["num_key_value_heads"] = kv_heads
+        cfg["num_attention_heads"] = 24  # divisible by every tp below: only the KV heads decide
+    for tp in (1, 2, 3, 4, 6, 8, 12):
         plan = resolve(load_recipe(GEMMA_RECIPE), facts_from_config(d_cfg), facts_from_config(t_cfg),
                        Runtime(tp_size=tp))
-        assert plan.ok or tp == 3 and not ok
-    for cfg in (t_cfg["text_config"], d_cfg["text_config"]):
-        cfg["num_key_value_heads"] = 6
-    codes = lambda tp: {d.code for d in resolve(load_recipe(GEMMA_RECIPE), facts_from_config(d_cfg),  # noqa: E731
-                                                facts_from_config(t_cfg), Runtime(tp_size=tp)).errors}
-    assert "SRG310" not in codes(2) and "SRG310" not in codes(3) and "SRG310" not in codes(12)
-    assert "SRG310" in codes(4)
+        ours = "SRG310" not in {d.code for d in plan.errors}
+        theirs = vllm_kv_heads_per_rank(kv_heads, tp) is not None
+        assert ours == theirs, f"kv_heads={kv_heads} tp={tp}: plan accepts={ours}, vLLM accepts={theirs}"

@@ -92,6 +92,21 @@ def load_models(load_pair, target_dir, draft_dir, device, dtype):
                                 f"({type(exc).__name__}: {str(exc)[:300]})", Location(file=str(target_dir)))) from exc
 
 
+# what surgery's HF loader (surgery/hf/pair.py load_pair) builds: Gemma 4 targets and their assistants
+HF_LOADABLE = {"target": ("gemma4", "gemma4_text"), "draft": ("gemma4_assistant",)}
+
+
+def check_loadable(target_facts, draft_facts) -> None:
+    """SRG408 before any weight is read when the HF loader cannot build this pair (it would fail
+    inside transformers with an unrelated error, e.g. KeyError 'full_attention' for Llama)."""
+    for side, facts in (("target", target_facts), ("draft", draft_facts)):
+        types = {facts.model_type, facts.text_model_type} - {None}
+        if not types & set(HF_LOADABLE[side]):
+            raise SurgeryError(diag("SRG408", f"the HF loader cannot load this pair: {side} model_type "
+                                    f"{facts.model_type!r} (it loads {side}s of type {', '.join(HF_LOADABLE[side])})",
+                                    Location(file=facts.source)))
+
+
 def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
     """Speculative vs plain greedy on every prompt; the totals the report shows."""
     from ..hf.specdec import greedy_generate, speculative_generate
@@ -155,7 +170,7 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
             sub = None
             try:
                 if variant is not None:
-                    sub = apply_plan(variant, draft, target)
+                    sub = apply_plan(variant, draft, target, strict=not getattr(args, "no_strict", False))
                     row["verified"] = verify_plan(variant, draft, target, report=sub).ok
                 d = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
                 row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
@@ -169,7 +184,8 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
                 row["note"] = note
             rows.append(row)
     finally:
-        apply_plan(plan, draft, target)  # leave the pair wired as the main report says
+        # leave the pair wired as the main report says
+        apply_plan(plan, draft, target, strict=not getattr(args, "no_strict", False))
     return rows
 
 
@@ -235,10 +251,10 @@ def _wrong_map_variant(plan, target):
 
 
 def _step_label(plan, step: int) -> str:
-    ops = [o for o in plan.operations if o.step == step]
-    first = ops[0]
-    return {"share_kv": f"share_kv ({first.map})", "copy_attr": "copy_attrs", "share_module": f"share_module {first.role}",
-            "keep": f"keep {first.role}"}[first.op]
+    from ..ops import UNITS
+
+    first = next(o for o in plan.operations if o.step == step)
+    return UNITS[first.op].label(first)
 
 
 def run_apply(args, out) -> int:
@@ -266,10 +282,12 @@ def run_apply(args, out) -> int:
 
     t = time.perf_counter()
     runtime = Runtime(engine="hf", pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype)
-    plan = resolve(recipe, read_facts(draft_dir), read_facts(target_dir), runtime)
+    draft_facts, target_facts = read_facts(draft_dir), read_facts(target_dir)
+    plan = resolve(recipe, draft_facts, target_facts, runtime)
     timings["resolve_s"] = time.perf_counter() - t
     if not plan.ok:
         raise SurgeryError(plan.errors)
+    check_loadable(target_facts, draft_facts)
 
     progress("loading models")
     if not progress.enabled:  # transformers' own "Loading weights" bars would land in pipes and logs
@@ -282,7 +300,7 @@ def run_apply(args, out) -> int:
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    report = apply_plan(plan, draft, target)
+    report = apply_plan(plan, draft, target, strict=not args.no_strict)
     timings["apply_s"] = time.perf_counter() - t
     t = time.perf_counter()
     verification = verify_plan(plan, draft, target, report=report)
@@ -311,6 +329,8 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
                  + (f"; not applicable to HF: {len(report.not_applicable)}" if report.not_applicable else ""))
     for d in report.not_applicable:
         lines.append(f"  {d.code} {d.message}")
+    for op_id, why in report.decisions.items():
+        lines.append(f"  {op_id}: {why}")
     lines += ["", f"verification: {'PASS' if verification.ok else 'FAIL'} ({len(verification.checks)} checks)"]
     for c in verification.checks:
         lines.append(f"  [{'pass' if c.ok else 'FAIL'}] {c.op_id}: {c.name}" + (f"  ({c.detail})" if not c.ok else ""))

@@ -26,11 +26,14 @@ class NotApplicable(Exception):
 
 @dataclass
 class Prepared:
-    """An operation ready to run: its mutations and the checks that prove it afterwards."""
+    """An operation ready to run: its mutations and the checks that prove it afterwards.
+    `decision` says what a load-time policy chose (e.g. `if_draft_has_own: share_if_identical`
+    keeping a head's own weights); it is reported with the result."""
 
     op: Operation
     mutations: list[Mutation]
     checks: list[Callable[[], "Check"]] = field(default_factory=list)
+    decision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,32 +66,48 @@ class VerifyReport:
 @dataclass
 class ApplyReport:
     applied: list[str]
-    not_applicable: list[Diagnostic]
+    not_applicable: list[Diagnostic]  # SRG321, one per operation the engine did not perform
     prepared: list[Prepared] = field(repr=False)
     seconds: float = 0.0
 
+    @property
+    def decisions(self) -> dict[str, str]:
+        return {p.op.id: p.decision for p in self.prepared if p.decision}
+
     def to_dict(self) -> dict:
         return {"applied": self.applied, "not_applicable": [d.to_dict() for d in self.not_applicable],
-                "seconds": self.seconds}
+                "decisions": self.decisions, "seconds": self.seconds}
+
+    def summary(self) -> str:
+        """`N not applicable (SRG321: op ids...)`, for one-line reports; empty when all ran."""
+        if not self.not_applicable:
+            return "0 not applicable"
+        shown = "; ".join(d.message for d in self.not_applicable[:3])
+        more = f"; ... {len(self.not_applicable) - 3} more" if len(self.not_applicable) > 3 else ""
+        return f"{len(self.not_applicable)} not applicable (SRG321: {shown}{more})"
 
 
 class Adapter:
-    """What an engine adapter provides (see surgery/apply/hf.py and surgery/vllm/adapter.py)."""
+    """What an engine adapter provides (see surgery/hf/adapter.py and surgery/vllm/adapter.py):
+    `_prepare_<kind>` for every op kind whose unit (surgery/ops/) does not declare this engine
+    refuses it."""
 
     engine: str = "?"
 
     def applicable(self, op: Operation) -> str | None:
-        """None if the engine can run this operation, else the reason it means nothing here."""
-        return None
+        """None if the engine can run this operation, else the reason it means nothing here
+        (from the op unit's declaration)."""
+        from ..ops import UNITS
+
+        unit = UNITS.get(op.op)
+        return unit.refusal(self.engine) if unit is not None else f"unknown operation kind {op.op!r}"
 
     def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        """Dispatch to `_prepare_<op kind>`. An operation kind this adapter has not learned yet
-        (the recipe language can grow faster than the appliers) is reported as not applicable
-        with SRG321, never silently skipped and never a crash."""
+        """Dispatch to `_prepare_<op kind>`. A kind neither implemented nor declared (the registry
+        test forbids it) is still reported, never silently skipped."""
         method = getattr(self, f"_prepare_{op.op}", None)
         if method is None:
-            raise NotApplicable(f"the {self.engine} adapter does not perform {op.op} operations yet "
-                                "(the engine's own loader does this step, unverified)")
+            raise NotApplicable(f"the {self.engine} adapter does not perform {op.op} operations")
         return method(op, draft, target)
 
     def static_checks(self, plan: Plan, draft: Any, target: Any) -> list[Diagnostic]:
@@ -100,13 +119,32 @@ def _adapter_for(plan: Plan, adapter: Adapter | None) -> Adapter:
     if adapter is not None:
         return adapter
     if plan.runtime.engine == "hf":
-        from .hf import HFAdapter
+        from ..hf.adapter import HFAdapter
 
         return HFAdapter()
     raise SurgeryError(diag("SRG011", f"no default adapter for engine {plan.runtime.engine!r}; pass adapter="))
 
 
-def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter) -> tuple[list[Prepared], list[Diagnostic]]:
+STRICT_OPT_OUTS = ("`surgery apply --no-strict`, SURGERY_STRICT=0, or additional_config "
+                   "{\"surgery\": {\"strict\": false}} in vLLM")
+
+
+def _not_performed(op: Operation, reason: str, engine: str, strict: bool) -> Diagnostic:
+    """What an operation the engine cannot perform becomes: an error (SRG322) unless the recipe
+    step says `otherwise: skip|warn` or the user opted out of strictness; else SRG321 (a warning
+    for `otherwise: warn` and for the opt-out, info for `otherwise: skip`)."""
+    policy = op.otherwise
+    if policy in ("skip", "warn"):
+        return diag("SRG321", f"{op.id}: {reason}", severity="info" if policy == "skip" else "warning")
+    if not strict:
+        return diag("SRG321", f"{op.id}: {reason} (not strict)", severity="warning")
+    return diag("SRG322", f"{op.id}: the {engine} engine cannot perform this operation: {reason}",
+                hint="give the step `when:` with `otherwise: skip` (or `warn`) if the recipe may go without it, "
+                     "or opt out: " + STRICT_OPT_OUTS)
+
+
+def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter,
+                 strict: bool = True) -> tuple[list[Prepared], list[Diagnostic]]:
     if not plan.ok:
         raise SurgeryError(plan.errors)
     if plan.runtime.engine != adapter.engine:
@@ -119,29 +157,34 @@ def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter) -> tuple
     prepared, not_applicable, errors = [], [], []
     for op in plan.operations:
         reason = adapter.applicable(op)
-        if reason is not None:
-            not_applicable.append(diag("SRG321", f"{op.id}: {reason}"))
-            continue
-        try:
-            prepared.append(adapter.prepare(op, draft, target))
-        except NotApplicable as exc:
-            not_applicable.append(diag("SRG321", f"{op.id}: {exc}"))
-        except SurgeryError as exc:
-            errors.extend(exc.diagnostics)
-        except (AttributeError, IndexError, KeyError, TypeError) as exc:  # a path the live model lacks
-            errors.append(diag("SRG402", f"{op.id}: the live models do not have what the plan names "
-                               f"({type(exc).__name__}: {exc})"))
+        if reason is None:
+            try:
+                prepared.append(adapter.prepare(op, draft, target))
+                continue
+            except NotApplicable as exc:
+                reason = str(exc)
+            except SurgeryError as exc:
+                errors.extend(exc.diagnostics)
+                continue
+            except (AttributeError, IndexError, KeyError, TypeError) as exc:  # a path the live model lacks
+                errors.append(diag("SRG402", f"{op.id}: the live models do not have what the plan names "
+                                   f"({type(exc).__name__}: {exc})"))
+                continue
+        d = _not_performed(op, reason, adapter.engine, strict)
+        (errors if d.code == "SRG322" else not_applicable).append(d)
     if errors:
         raise SurgeryError(errors)
     return prepared, not_applicable
 
 
 def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = None,
-               fault: Callable[[Operation, Mutation], None] | None = None) -> ApplyReport:
-    """Apply atomically. `fault` (tests only) is called before each mutation and may raise."""
+               fault: Callable[[Operation, Mutation], None] | None = None, strict: bool = True) -> ApplyReport:
+    """Apply atomically. Strict (default): an operation the engine cannot perform is an error
+    (SRG322) unless its recipe step says `otherwise: skip|warn`. `fault` (tests only) is called
+    before each mutation and may raise."""
     start = time.perf_counter()
     adapter = _adapter_for(plan, adapter)
-    prepared, not_applicable = prepare_plan(plan, draft, target, adapter)
+    prepared, not_applicable = prepare_plan(plan, draft, target, adapter, strict=strict)
     done: list[Mutation] = []  # every mutation whose apply() was entered, the failing one included
     current: Operation | None = None
     try:

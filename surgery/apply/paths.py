@@ -1,8 +1,7 @@
-"""Module paths on live models, from the engine data file (surgery/data/engines.yaml)."""
+"""Module paths on live models, from the engines' data files (surgery/hf/engine.yaml, surgery/vllm/engine.yaml)."""
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from ..diagnostics import diag, SurgeryError
@@ -10,16 +9,24 @@ from ..diagnostics import diag, SurgeryError
 
 @lru_cache(maxsize=1)
 def engine_table() -> dict:
-    import yaml
+    """{engine: its module-path facts}, one data file per engine folder (surgery/<engine>/engine.yaml)."""
+    from ..resources import load_data
 
-    with open(Path(__file__).resolve().parent.parent / "data" / "engines.yaml", encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return {engine: load_data(f"{engine}/engine.yaml") for engine in ("hf", "vllm")}
 
 
 def get_path(root: Any, dotted: str) -> Any:
+    """`a.b.3.c`: attributes, and indices for digit parts: a list / ModuleList by position, a
+    ModuleDict by its string key (vLLM keeps MTP layers in `ModuleDict({"61": ...})`)."""
     obj = root
     for part in dotted.split("."):
-        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        if not part.isdigit():
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = obj[int(part)]
+        except (KeyError, TypeError):
+            obj = obj[part]
     return obj
 
 
@@ -43,11 +50,28 @@ def split_parent(root: Any, dotted: str) -> tuple[Any, str]:
     return (get_path(root, parent) if parent else root), name
 
 
-def role_path(engine: str, root: Any, role: str, side: str) -> str:
+def role_paths(engine: str, role: str, side: str, layer: int | None = None) -> list[str] | None:
+    """Candidate module paths for a role on one side, `{i}` filled with the op's layer (per-layer
+    roles such as an MTP layer's shared_head); None when the engine has no module for the role."""
     roles = engine_table()[engine]["roles"]
     if role not in roles:
+        return None
+    entry = roles[role]
+    candidates = entry[side] if isinstance(entry, dict) else entry
+    if any("{i}" in c for c in candidates):
+        if layer is None:
+            raise SurgeryError(diag("SRG121", f"role {role!r} is per layer on {engine} ({candidates[0]}) but the "
+                                    "operation names no layer", hint="give the step `layers: <layer set>`"))
+        candidates = [c.replace("{i}", str(int(layer))) for c in candidates]
+    return list(candidates)
+
+
+def role_path(engine: str, root: Any, role: str, side: str, layer: int | None = None) -> str:
+    candidates = role_paths(engine, role, side, layer)
+    if candidates is None:
         raise SurgeryError(diag("SRG121", f"role {role!r} has no module paths for engine {engine}"))
-    return first_path(root, roles[role], f"module for role {role}", side)
+    return first_path(root, candidates, f"module for role {role}" + (f" (layer {layer})" if layer is not None else ""),
+                      side)
 
 
 def layers_path(engine: str, root: Any, side: str) -> str:

@@ -15,10 +15,63 @@ import math
 from typing import Any
 
 from ..apply.core import Adapter, Check, NotApplicable, Prepared
-from ..apply.mutations import CopyInPlace, SetAttr, _registration
-from ..apply.paths import attention_path, get_path, role_path, split_parent
+from ..apply.mutations import CopyInPlace, Mutation, SetAttr, _registration
+from ..apply.paths import attention_path, engine_table, get_path, role_path, role_paths, split_parent
+from ..apply.sharing import decide_share, must_exist_problem
 from ..diagnostics import SurgeryError, diag
 from ..plan import Operation, Plan
+
+
+def _role_path(model: Any, op: Operation, side: str) -> str:
+    if role_paths("vllm", op.role, side, op.layer) is None:
+        raise NotApplicable(f"role {op.role} has no vLLM module (surgery/vllm/engine.yaml)")
+    return role_path("vllm", model, op.role, side, op.layer)
+
+
+def draft_has_own(draft: Any, role: str) -> bool | None:
+    """vLLM's EAGLE models record while loading whether the checkpoint brought the role's weights
+    (`has_own_embed_tokens`, `has_own_lm_head`; flag names per role in surgery/vllm/engine.yaml).
+    None: this draft class keeps no such record."""
+    flag = (engine_table()["vllm"].get("has_own_flags") or {}).get(role)
+    value = getattr(draft, flag, None) if flag else None
+    return bool(value) if isinstance(value, bool) else None
+
+
+def kv_sharing_mutations(label: str, attn: Any, target_layer_name: str, sync_impl: bool = True) -> list[SetAttr]:
+    """The one place a draft attention layer is pointed at its KV source: the layer's
+    `kv_sharing_target_layer_name` and, unless `sync_impl=False`, the backend impl's own copy (set
+    at construction, None for late wiring; FlashInfer / ROCm read that one). Reversible mutations;
+    the adapter's share_kv and `hooks.set_kv_sharing_target` both use them."""
+    muts = [SetAttr(label, attn, "kv_sharing_target_layer_name", target_layer_name, kind="attribute")]
+    impl = getattr(attn, "impl", None)
+    if sync_impl and impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
+        muts.append(SetAttr(label + ":impl", impl, "kv_sharing_target_layer_name", target_layer_name, kind="attribute"))
+    return muts
+
+
+def _aux_holder(target: Any) -> Any | None:
+    """The module holding `aux_hidden_state_layers` (vLLM EagleModelMixin), as
+    `SupportsEagle3.set_aux_hidden_state_layers` finds it."""
+    for cand in (getattr(target, "model", None), target):
+        if cand is not None and callable(getattr(cand, "_set_aux_hidden_state_layers", None)):
+            return cand
+    return None
+
+
+class SetAuxLayers(Mutation):
+    """Set the target's auxiliary hidden-state layers through vLLM's own setter; undo restores."""
+
+    def __init__(self, label: str, holder: Any, layers: tuple[int, ...]):
+        super().__init__(label)
+        self.holder, self.layers, self._old = holder, layers, None
+
+    def apply(self) -> None:
+        self._old = tuple(getattr(self.holder, "aux_hidden_state_layers", ()))
+        self.holder._set_aux_hidden_state_layers(self.layers)
+
+    def undo(self) -> None:
+        if self._old is not None:
+            self.holder._set_aux_hidden_state_layers(self._old)
 
 
 def _is_attention(obj: Any) -> bool:
@@ -100,11 +153,8 @@ class VLLMAdapter(Adapter):
         if getattr(t_attn, "kv_sharing_target_layer_name", None):
             raise SurgeryError(diag("SRG307", f"{op.id}: target {name} itself reads "
                                     f"{t_attn.kv_sharing_target_layer_name}; point the draft at a layer that owns KV"))
-        muts = [SetAttr(op.id, d_attn, "kv_sharing_target_layer_name", name, kind="attribute")]
+        muts = kv_sharing_mutations(op.id, d_attn, name)
         impl = getattr(d_attn, "impl", None)
-        if impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
-            # the impl got its own copy at construction (None for late wiring); FlashInfer / ROCm read it
-            muts.append(SetAttr(op.id + ":impl", impl, "kv_sharing_target_layer_name", name, kind="attribute"))
 
         def named() -> Check:
             got = d_attn.kv_sharing_target_layer_name
@@ -171,20 +221,36 @@ class VLLMAdapter(Adapter):
 
     # -- share_module / keep ---------------------------------------------------------------------------
     def _prepare_share_module(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        d_path = role_path("vllm", draft, op.role, "draft")
-        t_path = role_path("vllm", target, op.role, "target")
+        d_path = _role_path(draft, op, "draft")
+        t_path = _role_path(target, op, "target")
         t_mod = get_path(target, t_path)
+        d_mod = get_path(draft, d_path)
+        decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, op.role))
+        if not decision.share:
+            def kept() -> Check:
+                now = get_path(draft, d_path)
+                return Check(op.id, f"draft {d_path} keeps its own module ({decision.why})",
+                             now is d_mod and now is not t_mod)
+
+            return Prepared(op, [], [kept], decision=decision.why)
         parent, name = split_parent(draft, d_path)
 
         def identical() -> Check:
             return Check(op.id, f"draft {d_path} is the target's {t_path}", get_path(draft, d_path) is t_mod)
 
-        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical])
+        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
 
     def _prepare_keep(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        d_path = role_path("vllm", draft, op.role, "draft")
+        d_path = _role_path(draft, op, "draft")
         d_mod = get_path(draft, d_path)
-        t_mod = get_path(target, role_path("vllm", target, op.role, "target"))
+        t_mod = get_path(target, _role_path(target, op, "target"))
+        if op.must_exist:
+            has_own = draft_has_own(draft, op.role)
+            problem = must_exist_problem(op.role, has_own)
+            if has_own is False:
+                raise SurgeryError(diag("SRG407", f"{op.id}: {problem} (vLLM {type(draft).__name__})"))
+            if problem is not None:
+                raise NotApplicable(problem + f" ({type(draft).__name__} records no has_own flag)")
 
         def own() -> Check:
             now = get_path(draft, d_path)
@@ -194,4 +260,68 @@ class VLLMAdapter(Adapter):
                 ok = ok and w is not tw
             return Check(op.id, f"draft {d_path} is still its own (not the target's)", ok)
 
-        return Prepared(op, [], [own])
+        checks = [own]
+        if op.must_exist:
+            checks.append(lambda: Check(op.id, f"the draft checkpoint brought its own {op.role} (must_exist)",
+                                        draft_has_own(draft, op.role) is True))
+        if op.tied_to in ("draft_embeddings", "none"):
+            # vLLM may already have replaced the draft's embedding by the target's before this hook
+            # (Gemma 4 MTP): then the draft's own embedding is gone and the tie can only be checked
+            # as "not the target's embedding weight".
+            emb_path = role_path("vllm", draft, "input_embeddings", "draft")
+            own_emb = get_path(draft, emb_path)
+            t_emb = get_path(target, role_path("vllm", target, "input_embeddings", "target"))
+            own_is_target = own_emb is t_emb
+
+            def tie() -> Check:
+                w = getattr(get_path(draft, d_path), "weight", None)
+                on_target = w is not None and w is getattr(t_emb, "weight", None)
+                on_own = w is not None and w is getattr(own_emb, "weight", None) and not own_is_target
+                if op.tied_to == "draft_embeddings":
+                    ok = not on_target and (own_is_target or on_own)
+                else:
+                    ok = w is not None and not on_target and not on_own
+                return Check(op.id, f"draft {op.role} tie as planned (tied_to: {op.tied_to}; never the target's "
+                             "embedding weight)", ok, f"on_target={on_target} on_own={on_own}")
+
+            checks.append(tie)
+        return Prepared(op, [], checks)
+
+    # -- capture_hidden_states / share_buffer -----------------------------------------------------------
+    def _prepare_capture_hidden_states(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        holder = _aux_holder(target)
+        if holder is None:
+            raise NotApplicable(f"the target {type(target).__name__} is not a vLLM EagleModelMixin model: it cannot "
+                                "return auxiliary hidden states")
+        layers = tuple(op.layers)
+
+        def captured() -> Check:
+            now = tuple(getattr(holder, "aux_hidden_state_layers", ()))
+            return Check(op.id, "the target returns the hidden states of the planned layers", now == layers,
+                         f"aux_hidden_state_layers={now} planned={layers}")
+
+        return Prepared(op, [SetAuxLayers(op.id, holder, layers)], [captured])
+
+    def _prepare_share_buffer(self, op: Operation, draft: Any, target: Any) -> Prepared:
+        attr = op.attr
+        source = next((m for m in (getattr(target, "model", None), target) if m is not None and hasattr(m, attr)), None)
+        if source is None and hasattr(target, "named_modules"):
+            source = next((m for _, m in target.named_modules() if hasattr(m, attr)), None)
+        if source is None:
+            raise NotApplicable(f"the target holds no {attr}")
+        value = getattr(source, attr)
+        # as vLLM's proposer does it (llm_base_proposer.py, after `_maybe_share_lm_head`): the draft's
+        # inner model gets the target's object (whether it had one or not), and with
+        # `all_modules` every submodule holding the attribute too (indexers, sparse-attention backends)
+        root = getattr(draft, "model", draft)
+        holders = [root]
+        if op.scope == "all_modules" and hasattr(root, "named_modules"):
+            holders += [m for _, m in root.named_modules() if m is not root and hasattr(m, attr)]
+        muts = [SetAttr(f"{op.id}:{i}", m, attr, value) for i, m in enumerate(holders)]
+
+        def shared() -> Check:
+            same = sum(getattr(m, attr) is value for m in holders)
+            return Check(op.id, f"every draft module holding {attr} ({op.scope}) uses the target's object",
+                         same == len(holders), f"{same}/{len(holders)}")
+
+        return Prepared(op, muts, [shared])

@@ -80,14 +80,32 @@ _callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "k
 _tls = threading.local()
 
 
+_import_errors: dict[str, str] = {}  # "module.Class" -> why it could not be imported (last attempt)
+
+
 def _import_attr(module: str, name: str):
+    """The class, or None when this vLLM lacks it (an optional runner needing Triton / CUDA, or a
+    release that moved it); the reason is kept for `missing_targets`, never dropped."""
     import importlib
 
     try:
         mod = importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - optional runner (e.g. needs Triton / CUDA)
+    except Exception as exc:  # noqa: BLE001 - optional runner (e.g. needs Triton / CUDA)
+        _import_errors[f"{module}.{name}"] = f"{type(exc).__name__}: {str(exc)[:160]}"
         return None
-    return getattr(mod, name, None)
+    cls = getattr(mod, name, None)
+    if cls is None:
+        _import_errors[f"{module}.{name}"] = f"{module} has no {name}"
+    return cls
+
+
+def missing_targets(targets) -> dict[str, str]:
+    """{"module.Class": reason} for each hook target this vLLM does not provide."""
+    missing = {}
+    for module, name in targets:
+        if _import_attr(module, name) is None:
+            missing[f"{module}.{name}"] = _import_errors.get(f"{module}.{name}", "not importable")
+    return missing
 
 
 def _depth_key(kind: str, obj: Any) -> tuple[str, int]:
@@ -321,10 +339,10 @@ def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=N
 
         static_forward_context = get_current_vllm_config().compilation_config.static_forward_context
     validate_kv_sharing_target(attn.layer_name, target_layer_name, static_forward_context)
-    attn.kv_sharing_target_layer_name = target_layer_name
-    impl = getattr(attn, "impl", None)
-    if sync_impl and impl is not None and hasattr(impl, "kv_sharing_target_layer_name"):
-        impl.kv_sharing_target_layer_name = target_layer_name
+    from .adapter import kv_sharing_mutations
+
+    for m in kv_sharing_mutations(attn.layer_name, attn, target_layer_name, sync_impl=sync_impl):
+        m.apply()
 
 
 # --------------------------------------------------------------------------- describe

@@ -42,6 +42,10 @@ def surgery_summary(proposer: Any) -> dict | None:
         "operations": len(plan.operations),
         "skipped": [s.to_dict() for s in plan.skipped],
         "applied": list(report.applied) if report is not None else None,
+        # SRG321: operations this engine did not perform, each with its reason
+        "not_applicable": [d.to_dict() for d in report.not_applicable] if report is not None else None,
+        "decisions": dict(report.decisions) if report is not None else None,
+        "hint_problems": [d.to_dict() for d in getattr(proposer, "_surgery_hint_problems", None) or []],
         "apply_seconds": report.seconds if report is not None else None,
         "verification": None if ver is None else {
             "ok": ver.ok, "checks": len(ver.checks), "failed": [c.to_dict() for c in ver.failed]},

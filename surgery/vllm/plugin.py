@@ -22,7 +22,7 @@ from typing import Any
 from ..diagnostics import SurgeryError, diag
 
 ENV_RECIPE = "SURGERY_RECIPE"
-ENV_STRICT = "SURGERY_STRICT"  # "0": log verification failures instead of stopping the engine
+ENV_STRICT = "SURGERY_STRICT"  # "0": report (not fail on) operations vLLM cannot perform and failed verification
 _registered = False
 logger = logging.getLogger("surgery.vllm")
 
@@ -43,10 +43,20 @@ def register() -> None:
     global _registered
     from . import hooks
 
-    hooks.install_load_model_hook(_after_draft_loaded, when="after")
+    wrapped = hooks.install_load_model_hook(_after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(_after_kv_cache_bound)
     _wrap_reload()
     _registered = True
+    if not wrapped:
+        # Nothing will ever call us at load time: with a recipe selected that is a silent no-op
+        # unless we stop here (SRG323). additional_config is not visible yet: say it in the log.
+        missing = hooks.missing_targets(hooks.LOAD_MODEL_TARGETS)
+        names = "; ".join(f"{k} ({v})" for k, v in missing.items())
+        if os.environ.get(ENV_RECIPE):
+            raise SurgeryError(diag("SRG323", f"recipe {os.environ[ENV_RECIPE]!r} selected but no vLLM draft-loading "
+                                    f"method could be wrapped: {names}"))
+        _vllm_logger().warning("spec-surgery: SRG323 no vLLM draft-loading method could be wrapped (%s); a recipe "
+                               "selected through additional_config will not be applied", names)
 
 
 def selected_recipe(vllm_config: Any) -> str | None:
@@ -55,6 +65,41 @@ def selected_recipe(vllm_config: Any) -> str | None:
     if isinstance(sub, dict) and sub.get("recipe"):
         return str(sub["recipe"])
     return os.environ.get(ENV_RECIPE) or None
+
+
+def strict(vllm_config: Any) -> bool:
+    """Strict unless the user opts out: SURGERY_STRICT=0 or additional_config {"surgery": {"strict": false}}."""
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    sub = extra.get("surgery") if isinstance(extra, dict) else None
+    if isinstance(sub, dict) and sub.get("strict") is False:
+        return False
+    return os.environ.get(ENV_STRICT, "1") != "0"
+
+
+def hint_problems(plan: Any, proposer: Any, draft: Any, target: Any) -> list:
+    """The recipe's vLLM `engine:` hints checked against the live engine (SRG324)."""
+    hints = plan.engine_hints.get("vllm") or {}
+    problems = []
+    method = getattr(getattr(proposer, "speculative_config", None), "method", None)
+    if "method" in hints and method is not None and method != hints["method"]:
+        problems.append(diag("SRG324", f"recipe {plan.recipe} is for vLLM method {hints['method']!r} but the engine "
+                             f"runs speculative_config.method {method!r}"))
+    if hints.get("attention_backend") == "inherit_target":
+        def backends(model):
+            return {getattr(m, "attn_backend", None) for _, m in model.named_modules()
+                    if getattr(m, "attn_backend", None) is not None} if hasattr(model, "named_modules") else set()
+
+        d, t = backends(draft), backends(target)
+        if d and t and not d <= t:
+            problems.append(diag("SRG324", "attention_backend: inherit_target, but the draft's attention backend "
+                                 f"({', '.join(sorted(getattr(b, '__name__', str(b)) for b in d))}) is not the "
+                                 f"target's ({', '.join(sorted(getattr(b, '__name__', str(b)) for b in t))})"))
+    if "advance_draft_positions" in hints:
+        constant = getattr(proposer, "constant_draft_positions", None)
+        if isinstance(constant, bool) and constant == hints["advance_draft_positions"]:
+            problems.append(diag("SRG324", f"advance_draft_positions: {hints['advance_draft_positions']}, but the "
+                                 f"proposer {type(proposer).__name__} has constant_draft_positions={constant}"))
+    return problems
 
 
 def _model_facts(path_or_id: str, hf_config: Any, side: str):
@@ -115,24 +160,35 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     log = _vllm_logger()
     if not plan.ok:
         raise SurgeryError(plan.errors)
-    from ..apply import apply_plan, verify_plan
+    from ..apply import apply_plan, rollback, verify_plan
     from .adapter import VLLMAdapter
 
     target_lm = target_model.get_language_model() if hasattr(target_model, "get_language_model") else target_model
+    draft = _draft_module(proposer)
+    is_strict = strict(proposer.vllm_config)
+    problems = hint_problems(plan, proposer, draft, target_lm)
+    if problems and is_strict:
+        raise SurgeryError(problems)
     adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context)
-    report = apply_plan(plan, _draft_module(proposer), target_lm, adapter)
-    verification = verify_plan(plan, _draft_module(proposer), target_lm, adapter, report=report)
+    report = apply_plan(plan, draft, target_lm, adapter, strict=is_strict)
+    verification = verify_plan(plan, draft, target_lm, adapter, report=report)
+    if not verification.ok:
+        rollback(report)  # never leave a wiring that failed its own checks in place
     proposer._surgery_plan = plan
     proposer._surgery_report = report
     proposer._surgery_verify = verification
     proposer._surgery_target_lm = target_lm
+    proposer._surgery_hint_problems = problems
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
-    log.info("spec-surgery: recipe %s applied: %d operations (%s), %d skipped, verification %s (%d checks)%s",
-             plan.recipe, len(report.applied), maps, len(plan.skipped), "PASS" if verification.ok else "FAIL",
-             len(verification.checks), "" if verification.ok else ": " + "; ".join(
-                 f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]))
-    if not verification.ok and os.environ.get(ENV_STRICT, "1") != "0":
-        raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)))
+    log.info("spec-surgery: recipe %s applied: %d operations (%s), %d skipped, %s, verification %s (%d checks)%s%s",
+             plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
+             "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks),
+             "" if verification.ok else ": " + "; ".join(
+                 f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),
+             "" if not problems else "; " + "; ".join(f"{d.code} {d.message}" for d in problems))
+    if not verification.ok and is_strict:
+        raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)
+                                + " (the wiring was rolled back)"))
 
 
 def kv_cache_checks(proposer: Any) -> list:
@@ -145,6 +201,15 @@ def kv_cache_checks(proposer: Any) -> list:
         return []
     draft, target = _draft_module(proposer), proposer._surgery_target_lm
     checks = []
+    from .adapter import _aux_holder
+
+    for op in plan.ops("capture_hidden_states"):
+        # vLLM's runner sets the auxiliary layers itself after the draft is loaded (legacy
+        # `_setup_eagle3_aux_hidden_state_outputs`): check the engine ended up with the planned ones
+        holder = _aux_holder(target)
+        now = tuple(getattr(holder, "aux_hidden_state_layers", ())) if holder is not None else None
+        checks.append(Check(op.id, "the target still returns the planned hidden states after vLLM's set-up",
+                            now == tuple(op.layers), f"aux_hidden_state_layers={now} planned={tuple(op.layers)}"))
     for op in plan.ops("share_kv"):
         d = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
         t = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
@@ -156,19 +221,31 @@ def kv_cache_checks(proposer: Any) -> list:
 
 def _after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
-    if proposer is not None and getattr(proposer, "_surgery_audit", None) is not None:  # audit mode (audit.py)
-        from . import audit
-
-        audit.after_kv_cache_bound(proposer, is_profiling)
+    if proposer is None or is_profiling:
         return
-    if proposer is None or getattr(proposer, "_surgery_plan", None) is None or is_profiling:
+    from . import audit
+
+    if getattr(proposer, "_surgery_audit", None) is not None or audit.audit_mode(
+            getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None)):
+        audit.after_kv_cache_bound(proposer, is_profiling)  # audit mode: observe only (audit.py)
+        return
+    if getattr(proposer, "_surgery_plan", None) is None:
+        # a recipe is selected but the after-load callback never ran: the draft was loaded through a
+        # method no hook wraps (a runner this release does not know). Never serve it unwired.
+        ref = selected_recipe(getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None))
+        if ref is not None:
+            from . import hooks
+
+            raise SurgeryError(diag("SRG323", f"recipe {ref!r} is selected but was never applied: the draft of "
+                                    f"{type(proposer).__name__} was loaded without passing a wrapped method "
+                                    f"(wrapped: {', '.join(hooks.installed_targets()) or 'none'})"))
         return
     checks = kv_cache_checks(proposer)
     proposer._surgery_kv_checks = checks
     failed = [c for c in checks if not c.ok]
-    _vllm_logger().info("spec-surgery: KV caches bound: %d/%d draft layers read their target's cache tensor",
-                        len(checks) - len(failed), len(checks))
-    if failed and os.environ.get(ENV_STRICT, "1") != "0":
+    _vllm_logger().info("spec-surgery: KV caches bound: %d/%d checks hold (draft KV caches are their target's "
+                        "tensors; captured hidden-state layers as planned)", len(checks) - len(failed), len(checks))
+    if failed and strict(proposer.vllm_config):
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name}" for c in failed)))
 
 
@@ -176,28 +253,33 @@ def refresh_copied_attrs(proposer: Any) -> int:
     """Re-copy every copied attribute of the applied plan from the target, in place where the
     shapes allow (so anything holding the draft's scale tensors sees the new values). vLLM's
     weight reload re-runs `process_weights_after_loading`, which rewrites the target's scales;
-    without this the draft would keep the old ones. Returns the number of attributes refreshed."""
+    without this the draft would keep the old ones. The copy is the adapter's own (`copy_inplace`
+    for tensors, the op's mode otherwise): one place copies attributes. Returns the number of
+    attributes refreshed."""
+    import dataclasses
+
     import torch
 
-    from ..apply.paths import attention_path, get_path
+    from ..apply.core import NotApplicable
+    from .adapter import VLLMAdapter
 
     plan = getattr(proposer, "_surgery_plan", None)
     if plan is None:
         return 0
     draft, target = _draft_module(proposer), proposer._surgery_target_lm
+    adapter = VLLMAdapter(is_attention=lambda m: True)  # the layers were checked when the plan was applied
     n = 0
-    with torch.no_grad():
-        for op in plan.ops("copy_attr"):
-            d = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
-            t = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
-            if not (hasattr(t, op.attr) and hasattr(d, op.attr)):
-                continue  # reported as not applicable at apply time (attribute absent in this vLLM)
-            src, dst = getattr(t, op.attr), getattr(d, op.attr)
-            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.shape == src.shape:
-                dst.copy_(src)
-            else:
-                setattr(d, op.attr, src.detach().clone() if isinstance(src, torch.Tensor) else src)
-            n += 1
+    for op in plan.ops("copy_attr"):
+        d_attn, t_attn = adapter._attn_pair(op, draft, target)
+        src, dst = getattr(t_attn, op.attr, None), getattr(d_attn, op.attr, None)
+        tensors = isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)
+        try:
+            prepared = adapter.prepare(dataclasses.replace(op, mode="copy_inplace") if tensors else op, draft, target)
+        except NotApplicable:
+            continue  # reported as not applicable at apply time (attribute absent in this vLLM)
+        for m in prepared.mutations:
+            m.apply()
+        n += 1
     return n
 
 

@@ -10,23 +10,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..apply.core import Adapter, Check, NotApplicable, Prepared
+from ..apply.mutations import SetAttr
+from ..apply.paths import attention_path, get_path, layers_path, role_path, role_paths, split_parent
+from ..apply.sharing import decide_share, must_exist_problem
 from ..diagnostics import SurgeryError, diag
 from ..plan import Operation, Plan
-from .core import Adapter, Check, Prepared
-from .mutations import SetAttr
-from .paths import attention_path, get_path, layers_path, role_path, split_parent
+
+
+def _role_path(model: Any, op: Operation, side: str) -> str:
+    """The role's module path on this side; a role HF models do not have is not applicable here."""
+    if role_paths("hf", op.role, side, op.layer) is None:
+        raise NotApplicable(f"role {op.role} has no HF module (surgery/hf/engine.yaml)")
+    return role_path("hf", model, op.role, side, op.layer)
+
+
+def draft_has_own(draft: Any, module_path: str) -> bool | None:
+    """Whether the draft checkpoint brought weights under `module_path`: surgery's loader
+    (surgery/hf/pair.py load_pair) records the checkpoint's missing keys on the model; a model
+    loaded elsewhere carries no record (None: cannot tell)."""
+    missing = getattr(draft, "_surgery_missing_keys", None)
+    if missing is None:
+        return None
+    return not any(k == module_path or k.startswith(module_path + ".") for k in missing)
 
 
 class HFAdapter(Adapter):
     engine = "hf"
-
-    def applicable(self, op: Operation) -> str | None:
-        if op.op == "copy_attr":
-            return f"HF attention layers hold no {op.attr} (KV-cache quantisation scales are a vLLM concept)"
-        if op.op == "share_module" and op.role not in ("input_embeddings", "lm_head", "final_norm", "rotary_emb",
-                                                       "per_layer_embeddings"):
-            return f"role {op.role} has no HF module"
-        return None
 
     def static_checks(self, plan: Plan, draft: Any, target: Any) -> list:
         problems = []
@@ -79,12 +89,20 @@ class HFAdapter(Adapter):
 
     # -- share_module / keep ---------------------------------------------------------------------
     def _prepare_share_module(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        d_path = role_path("hf", draft, op.role, "draft")
-        t_path = role_path("hf", target, op.role, "target")
+        d_path = _role_path(draft, op, "draft")
+        t_path = _role_path(target, op, "target")
         t_mod = get_path(target, t_path)
         d_mod = get_path(draft, d_path)
         if op.role == "input_embeddings":
             self._check_embedding_fits(op, draft, d_mod, t_mod)
+        decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, d_path))
+        if not decision.share:
+            def kept() -> Check:
+                now = get_path(draft, d_path)
+                return Check(op.id, f"draft {d_path} keeps its own module ({decision.why})",
+                             now is d_mod and now is not t_mod)
+
+            return Prepared(op, [], [kept], decision=decision.why)
         parent, name = split_parent(draft, d_path)
 
         def identical() -> Check:
@@ -92,7 +110,7 @@ class HFAdapter(Adapter):
             return Check(op.id, f"draft {d_path} is the target's {t_path} (same object, no copy)", now is t_mod,
                          f"id(draft)={id(now):#x} id(target)={id(t_mod):#x}")
 
-        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical])
+        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
 
     @staticmethod
     def _check_embedding_fits(op: Operation, draft: Any, d_mod: Any, t_mod: Any) -> None:
@@ -106,21 +124,40 @@ class HFAdapter(Adapter):
                                     f"{pre.in_features // 2}, the target's are {t_width}"))
 
     def _prepare_keep(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        d_path = role_path("hf", draft, op.role, "draft")
+        d_path = _role_path(draft, op, "draft")
         d_mod = get_path(draft, d_path)
-        t_mod = get_path(target, role_path("hf", target, op.role, "target"))
+        t_mod = get_path(target, _role_path(target, op, "target"))
+        if op.must_exist:
+            has_own = draft_has_own(draft, d_path)
+            problem = must_exist_problem(op.role, has_own)
+            if has_own is False:
+                raise SurgeryError(diag("SRG407", f"{op.id}: {problem} ({d_path})"))
+            if problem is not None:
+                raise NotApplicable(problem + "; load the pair with surgery's loader (surgery.hf.pair.load_pair)")
         checks = [lambda: Check(op.id, f"draft {d_path} is still the draft's own module", get_path(draft, d_path) is d_mod
                                 and d_mod is not t_mod)]
-        if op.tied_to == "draft_embeddings" and op.role == "lm_head":
+        if op.must_exist:
+            checks.append(lambda: Check(op.id, f"the draft checkpoint brought its own {op.role} (must_exist)",
+                                        draft_has_own(draft, d_path) is True))
+        if op.tied_to == "draft_embeddings":
             own_embedding = get_path(draft, role_path("hf", draft, "input_embeddings", "draft"))
             own_weight = own_embedding.weight
             target_weight = get_path(target, role_path("hf", target, "input_embeddings", "target")).weight
 
             def tie_kept() -> Check:
                 w = get_path(draft, d_path).weight
-                return Check(op.id, "draft lm_head stays tied to the draft's own embedding weight",
+                return Check(op.id, f"draft {op.role} stays tied to the draft's own embedding weight",
                              w is own_weight and w is not target_weight and w.data_ptr() != target_weight.data_ptr(),
-                             f"lm_head.weight {tuple(w.shape)}; own embedding {tuple(own_weight.shape)}")
+                             f"{op.role}.weight {tuple(w.shape)}; own embedding {tuple(own_weight.shape)}")
 
             checks.append(tie_kept)
+        elif op.tied_to == "none":
+            own_embedding = get_path(draft, role_path("hf", draft, "input_embeddings", "draft"))
+
+            def untied() -> Check:
+                w = getattr(get_path(draft, d_path), "weight", None)
+                return Check(op.id, f"draft {op.role} is not tied to the draft's embedding (tied_to: none)",
+                             w is not None and w is not own_embedding.weight)
+
+            checks.append(untied)
         return Prepared(op, [], checks)

@@ -1,0 +1,66 @@
+"""What every operation kind has: a typed, frozen spec and a unit describing it.
+
+An *op unit* (one module per kind in this package) holds everything about one kind of
+operation: its spec (a frozen `Operation` subclass with only the fields that kind uses), how a recipe step
+expands into concrete specs, how a step renders in the plan table, and, per engine, either an
+implementation (the engine adapter's `_prepare_<kind>` method, surgery/hf/adapter.py and
+surgery/vllm/adapter.py) or a declared reason why that engine cannot perform it. The registry
+(surgery/ops/__init__.py) lists the units; tests/test_op_registry.py fails when an (op kind x
+engine) pair is neither implemented nor declared, or when a spec field is ignored by an adapter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar
+
+ENGINES = ("hf", "vllm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation:
+    """Fields every concrete operation carries. `otherwise` is the recipe step's explicit
+    `otherwise:` (None when the recipe leaves it out): besides a false `when`, it also decides
+    what happens when the selected engine cannot perform the operation (None: an error)."""
+
+    kind: ClassVar[str] = "?"
+    # fields that describe an operation but do not change what it does (the field-sensitivity
+    # test leaves them out): the id, the step it came from, the human reason, the policy.
+    BOOKKEEPING: ClassVar[tuple[str, ...]] = ("id", "step", "because", "otherwise")
+
+    id: str
+    step: int
+    because: str | None = None
+    otherwise: str | None = None
+
+    @property
+    def op(self) -> str:
+        return self.kind
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"id": self.id, "op": self.kind, "step": self.step}
+        for f in fields(self):
+            if f.name in ("id", "step"):
+                continue
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True)
+class OpUnit:
+    """One operation kind: the recipe key that introduces it, its spec class, expansion,
+    rendering, and the engines that refuse it (engine -> reason). An engine not listed in
+    `refused_by` must implement `_prepare_<kind>` in its adapter."""
+
+    kind: str
+    recipe_key: str
+    spec: type
+    expand: Callable[[Any, Any], list]  # (resolver, recipe OpSpec) -> list of specs
+    render: Callable[[int, list], list[str]]  # (step, specs of that step) -> table lines
+    label: Callable[[Any], str]  # first spec of a step -> short label ("share_kv (kv_source)")
+    summary: str
+    refused_by: dict[str, str]
+
+    def refusal(self, engine: str) -> str | None:
+        return self.refused_by.get(engine)

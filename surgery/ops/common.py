@@ -1,0 +1,46 @@
+"""Helpers the op units share (expansion bookkeeping, range rendering)."""
+from __future__ import annotations
+
+
+
+def compact_ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    out, run = [], []
+    for v in sorted(set(values)):
+        if run and v == run[-1] + 1:
+            run.append(v)
+        else:
+            if run:
+                out.append(_run(run))
+            run = [v]
+    if run:
+        out.append(_run(run))
+    return ", ".join(out)
+
+
+def _run(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def step_fields(step) -> dict:
+    """The fields every spec takes from its recipe step."""
+    return {"step": step.index, "because": step.args.get("because"), "otherwise": step.args.get("otherwise")}
+
+
+def group_by_target(pairs: list[tuple[int, int]]) -> list[tuple[str, int]]:
+    groups: dict[int, list[int]] = {}
+    for d, t in pairs:
+        groups.setdefault(t, []).append(d)
+    return [(compact_ranges(ds), t) for t, ds in sorted(groups.items(), key=lambda kv: min(kv[1]))]
+
+
+def layers_note(ops: list) -> str:
+    layers = [o.layer for o in ops if getattr(o, "layer", None) is not None]
+    return f" (layer{'s' if len(layers) > 1 else ''} {compact_ranges(layers)})" if layers else ""
+
+
+def op_layers(resolver, step) -> list[int | None]:
+    """A per-layer op expands over its layer set; without `layers:` it is one op (layer None)."""
+    if "layers" not in step.args:
+        return [None]
+    return list(resolver.sets.get(step.args["layers"], ()))

@@ -1,0 +1,36 @@
+"""share_kv: a draft attention layer reads the mapped target layer's KV cache."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Operation, OpUnit
+from .common import group_by_target, step_fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareKV(Operation):
+    kind = "share_kv"
+    BOOKKEEPING = Operation.BOOKKEEPING + ("map",)  # the map's name; its rows are draft/target_layer
+
+    map: str
+    draft_layer: int
+    target_layer: int
+
+
+def expand(resolver, step) -> list[ShareKV]:
+    m = step.args["map"]
+    return [ShareKV(id=f"share_kv:{m}:{row.draft}->{row.target}", map=m, draft_layer=row.draft,
+                    target_layer=row.target, **step_fields(step)) for row in resolver.maps.get(m, ())]
+
+
+def render(step: int, ops: list[ShareKV]) -> list[str]:
+    desc = "; ".join(f"draft {d} -> target {t}" for d, t in group_by_target([(o.draft_layer, o.target_layer) for o in ops]))
+    return [f"  [{step}] share_kv ({ops[0].map}): {desc}"]
+
+
+UNIT = OpUnit(
+    kind="share_kv", recipe_key="share_kv", spec=ShareKV, expand=expand, render=render,
+    label=lambda o: f"share_kv ({o.map})",
+    summary="draft attention layer reads the mapped target layer's KV cache",
+    refused_by={},
+)

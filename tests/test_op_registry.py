@@ -1,0 +1,232 @@
+"""The operation registry (surgery/ops/): every (op kind x engine) pair is implemented by the
+engine's adapter or declared not applicable with a reason, never neither and never both; and no
+adapter that claims an op ignores a field of its spec (change the field: the prepared result
+changes, or the adapter refuses)."""
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from surgery.apply.core import NotApplicable, prepare_plan  # noqa: E402
+from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.ops import ENGINES, UNITS, adapter_class, implemented  # noqa: E402
+from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
+from surgery.ops.copy_attrs import CopyAttr  # noqa: E402
+from surgery.ops.keep import Keep  # noqa: E402
+from surgery.ops.share_buffer import ShareBuffer  # noqa: E402
+from surgery.ops.share_kv import ShareKV  # noqa: E402
+from surgery.ops.share_module import ShareModule  # noqa: E402
+from surgery.recipe import OP_NAMES  # noqa: E402
+
+
+# ------------------------------------------------------------------------------ registry
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("kind", sorted(UNITS))
+def test_every_kind_is_implemented_or_declared_for_every_engine(kind, engine):
+    unit = UNITS[kind]
+    refused = unit.refusal(engine)
+    assert implemented(engine, kind) != (refused is not None), (
+        f"{kind} x {engine}: implemented={implemented(engine, kind)}, declared refusal={refused!r}")
+    if refused is not None:
+        assert len(refused) > 20  # a reason a user can act on, not a placeholder
+
+
+def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
+    assert {u.recipe_key for u in UNITS.values()} == set(OP_NAMES)
+    for unit in UNITS.values():
+        assert dataclasses.is_dataclass(unit.spec) and unit.spec.__dataclass_params__.frozen
+        assert unit.spec.kind == unit.kind
+
+
+def test_declared_refusal_is_an_error_unless_the_step_allows_it():
+    """Strict by default: an op the engine declares it cannot perform is SRG322 (error); with
+    `otherwise: skip` it is SRG321 (info), with the opt-out SRG321 (warning)."""
+    from surgery import Runtime, load_recipe, resolve
+    from testpaths import E2B, E2B_ASSISTANT
+    from surgery.facts import read_facts
+
+    plan = resolve(load_recipe("gemma4-mtp"), read_facts(E2B_ASSISTANT), read_facts(E2B), Runtime(engine="hf"))
+    op = CopyAttr(id="copy_attr:kv_source:_k_scale:0<-13", step=1, map="kv_source", draft_layer=0, target_layer=13,
+                  attr="_k_scale", mode="assign")
+    strict_plan = dataclasses.replace(plan, operations=(op,))
+    adapter = adapter_class("hf")()
+    adapter.static_checks = lambda *a: []
+    with pytest.raises(SurgeryError) as exc:
+        prepare_plan(strict_plan, None, None, adapter)
+    assert [d.code for d in exc.value.diagnostics] == ["SRG322"]
+    _, na = prepare_plan(strict_plan, None, None, adapter, strict=False)
+    assert [(d.code, d.severity) for d in na] == [("SRG321", "warning")]
+    allowed = dataclasses.replace(plan, operations=(dataclasses.replace(op, otherwise="skip"),))
+    _, na = prepare_plan(allowed, None, None, adapter)
+    assert [(d.code, d.severity) for d in na] == [("SRG321", "info")]
+
+
+# ------------------------------------------------------------------------------ stand-in models
+class VAttention(torch.nn.Module):
+    """The attributes of vLLM's Attention that the adapter reads."""
+
+    def __init__(self, name, k_scale):
+        super().__init__()
+        self.layer_name, self.num_kv_heads, self.head_size, self.sliding_window = name, 1, 8, None
+        self.attn_type, self.kv_cache_dtype, self.kv_sharing_target_layer_name = "decoder", "fp8", None
+        self.register_buffer("_k_scale", torch.tensor(k_scale))
+        self.register_buffer("_v_scale", torch.tensor(2 * k_scale))
+        self._k_scale_float, self._v_scale_float = float(k_scale), 2.0 * k_scale
+
+
+class AuxHolder(torch.nn.Module):
+    """vLLM's EagleModelMixin contract: `_set_aux_hidden_state_layers` sorts and de-duplicates."""
+
+    aux_hidden_state_layers: tuple = ()
+
+    def _set_aux_hidden_state_layers(self, layers):
+        self.aux_hidden_state_layers = tuple(sorted(set(layers)))
+
+
+def _vllm_model(prefix, n, scale, *, buffer=None, shared_heads=()):
+    root = torch.nn.Module()
+    root.model = AuxHolder()
+    layers = torch.nn.ModuleList()
+    for i in range(n):
+        layer = torch.nn.Module()
+        layer.self_attn = torch.nn.Module()
+        layer.self_attn.attn = VAttention(f"{prefix}.layers.{i}.self_attn.attn", scale * (i + 1))
+        if i in shared_heads:
+            layer.shared_head = torch.nn.Module()
+            layer.shared_head.head = torch.nn.Linear(4, 6, bias=False)
+        if buffer is not None:
+            layer.indexer = torch.nn.Module()
+            layer.indexer.topk_indices_buffer = buffer
+        layers.append(layer)
+    root.model.layers = layers
+    root.model.embed_tokens = torch.nn.Embedding(6, 4)
+    root.lm_head = torch.nn.Linear(4, 6, bias=False)
+    if buffer is not None:
+        root.model.topk_indices_buffer = buffer
+    return root
+
+
+def vllm_pair():
+    torch.manual_seed(0)
+    target = _vllm_model("model", 4, 0.5, buffer=torch.zeros(3))
+    draft = _vllm_model("draft_model", 4, 1.0, buffer=torch.ones(3), shared_heads=(2, 3))
+    draft.has_own_embed_tokens, draft.has_own_lm_head = True, False
+    draft.model.layers[0].indexer.topk_indices_buffer = torch.full((3,), 7.0)  # only this module keeps its own
+    return draft, target
+
+
+class HAttention(torch.nn.Module):
+    def __init__(self, shared, layer_type):
+        super().__init__()
+        self.is_kv_shared_layer, self.head_dim, self.layer_type = shared, 8, layer_type
+
+
+def _hf_model(n, shared_from):
+    root = torch.nn.Module()
+    root.model = torch.nn.Module()
+    layers = torch.nn.ModuleList()
+    for i in range(n):
+        layer = torch.nn.Module()
+        layer.self_attn = HAttention(i >= shared_from, "sliding_attention")
+        layers.append(layer)
+    root.model.layers = layers
+    root.model.embed_tokens = torch.nn.Embedding(6, 4)
+    root.model.norm = torch.nn.LayerNorm(4)
+    root.lm_head = torch.nn.Linear(4, 6, bias=False)
+    root.config = types.SimpleNamespace(get_text_config=lambda: types.SimpleNamespace(num_kv_shared_layers=n - shared_from))
+    return root
+
+
+def hf_pair():
+    torch.manual_seed(0)
+    draft, target = _hf_model(4, 0), _hf_model(4, 4)
+    draft._surgery_missing_keys = frozenset({"lm_head.weight"})
+    return draft, target
+
+
+# one concrete spec per (kind, engine), and the other values each field can take
+SPECS = {
+    "share_kv": ShareKV(id="x", step=0, map="m", draft_layer=1, target_layer=2),
+    "copy_attr": CopyAttr(id="x", step=0, map="m", draft_layer=1, target_layer=2, attr="_k_scale", mode="assign"),
+    "share_module": ShareModule(id="x", step=0, role="input_embeddings"),
+    "keep": Keep(id="x", step=0, role="input_embeddings"),
+    "capture_hidden_states": CaptureHiddenStates(id="x", step=0, layers=(0, 2), layer_set="aux"),
+    "share_buffer": ShareBuffer(id="x", step=0, attr="topk_indices_buffer", scope="all_modules"),
+}
+ALTERNATIVES = {
+    "draft_layer": [0, 3], "target_layer": [0, 3], "attr": ["_v_scale", "_k_scale_float"],
+    "mode": ["clone_keep_registration", "copy_inplace", "assign"],
+    "role": ["lm_head", "final_norm", "mtp_shared_head"], "layer": [2, 3],
+    "if_draft_has_own": ["share", "share_if_identical", "keep"], "tied_to": ["draft_embeddings", "none"],
+    "must_exist": [True], "layers": [(1,), (0, 1, 3)], "scope": ["model", "all_modules"],
+}
+PAIRS = {"hf": hf_pair, "vllm": vllm_pair}
+
+
+def _val(v):
+    if isinstance(v, torch.Tensor):
+        return ("tensor", tuple(v.detach().flatten().tolist()), str(v.dtype))
+    if isinstance(v, (str, int, float, bool, tuple, type(None))):
+        return v
+    return ("object", id(v))
+
+
+def outcome(engine, spec, draft, target):
+    """What the adapter would do with `spec`: its mutations (what, where, to which value), its
+    load-time decision and its checks' names; or the refusal."""
+    adapter = adapter_class(engine)(is_attention=lambda m: isinstance(m, VAttention)) if engine == "vllm" \
+        else adapter_class(engine)()
+    try:
+        p = adapter.prepare(spec, draft, target)
+    except (SurgeryError, NotApplicable) as exc:
+        return ("refused", type(exc).__name__)
+    muts = tuple((type(m).__name__, id(getattr(m, "obj", getattr(m, "holder", getattr(m, "tensor", None)))),
+                  getattr(m, "name", None), getattr(m, "kind", None),
+                  _val(getattr(m, "value", getattr(m, "layers", getattr(m, "source", None))))) for m in p.mutations)
+    names = []
+    for make in p.checks:
+        try:
+            names.append(make().name)
+        except Exception as exc:  # noqa: BLE001 - a check needing the applied state
+            names.append(f"raised {type(exc).__name__}")
+    return ("prepared", muts, p.decision, tuple(names))
+
+
+CASES = [(kind, engine, f.name) for kind in sorted(UNITS) for engine in ENGINES if implemented(engine, kind)
+         for f in dataclasses.fields(UNITS[kind].spec) if f.name not in UNITS[kind].spec.BOOKKEEPING]
+
+
+@pytest.mark.parametrize("kind, engine, field", CASES)
+def test_no_spec_field_is_ignored(kind, engine, field):
+    spec = SPECS[kind]
+    if kind in ("share_module", "keep") and field == "layer":
+        spec = dataclasses.replace(spec, role="mtp_shared_head", layer=3)
+    draft, target = PAIRS[engine]()
+    base = outcome(engine, spec, draft, target)
+    current = getattr(spec, field)
+    others = [v for v in ALTERNATIVES[field] if v != current]
+    assert others, f"no alternative value for {kind}.{field}"
+    changed = []
+    for value in others:
+        got = outcome(engine, dataclasses.replace(spec, **{field: value}), draft, target)
+        changed.append(got != base)
+    assert any(changed) or base[0] == "refused", f"{engine} adapter ignores {kind}.{field}: {base}"
+
+
+def test_refusal_is_said_at_plan_time():
+    """`surgery validate --engine hf` on EAGLE-3: the HF engine declares it cannot capture hidden
+    states; the plan says so once for the step (SRG325) before anything is loaded."""
+    from surgery import Runtime, load_recipe, read_facts, resolve
+    from testpaths import CONFIGS
+
+    def plan(engine):
+        return resolve(load_recipe("eagle3"), read_facts(CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json"),
+                       read_facts(CONFIGS / "Llama-3.1-8B-Instruct.json"), Runtime(engine=engine))
+
+    hf = [d for d in plan("hf").diagnostics if d.code == "SRG325"]
+    assert len(hf) == 1 and "capture_hidden_states" in hf[0].message and hf[0].location.line
+    assert not [d for d in plan("vllm").diagnostics if d.code in ("SRG325", "SRG321")]
