@@ -168,33 +168,12 @@ class _Stops:
 
 
 @torch.no_grad()
-def speculative_decoding(model, input_ids, logits_processor=None, stopping_criteria=None, generation_config=None,
-                         synced_gpus: bool = False, streamer=None, assistant_model=None,
-                         num_draft_tokens: int | None = None, **model_kwargs):
-    """Greedy speculative decoding with a (wired) Gemma 4 MTP assistant, as a transformers decoding
-    method: ``target.generate(ids, assistant_model=draft, custom_generate=speculative_decoding, ...)``.
-
-    Also callable directly: ``speculative_decoding(target, ids, assistant_model=draft,
-    generation_config=GenerationConfig(max_new_tokens=..., max_length=...))``. Returns the
-    sequences tensor (prompt + new tokens) like ``generate``; with ``return_dict_in_generate`` a
-    ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
-    ``speculative_decoding.last_stats``.
-    """
+def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, streamer, stats: RoundStats,
+            accept_all: bool = False):
+    """The loop. ``accept_all`` (benchmarks only: bench/gpu/hf_generate_gpu.py's round-cost model)
+    accepts every draft whatever the target says: the output is then NOT greedy's, but each round
+    does exactly the work of a fully accepted round."""
     from transformers import DynamicCache
-
-    draft = assistant_model if assistant_model is not None else _from_generate_call(model, "assistant_model")
-    if streamer is None:
-        streamer = _from_generate_call(model, "streamer")
-    input_ids = torch.as_tensor(input_ids, device=model.device)
-    if input_ids.dim() == 1:
-        input_ids = input_ids.unsqueeze(0)
-    _check_settings(input_ids, generation_config, model_kwargs)
-    check_wired(model, draft)
-    k = _num_draft_tokens(num_draft_tokens, generation_config, draft)
-    stops = _Stops(stopping_criteria, generation_config, input_ids.shape[1])
-    processors = logits_processor if logits_processor else None
-    stats = RoundStats()
-    speculative_decoding.last_stats = stats
 
     prompt_len = input_ids.shape[1]
     tokens: list[int] = []
@@ -220,6 +199,9 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     bonus = logits.argmax(-1, keepdim=True)  # [1, 1] on the device
     hidden = out.hidden_states[-1][:, -1:]
     published = out.shared_kv_states
+    if published is None:
+        raise _refuse("SRG433", f"{type(model).__name__} returned no shared_kv_states (return_shared_kv_states=True): "
+                      "this transformers version lacks the Gemma 4 KV-sharing contract")
     committed = prompt_len  # positions whose K/V is in the cache
     done = emit([int(bonus)]) if stops.budget(0) > 0 else True
     position = torch.empty((1, 1), dtype=torch.long, device=input_ids.device)
@@ -246,8 +228,12 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
                                 for i in range(k_round + 1)])
         greedy = logits.argmax(dim=-1)  # the target's choice after bonus, d1, ..., dk
         matched = (drafts[0] == greedy[:k_round]).cumprod(0).sum()
-        host = torch.cat([greedy, matched.view(1)]).tolist()  # the round's one host sync
-        m = host[-1]
+        if accept_all:
+            host = torch.cat([greedy, matched.view(1), drafts[0]]).tolist()
+            m, host = k_round, host[k_round + 2 :] + host[k_round : k_round + 1]
+        else:
+            host = torch.cat([greedy, matched.view(1)]).tolist()  # the round's one host sync
+            m = host[-1]
         stats.rounds += 1
         stats.drafted += k_round
         stats.accepted += m
@@ -263,9 +249,40 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
         hidden = out.hidden_states[-1][:, m : m + 1]
         published = out.shared_kv_states
 
+    stats.tokens = list(tokens)
+    return tokens, cache
+
+
+@torch.no_grad()
+def speculative_decoding(model, input_ids, logits_processor=None, stopping_criteria=None, generation_config=None,
+                         synced_gpus: bool = False, streamer=None, assistant_model=None,
+                         num_draft_tokens: int | None = None, **model_kwargs):
+    """Greedy speculative decoding with a (wired) Gemma 4 MTP assistant, as a transformers decoding
+    method: ``target.generate(ids, assistant_model=draft, custom_generate=speculative_decoding, ...)``.
+
+    Also callable directly: ``speculative_decoding(target, ids, assistant_model=draft,
+    generation_config=GenerationConfig(max_new_tokens=..., max_length=...))``. Returns the
+    sequences tensor (prompt + new tokens) like ``generate``; with ``return_dict_in_generate`` a
+    ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
+    ``speculative_decoding.last_stats``.
+    """
+    draft = assistant_model if assistant_model is not None else _from_generate_call(model, "assistant_model")
+    if streamer is None:
+        streamer = _from_generate_call(model, "streamer")
+    input_ids = torch.as_tensor(input_ids, device=model.device)
+    if input_ids.dim() == 1:
+        input_ids = input_ids.unsqueeze(0)
+    _check_settings(input_ids, generation_config, model_kwargs)
+    check_wired(model, draft)
+    k = _num_draft_tokens(num_draft_tokens, generation_config, draft)
+    stops = _Stops(stopping_criteria, generation_config, input_ids.shape[1])
+    processors = logits_processor if logits_processor else None
+    stats = RoundStats()
+    speculative_decoding.last_stats = stats
+
+    tokens, cache = _decode(model, draft, input_ids, k, stops, processors, streamer, stats)
     if streamer is not None:
         streamer.end()
-    stats.tokens = list(tokens)
     sequences = torch.cat([input_ids, torch.tensor([tokens], dtype=input_ids.dtype, device=input_ids.device)], dim=1)
     if getattr(generation_config, "return_dict_in_generate", False):
         from transformers.generation.utils import GenerateDecoderOnlyOutput
