@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=48, metavar="N")
     p.add_argument("--num-draft-tokens", type=int, default=3, metavar="K")
     p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
+    p.add_argument("--engine", choices=["hf"], default="hf",
+                   help="engine to apply with: hf (HF transformers; vLLM applies through its plugin)")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     return parser

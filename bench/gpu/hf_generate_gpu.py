@@ -304,10 +304,11 @@ def main():
     from surgery.hf.pair import DEFAULT_PROMPTS
 
     device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
+    if device == "cpu":
+        torch.set_num_threads(1)  # two shared cores: one thread is faster and steadier for the tiny pair
     results = _versions(device)
     name = "hf_generate_cpu" if device == "cpu" else "hf_generate"
     if device == "cpu":
-        torch.set_num_threads(1)  # two shared cores: one thread is faster and steadier for the tiny pair
         dtype, prompts, max_new, ks, tf_ks = torch.float32, DEFAULT_PROMPTS[:3], 32, (1, 2, 3, 4), (3,)
         parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 3, ks, tf_ks)),
                  ("tf_path_maps", tf_path_maps, (device, dtype, DEFAULT_PROMPTS[:2], 24, 3)),
