@@ -211,12 +211,12 @@ def tf_path_maps(device, dtype, prompts, max_new, k):
     return res
 
 
-def _build_e2b(device, dtype):
+def _build_e2b(device, dtype, configs=None):
     import torch
 
     from hf_gpu import build_random
 
-    t_path, d_path = CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json"
+    t_path, d_path = configs or (CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json")
     target, draft, build_s, t_cfg, d_cfg = build_random(t_path, d_path, dtype, device=device, ordered=True)
     if draft.masked_embedding is not None:  # a real ordering (a permutation), as in the checkpoint
         g = torch.Generator().manual_seed(0)
@@ -230,14 +230,14 @@ def _build_e2b(device, dtype):
     return target, draft, build_s, t_cfg.vocab_size
 
 
-def round_cost(device, dtype, width, ks, new_tokens, repeats, prompt_len=64):
+def round_cost(device, dtype, width, ks, new_tokens, repeats, prompt_len=64, configs=None):
     """Our loop with every draft accepted (oracle) vs plain greedy, same prompt, same run."""
     import torch
 
     from surgery.hf.generate import RoundStats, _decode, _Stops
 
     if width == "e2b":
-        target, draft, build_s, vocab = _build_e2b(device, dtype)
+        target, draft, build_s, vocab = _build_e2b(device, dtype, configs)
     else:
         target, draft = _wired_tiny(device, dtype)
         build_s, vocab = None, target.config.vocab_size
