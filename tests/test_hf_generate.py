@@ -215,3 +215,88 @@ def test_refusals_are_coded(wired, dirs):
         assert _code(exc) == ["SRG434"]
     finally:
         layer.layer_type = saved
+
+
+# -- the hoisted draft step (surgery/hf/fastdraft.py) against the assistant's own forward ----------
+
+
+def _ordered_draft(dirs, seed=0):
+    """The tiny assistant with its centroid head switched on (as in the E2B assistant), random
+    centroids and a random token ordering (a permutation)."""
+    from transformers import Gemma4AssistantForCausalLM
+
+    target, _ = pair.load_pair(*dirs)
+    _, draft_cfg = pair.make_configs()
+    draft_cfg.use_ordered_embeddings = True
+    torch.manual_seed(seed)
+    draft = Gemma4AssistantForCausalLM(draft_cfg).eval()
+    draft.masked_embedding.token_ordering.copy_(torch.randperm(draft_cfg.get_text_config().vocab_size))
+    draft.set_input_embeddings(target.get_input_embeddings())
+    return target, draft
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("head", ["lm_head", "centroids"])
+def test_hoisted_step_equals_the_assistants_forward(wired, dirs, head):
+    from surgery.hf import fastdraft
+
+    target, draft = wired if head == "lm_head" else _ordered_draft(dirs)
+    ids = _ids(pair.DEFAULT_PROMPTS[4])
+    out = target(input_ids=ids, output_hidden_states=True, return_shared_kv_states=True)
+    kv, position = out.shared_kv_states, torch.tensor([[ids.shape[1]]])
+    g = torch.Generator().manual_seed(1)
+    width = 2 * draft.config.backbone_hidden_size
+    inputs = [torch.randn(1, 1, width, generator=g) for _ in range(6)]
+    masks, rope = fastdraft.prepare_round(draft, kv, position, inputs[0])
+    for x in inputs:
+        tok, h = fastdraft.step(draft, x, kv, position, masks, rope)
+        ref_tok, ref_h = fastdraft.reference_step(draft, x, kv, position)
+        assert torch.equal(tok, ref_tok)
+        torch.testing.assert_close(h, ref_h, rtol=1e-5, atol=1e-6)
+    assert fastdraft.self_check(draft, inputs[0], kv, position) is None
+
+
+@torch.no_grad()
+def test_centroid_head_ties_resolve_like_argmax(dirs):
+    """Two candidate tokens with identical head rows tie exactly: the hoisted argmax must pick the
+    same (smallest) id as argmax over the assistant's scattered full-vocabulary logits."""
+    from surgery.hf import fastdraft
+
+    target, draft = _ordered_draft(dirs, seed=3)
+    ids = _ids(pair.DEFAULT_PROMPTS[5])
+    out = target(input_ids=ids, output_hidden_states=True, return_shared_kv_states=True)
+    kv, position = out.shared_kv_states, torch.tensor([[ids.shape[1]]])
+    x = torch.randn(1, 1, 2 * draft.config.backbone_hidden_size, generator=torch.Generator().manual_seed(2))
+    ref_tok, _ = fastdraft.reference_step(draft, x, kv, position)
+    winner = ref_tok.item()
+    # copy the winner's head row to a smaller id in one of the selected clusters, then to a larger one
+    masks, rope = fastdraft.prepare_round(draft, kv, position, x)
+    ordering = draft.masked_embedding.token_ordering.view(draft.config.num_centroids, -1)
+    cluster = next(row for row in ordering.tolist() if winner in row)
+    for other in (min(cluster), max(cluster)):
+        if other == winner:
+            continue
+        saved = draft.lm_head.weight[other].clone()
+        draft.lm_head.weight[other] = draft.lm_head.weight[winner]
+        try:
+            tok, _ = fastdraft.step(draft, x, kv, position, masks, rope)
+            ref, _ = fastdraft.reference_step(draft, x, kv, position)
+            assert tok.item() == ref.item() == min(winner, other)
+        finally:
+            draft.lm_head.weight[other] = saved
+
+
+def test_a_hoisted_step_that_disagrees_falls_back_aloud(dirs, greedy, monkeypatch):
+    """If transformers changes what the assistant's forward does, the self-check sees it: the loop
+    warns, runs the assistant's own forward, and the output is still greedy's."""
+    from surgery.hf import fastdraft
+
+    target, draft = _wired(dirs, _plan(dirs))
+    real_step = fastdraft.step
+    monkeypatch.setattr(fastdraft, "step", lambda *a: (real_step(*a)[0] + 1, real_step(*a)[1]))
+    prompt = pair.DEFAULT_PROMPTS[0]
+    with pytest.warns(UserWarning, match="assistant's own forward"):
+        out = _ours(target, draft, _ids(prompt), num_assistant_tokens=3)
+    assert torch.equal(out, greedy[prompt])
+    assert SPEC.last_stats.draft_path.startswith("transformers forward: token")
+    assert SPEC.last_stats.accepted / SPEC.last_stats.drafted > 0.7  # the real forward drafted

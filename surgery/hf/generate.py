@@ -23,12 +23,15 @@ that host list, not on device tensors.
 from __future__ import annotations
 
 import sys
+import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..diagnostics import SurgeryError, diag
+from . import fastdraft
 from .kvrouting import publisher_key
 
 
@@ -43,10 +46,30 @@ class RoundStats:
     draft_forwards: int = 0
     rounds: int = 0
     tokens: list[int] = field(default_factory=list)
+    draft_path: str | None = None  # HOISTED, or why the assistant's own forward ran each step
 
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0
+
+
+HOISTED = "hoisted (surgery/hf/fastdraft.py, checked against draft(...))"
+_DRAFT_PATHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _choose_draft_path(draft, first_inputs, kv, position) -> str:
+    """HOISTED when fastdraft's step reproduces ``draft(...)`` on this draft (checked once per draft
+    object, on the first real input), else "transformers forward: <why>" (and a warning: slower,
+    never wrong)."""
+    path = _DRAFT_PATHS.get(draft)
+    if path is None:
+        reason = fastdraft.self_check(draft, first_inputs, kv, position)
+        path = HOISTED if reason is None else f"transformers forward: {reason}"
+        if reason is not None:
+            warnings.warn(f"surgery.hf.speculative_decoding: draft steps run through the assistant's own forward "
+                          f"(slower): {reason}", stacklevel=3)
+        _DRAFT_PATHS[draft] = path
+    return path
 
 
 def _from_generate_call(model, name: str):
@@ -211,11 +234,18 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
         kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
         position.fill_(committed)
         tok, h, drafted = bonus, hidden, []
-        for _ in range(k_round):  # no host sync in here
-            step = draft(inputs_embeds=torch.cat([embed(tok), h], dim=-1), position_ids=position,
-                         shared_kv_states=kv)
-            tok = step.logits[:, -1:].argmax(dim=-1)
-            h = step.last_hidden_state[:, -1:]
+        first = torch.cat([embed(tok), h], dim=-1)
+        if stats.draft_path is None:
+            stats.draft_path = _choose_draft_path(draft, first, kv, position)
+        hoisted = stats.draft_path == HOISTED
+        if hoisted:
+            masks, rope = fastdraft.prepare_round(draft, kv, position, first)
+        for i in range(k_round):  # no host sync in here
+            inputs = first if i == 0 else torch.cat([embed(tok), h], dim=-1)
+            if hoisted:
+                tok, h = fastdraft.step(draft, inputs, kv, position, masks, rope)
+            else:
+                tok, h = fastdraft.reference_step(draft, inputs, kv, position)
             drafted.append(tok)
         drafts = torch.cat(drafted, dim=1)  # [1, k_round]
         out = model(input_ids=torch.cat([bonus, drafts], dim=1), past_key_values=cache, use_cache=True,
