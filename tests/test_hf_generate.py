@@ -300,3 +300,14 @@ def test_a_hoisted_step_that_disagrees_falls_back_aloud(dirs, greedy, monkeypatc
     assert torch.equal(out, greedy[prompt])
     assert SPEC.last_stats.draft_path.startswith("transformers forward: token")
     assert SPEC.last_stats.accepted / SPEC.last_stats.drafted > 0.7  # the real forward drafted
+
+
+def test_direct_call_without_generate(wired, greedy):
+    from transformers import GenerationConfig
+
+    target, draft = wired
+    prompt = pair.DEFAULT_PROMPTS[1]
+    n = _ids(prompt).shape[1]
+    out = SPEC(target, _ids(prompt), assistant_model=draft, num_draft_tokens=3,
+               generation_config=GenerationConfig(max_new_tokens=10, do_sample=False))
+    assert torch.equal(out, greedy[prompt][:, : n + 10])

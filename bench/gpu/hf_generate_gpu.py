@@ -1,7 +1,7 @@
 """HF generate side by side: plain greedy, transformers' assisted generation, ours (issue 16).
 
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py            # H200, ~3-4 min
-    cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py --cpu      # this machine, ~2 min
+    cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py --cpu      # this machine, ~1-2 min, 5 repeats
 
 Results: $OUT/hf_generate.json (``--cpu``: $OUT/hf_generate_cpu.json); versions are in the file.
 
@@ -310,9 +310,9 @@ def main():
     name = "hf_generate_cpu" if device == "cpu" else "hf_generate"
     if device == "cpu":
         dtype, prompts, max_new, ks, tf_ks = torch.float32, DEFAULT_PROMPTS[:3], 32, (1, 2, 3, 4), (3,)
-        parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 3, ks, tf_ks)),
+        parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 5, ks, tf_ks)),
                  ("tf_path_maps", tf_path_maps, (device, dtype, DEFAULT_PROMPTS[:2], 24, 3)),
-                 ("round_cost", round_cost, (device, dtype, "tiny", (1, 2, 3, 4), 24, 3))]
+                 ("round_cost", round_cost, (device, dtype, "tiny", (1, 2, 3, 4), 32, 5))]
     else:
         dtype, prompts, max_new, ks, tf_ks = torch.bfloat16, DEFAULT_PROMPTS[:6], 64, (1, 2, 3, 4), (1, 3)
         parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 3, ks, tf_ks)),

@@ -158,6 +158,9 @@ class _Stops:
         from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 
         self.max_length = getattr(generation_config, "max_length", None)
+        max_new = getattr(generation_config, "max_new_tokens", None)
+        if max_new is not None:  # takes precedence over max_length, as in generate()
+            self.max_length = prompt_len + max_new
         self.eos: set[int] = set()
         self.other = []
         for c in stopping_criteria or []:
@@ -291,7 +294,7 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     method: ``target.generate(ids, assistant_model=draft, custom_generate=speculative_decoding, ...)``.
 
     Also callable directly: ``speculative_decoding(target, ids, assistant_model=draft,
-    generation_config=GenerationConfig(max_new_tokens=..., max_length=...))``. Returns the
+    generation_config=GenerationConfig(max_new_tokens=...))``. Returns the
     sequences tensor (prompt + new tokens) like ``generate``; with ``return_dict_in_generate`` a
     ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
     ``speculative_decoding.last_stats``.
