@@ -389,6 +389,7 @@ def test_verification_fails_on_an_untouched_pair_when_the_map_differs(explicit_p
 
 
 @torch.no_grad()
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # 5.19 requires input_ids / model_kwargs and deprecates them
 def test_wired_draft_runs_in_transformers_own_mtp_drafting(dirs, explicit_plan, fresh):
     """transformers' own MTP candidate generator (SinglePositionMultiTokenCandidateGenerator), fed the
     target's own outputs, drafts with the explicit map: its draft logits equal a reference computed

@@ -143,7 +143,9 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
             times[name].append(time.perf_counter() - t)
             outputs[name] = out
             if name.startswith("ours"):
-                res["methods"].setdefault(name, {})["acceptance_rate"] = acc[1] / acc[0] if acc[0] else None
+                row = res["methods"].setdefault(name, {})
+                row["acceptance_rate"] = acc[1] / acc[0] if acc[0] else None
+                row["draft_path"] = surgery.hf.speculative_decoding.last_stats.draft_path
     new_tokens = sum(o.shape[1] - x.shape[1] for o, x in zip(outputs["greedy"], ids))
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -218,7 +220,7 @@ def _build_e2b(device, dtype, configs=None):
 
     t_path, d_path = configs or (CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json")
     target, draft, build_s, t_cfg, d_cfg = build_random(t_path, d_path, dtype, device=device, ordered=True)
-    if draft.masked_embedding is not None:  # a real ordering (a permutation), as in the checkpoint
+    if getattr(draft, "masked_embedding", None) is not None:  # a real ordering (a permutation), as in the checkpoint
         g = torch.Generator().manual_seed(0)
         draft.masked_embedding.token_ordering.copy_(torch.randperm(t_cfg.vocab_size, generator=g).to(device))
     import surgery
@@ -274,10 +276,11 @@ def round_cost(device, dtype, width, ks, new_tokens, repeats, prompt_len=64, con
             _sync()
             timed[k].append(time.perf_counter() - t)
             rounds[k] = st.rounds
+            draft_path = st.draft_path
     step_s = statistics.median(timed["greedy"]) / new_tokens
     greedy_tps = 1.0 / step_s
     res = {"width": width, "dtype": str(dtype), "build_s": build_s, "prompt_len": prompt_len,
-           "new_tokens": new_tokens, "repeats": repeats, "greedy_step_s": step_s, "greedy_tokens_per_s": greedy_tps,
+           "new_tokens": new_tokens, "repeats": repeats, "draft_path": draft_path, "greedy_step_s": step_s, "greedy_tokens_per_s": greedy_tps,
            "acceptance_model": {"per_position": list(ACCEPTANCE),
                                 "meaning": "P(draft position i is accepted), i = 1..4; a round of k drafts yields "
                                            "1 + sum(p_1..p_k) tokens on average (the target's own token + accepted drafts)"},
