@@ -30,10 +30,14 @@ def load_standalone_pair(target_dir, draft_dir, device="cpu", dtype=None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    kwargs = dict(use_safetensors=True, trust_remote_code=False, dtype=dtype or torch.float32)
-    target = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs).to(device).eval()
-    draft = AutoModelForCausalLM.from_pretrained(str(draft_dir), **kwargs).to(device).eval()
-    return target, draft
+    kwargs = dict(use_safetensors=True, trust_remote_code=False, dtype=dtype or torch.float32, output_loading_info=True)
+    models = []
+    for folder in (target_dir, draft_dir):
+        model, info = AutoModelForCausalLM.from_pretrained(str(folder), **kwargs)
+        # what the checkpoint did not bring (as surgery/hf/pair.py records it for `must_exist`)
+        model._surgery_missing_keys = frozenset(info.get("missing_keys", ()))
+        models.append(model.to(device).eval())
+    return models[0], models[1]
 
 
 def prompts_for(target_dir, texts, vocab_size: int) -> tuple[list[list[int]], str]:
