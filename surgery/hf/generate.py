@@ -128,8 +128,11 @@ def check_wired(target, draft) -> None:
     if want is not None and getattr(emb, "embedding_dim", None) != want:
         raise _refuse("SRG432", f"draft input embedding has width {getattr(emb, 'embedding_dim', None)}, expected the "
                       f"target's ({want}): the draft still has its placeholder embedding (apply the recipe first)")
-    published = {publisher_key(layer.self_attn) for layer in target.model.layers} - {None}
-    for i, layer in enumerate(draft.model.layers):
+    from ..apply.paths import get_path, layers_path
+
+    target_layers = get_path(target, layers_path("hf", target, "target"))  # also multimodal targets
+    published = {publisher_key(layer.self_attn) for layer in target_layers} - {None}
+    for i, layer in enumerate(get_path(draft, layers_path("hf", draft, "draft"))):
         key = layer.self_attn.layer_type
         if getattr(layer.self_attn, "is_kv_shared_layer", False) and key not in published:
             raise _refuse("SRG434", f"draft layer {i} reads shared_kv_states[{key!r}], which the target does not "
