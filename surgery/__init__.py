@@ -30,3 +30,13 @@ def verify(plan, draft, target, adapter=None, **kwargs):
     from .apply import verify_plan
 
     return verify_plan(plan, draft, target, adapter=adapter, **kwargs)
+
+
+def __getattr__(name):
+    """``surgery.hf`` (HF transformers helpers, e.g. ``surgery.hf.speculative_decoding``) on first use,
+    so ``import surgery`` stays free of torch."""
+    if name == "hf":
+        import importlib
+
+        return importlib.import_module(".hf", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -165,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=_positive_int, default=8, metavar="N", help="number of built-in prompts to decode")
     p.add_argument("--no-strict", action="store_true",
                    help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
+    p.add_argument("--engine", choices=["hf"], default="hf",
+                   help="engine to apply with: hf (HF transformers; vLLM applies through its plugin)")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "

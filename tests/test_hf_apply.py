@@ -101,6 +101,7 @@ def _snapshot(target, draft) -> dict:
             "params": dict(m.named_parameters(remove_duplicate=False)),
             "buffers": dict(m.named_buffers(remove_duplicate=False)),
             "layer_types": [layer.self_attn.layer_type for layer in m.model.layers],
+            "publishes": [getattr(layer.self_attn, "store_full_length_kv", None) for layer in m.model.layers],
         }
     return snap
 
@@ -118,6 +119,7 @@ def _assert_unchanged(before: dict, target, draft) -> None:
             assert not changed, f"{side} {kind} replaced: {changed}"
             assert [id(o) for o in n[kind].values()] == [id(o) for o in b[kind].values()]
         assert n["layer_types"] == b["layer_types"], side
+        assert n["publishes"] == b["publishes"], side
 
 
 def _mtp_step_logits(target, draft, ids, shared_kv_states):
@@ -162,7 +164,10 @@ def test_apply_shares_modules_by_identity_without_copies(plan, fresh):
     names = [c.name for c in verification.checks]
     assert any("same object, no copy" in n for n in names)
     assert any("tied to the draft's own embedding" in n for n in names)
-    assert sum("identity probe" in n for n in names) == len(plan.ops("share_kv")) == 4
+    assert sum("live target forward" in n for n in names) == len(plan.ops("share_kv")) == 4
+    # the default map is transformers' own: no attention was rebound on either side
+    assert [layer.self_attn.layer_type for layer in draft.model.layers] == draft.config.get_text_config().layer_types
+    assert [layer.self_attn.layer_type for layer in target.model.layers] == target.config.layer_types
 
 
 def test_plan_for_vllm_refuses_the_hf_adapter(dirs, fresh):
@@ -242,11 +247,13 @@ def _mutation_sequence(plan, target, draft) -> list[str]:
     return [p.op.id for p in prepared for _ in p.mutations]
 
 
-def test_fault_before_every_mutation_rolls_everything_back(plan, atomic_pair):
+def test_fault_before_every_mutation_rolls_everything_back(explicit_plan, atomic_pair):
     target, draft = atomic_pair
+    plan = explicit_plan  # the default map needs no mutation; this one rebinds on both sides
     sequence = _mutation_sequence(plan, target, draft)
-    # every operation that mutates is a fault point (keep only checks: it has no mutation)
-    assert sequence == [o.id for o in plan.operations if o.op != "keep"] and len(sequence) == 5
+    # every mutation is a fault point: share_kv to a non-default target layer is 2 target + 1 draft
+    # rebinding (0->2, 1->3, 2->2), 3->4 is transformers' default (none); keep only checks
+    assert len(sequence) == 3 * 3 + 1 and sequence[-1] == "share_module:input_embeddings"
     before = _snapshot(target, draft)
     for n, failing in enumerate(sequence):
         seen = []
@@ -272,9 +279,10 @@ def test_fault_before_every_mutation_rolls_everything_back(plan, atomic_pair):
     _assert_unchanged(before, target, draft)
 
 
-def test_failure_inside_a_mutation_is_rolled_back_too(plan, atomic_pair, monkeypatch):
+def test_failure_inside_a_mutation_is_rolled_back_too(explicit_plan, atomic_pair, monkeypatch):
     """A mutation that raises after it has already rebound its attribute is undone as well."""
     target, draft = atomic_pair
+    plan = explicit_plan
     sequence = _mutation_sequence(plan, target, draft)
     before = _snapshot(target, draft)
     real_apply = SetAttr.apply
@@ -341,3 +349,78 @@ def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_pla
     assert good["acceptance_rate"] >= 0.7, good  # measured 0.81 here (2 short prompts), ~0.9 over 8
     assert bad["acceptance_rate"] <= good["acceptance_rate"] - 0.3, (good["acceptance_rate"], bad["acceptance_rate"])
     assert bad["target_forwards"] > good["target_forwards"]
+
+
+# -- 6. issue 12 item 4: wiring under transformers' own shared_kv_states contract ----------------
+
+
+def _share_kv_checks(plan, draft, target, report):
+    checks = surgery.verify(plan, draft, target, report=report).checks
+    return {c.op_id: c.ok for c in checks if c.op_id.startswith("share_kv")}
+
+
+def test_verification_fails_on_an_untouched_pair_when_the_map_differs(explicit_plan, plan, fresh, monkeypatch):
+    """The share_kv check runs the real target forward and looks at what it publishes under the key
+    each draft layer reads: it fails wherever the live pair would read another layer than the plan's."""
+    import surgery.hf.kvrouting as kvrouting
+
+    target, draft = fresh
+    # the check must not go through our own routing code
+    monkeypatch.setattr(kvrouting, "build_shared_kv_states", lambda *a, **k: pytest.fail("routing code used"))
+    report = surgery.apply(explicit_plan, draft, target)
+    assert all(_share_kv_checks(explicit_plan, draft, target, report).values())
+    rollback(report)  # untouched again: transformers' default map (sliding -> 5, full -> 4)
+    assert _share_kv_checks(explicit_plan, draft, target, report) == {
+        "share_kv:kv_source:0->2": False, "share_kv:kv_source:1->3": False, "share_kv:kv_source:2->2": False,
+        "share_kv:kv_source:3->4": True}  # 3 -> 4 IS transformers' default
+    # half-wired: draft rebound but the target does not publish (and the reverse) fails too
+    report = surgery.apply(explicit_plan, draft, target)
+    target.model.layers[2].self_attn.store_full_length_kv = False
+    assert _share_kv_checks(explicit_plan, draft, target, report)["share_kv:kv_source:0->2"] is False
+    rollback(report)
+    report = surgery.apply(explicit_plan, draft, target)
+    draft.model.layers[1].self_attn.layer_type = "sliding_attention"
+    assert _share_kv_checks(explicit_plan, draft, target, report)["share_kv:kv_source:1->3"] is False
+    rollback(report)
+    # the default plan on the untouched pair: transformers' own wiring is the plan's, the check says so
+    default_report = surgery.apply(plan, draft, target)
+    rollback(default_report)
+    assert all(_share_kv_checks(plan, draft, target, default_report).values())
+
+
+@torch.no_grad()
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # 5.19 requires input_ids / model_kwargs and deprecates them
+def test_wired_draft_runs_in_transformers_own_mtp_drafting(dirs, explicit_plan, fresh):
+    """transformers' own MTP candidate generator (SinglePositionMultiTokenCandidateGenerator), fed the
+    target's own outputs, drafts with the explicit map: its draft logits equal a reference computed
+    from the named target layers' K/V on an unwired draft."""
+    from transformers import DynamicCache, GenerationConfig
+    from transformers.generation.candidate_generator import SinglePositionMultiTokenCandidateGenerator
+
+    target, draft = fresh
+    surgery.apply(explicit_plan, draft, target)
+    ids = torch.tensor([pair.encode(PROMPT)])
+    cache = DynamicCache(config=target.config)  # what transformers' generate uses (sliding layers windowed)
+    out = target(input_ids=ids, past_key_values=cache, use_cache=True, output_hidden_states=True,
+                 return_shared_kv_states=True)
+    assert {"surgery.kv.2", "surgery.kv.3"} <= set(out.shared_kv_states)
+    bonus = out.logits[:, -1:].argmax(-1)
+    draft.generation_config.num_assistant_tokens = 1
+    gen = SinglePositionMultiTokenCandidateGenerator(
+        input_ids=ids, assistant_model=draft, target_model_input_embeddings=target.get_input_embeddings(),
+        generation_config=GenerationConfig(max_length=ids.shape[1] + 8), model_kwargs={})
+    _, logits = gen.get_candidates(torch.cat([ids, bonus], 1), model_kwargs={}, model_outputs=out,
+                                   is_first_iteration=False, n_last_matches=0)
+
+    full = DynamicCache()
+    target(input_ids=ids, past_key_values=full, use_cache=True)
+    kv = {j: (full.layers[j].keys, full.layers[j].values) for j in (2, 3, 4, 5)}
+    _, ref_draft = pair.load_pair(*dirs)
+    for layer, key in zip(ref_draft.model.layers, ("L2", "L3", "L2", "full_attention")):
+        layer.self_attn.layer_type = key
+    reference = _mtp_step_logits(target, ref_draft, ids, {"L2": kv[2], "L3": kv[3], "full_attention": kv[4],
+                                                          "sliding_attention": kv[5]})
+    torch.testing.assert_close(logits[:, :1], reference, rtol=0, atol=1e-5)
+    default = _mtp_step_logits(target, ref_draft, ids, {"L2": kv[5], "L3": kv[5], "full_attention": kv[4],
+                                                        "sliding_attention": kv[5]})
+    assert (logits[:, :1] - default).abs().max() > 1e-3

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from surgery.hf import pair  # noqa: E402
-from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources, kv_key  # noqa: E402
+from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402
 from surgery.hf.specdec import greedy_generate, speculative_generate  # noqa: E402
 
 # Prompts longer than the sliding window (64) exercise the full-length cache + sliding masks.
@@ -23,6 +23,7 @@ LONG_PROMPTS = (
 )
 PROMPTS = pair.DEFAULT_PROMPTS[:6] + LONG_PROMPTS
 MAX_NEW = 32
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +51,27 @@ def wrong_map(target, draft) -> dict[int, int]:
 
 
 @contextlib.contextmanager
-def routed(draft, mapping: dict[int, int]):
-    """Wire draft layer i to target layer j as the applier will: ``layer_type = kv_key(j)``."""
+def routed(draft, mapping: dict[int, int], target=None):
+    """Wire draft layer i to target layer j as the applier does (surgery/hf/kvrouting.py): the draft
+    reads ``kv_key(j)`` and, when ``target`` is given, target layer j publishes under that key."""
     attns = [layer.self_attn for layer in draft.model.layers]
+    t_attns = [layer.self_attn for layer in target.model.layers] if target is not None else []
     saved = [a.layer_type for a in attns]
+    t_saved = [(a.layer_type, a.store_full_length_kv) for a in t_attns]
     try:
         for i, j in mapping.items():
-            attns[i].layer_type = kv_key(j)
+            key = publisher_key(t_attns[j]) if target is not None else None
+            if key is None:  # not a layer transformers publishes by default
+                key = kv_key(j)
+                if target is not None:
+                    t_attns[j].layer_type, t_attns[j].store_full_length_kv = key, True
+            attns[i].layer_type = key
         yield draft
     finally:
         for a, t in zip(attns, saved):
             a.layer_type = t
+        for a, (t, store) in zip(t_attns, t_saved):
+            a.layer_type, a.store_full_length_kv = t, store
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +82,7 @@ def greedy_ref(models):
 
 def _spec(models, mapping, k, prompts=PROMPTS, max_new=MAX_NEW):
     target, draft = models
-    with routed(draft, mapping):
+    with routed(draft, mapping, target):
         return {p: speculative_generate(target, draft, pair.encode(p), max_new, k) for p in prompts}
 
 
@@ -117,7 +128,7 @@ def test_speculative_equals_greedy_with_wrong_map(models, greedy_ref):
 def test_stops_exactly_at_max_new_tokens(models, max_new):
     target, draft = models
     prompt = pair.encode(PROMPTS[0])
-    with routed(draft, correct_map(target, draft)):
+    with routed(draft, correct_map(target, draft), target):
         res = speculative_generate(target, draft, prompt, max_new, 5)
     assert res.tokens == greedy_generate(target, prompt, max_new)
     assert len(res.tokens) == max_new and res.target_forwards <= max_new

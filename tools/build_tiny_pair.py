@@ -241,7 +241,7 @@ def distil_draft(target, draft, pool, steps, batch, k_steps, gen) -> None:
 @torch.no_grad()
 def check_parallel_matches_sequential(target, draft, corpus, starts, gen) -> float:
     """The parallel training forward must equal the real single-query inference path
-    (``surgery.hf.specdec.draft_tokens`` conventions), or the distillation trains the wrong thing."""
+    (``surgery.hf.generate._decode`` conventions), or the distillation trains the wrong thing."""
     from surgery.hf.kvrouting import build_shared_kv_states
     from transformers import DynamicCache
 

@@ -29,8 +29,9 @@ def _sync():
         torch.cuda.synchronize()
 
 
-def build_random(target_cfg_path, draft_cfg_path, dtype, device="cuda"):
-    """Materialise both models directly on the GPU (meta init, then to_empty + normal init)."""
+def build_random(target_cfg_path, draft_cfg_path, dtype, device="cuda", ordered=False):
+    """Materialise both models directly on the GPU (meta init, then to_empty + normal init).
+    ``ordered``: keep the assistant's centroid head (use_ordered_embeddings) as the config says."""
     import torch
     from transformers import AutoConfig, Gemma4AssistantForCausalLM, Gemma4ForCausalLM
 
@@ -45,7 +46,8 @@ def build_random(target_cfg_path, draft_cfg_path, dtype, device="cuda"):
     t_raw["model_type"] = "gemma4_text"
     t_cfg = AutoConfig.for_model(**t_raw)
     d_cfg = AutoConfig.for_model(**d_raw)
-    d_cfg.use_ordered_embeddings = False  # centroid head not needed for cost / loop measurements
+    if not ordered:
+        d_cfg.use_ordered_embeddings = False  # centroid head not needed for cost / loop measurements
     _sync()
     t0 = time.perf_counter()
     with torch.device("meta"):

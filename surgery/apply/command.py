@@ -96,14 +96,25 @@ def load_models(load_pair, target_dir, draft_dir, device, dtype):
 HF_LOADABLE = {"target": ("gemma4", "gemma4_text"), "draft": ("gemma4_assistant",)}
 
 
-def check_loadable(target_facts, draft_facts) -> None:
+# recipes whose pairs are two complete causal LMs: loaded with AutoModelForCausalLM (surgery/hf/standalone.py)
+# and checked through transformers' standard assisted generation
+HF_STANDALONE_RECIPES = ("draft-model",)
+
+
+def check_loadable(target_facts, draft_facts, recipe_name: str | None = None) -> None:
     """SRG408 before any weight is read when the HF loader cannot build this pair (it would fail
-    inside transformers with an unrelated error, e.g. KeyError 'full_attention' for Llama)."""
+    inside transformers with an unrelated error, e.g. KeyError 'full_attention' for Llama).
+    Standalone drafts (the draft-model recipe) load through transformers' own Auto classes."""
+    from ..hf.standalone import is_standalone
+
+    if recipe_name in HF_STANDALONE_RECIPES and is_standalone(draft_facts):
+        return
     for side, facts in (("target", target_facts), ("draft", draft_facts)):
         types = {facts.model_type, facts.text_model_type} - {None}
         if not types & set(HF_LOADABLE[side]):
             raise SurgeryError(diag("SRG408", f"the HF loader cannot load this pair: {side} model_type "
-                                    f"{facts.model_type!r} (it loads {side}s of type {', '.join(HF_LOADABLE[side])})",
+                                    f"{facts.model_type!r} (it loads {side}s of type {', '.join(HF_LOADABLE[side])}, "
+                                    f"and standalone drafts with the {', '.join(HF_STANDALONE_RECIPES)} recipe)",
                                     Location(file=facts.source)))
 
 
@@ -141,7 +152,7 @@ def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, n
 WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
 
 
-def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]:
+def ablation(plan, draft, target, report, prompts, args, progress, check=None) -> list[dict]:
     """Remove each recipe step in turn (and all of them), rerun the decoding check, restore.
 
     Besides the removals, one variant keeps share_kv but with a deliberately wrong map (the first
@@ -172,7 +183,7 @@ def ablation(plan, draft, target, report, prompts, args, progress) -> list[dict]
                 if variant is not None:
                     sub = apply_plan(variant, draft, target, strict=not getattr(args, "no_strict", False))
                     row["verified"] = verify_plan(variant, draft, target, report=sub).ok
-                d = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+                d = (check or decode_check)(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
                 row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
                             "drafted": d["drafted"], "accepted": d["accepted"]})
             except Exception as exc:  # a removed step can make the draft unrunnable: that is the finding
@@ -262,6 +273,7 @@ def run_apply(args, out) -> int:
 
     from ..facts import read_facts
     from ..hf.pair import DEFAULT_PROMPTS, encode, ensure_tiny_pair, load_pair
+    from ..hf.standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe
     from ..resolver import resolve
@@ -287,7 +299,7 @@ def run_apply(args, out) -> int:
     timings["resolve_s"] = time.perf_counter() - t
     if not plan.ok:
         raise SurgeryError(plan.errors)
-    check_loadable(target_facts, draft_facts)
+    check_loadable(target_facts, draft_facts, plan.recipe)
 
     progress("loading models")
     if not progress.enabled:  # transformers' own "Loading weights" bars would land in pipes and logs
@@ -296,7 +308,9 @@ def run_apply(args, out) -> int:
         hf_logging.disable_progress_bar()
     t = time.perf_counter()
     device, dtype = _device(args.device), _dtype(args.dtype)
-    target, draft = load_models(load_pair, target_dir, draft_dir, device=device, dtype=dtype)
+    standalone = plan.recipe in HF_STANDALONE_RECIPES and is_standalone(draft_facts)  # transformers' assisted generation
+    loader = load_standalone_pair if standalone else load_pair
+    target, draft = load_models(loader, target_dir, draft_dir, device=device, dtype=dtype)
     timings["load_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -306,10 +320,16 @@ def run_apply(args, out) -> int:
     verification = verify_plan(plan, draft, target, report=report)
     timings["verify_s"] = time.perf_counter() - t
 
-    prompts = [encode(p) for p in DEFAULT_PROMPTS[: max(1, args.prompts)]]
+    texts = DEFAULT_PROMPTS[: max(1, args.prompts)]
+    if standalone:
+        prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
+        check = assisted_check
+    else:
+        prompts, prompt_source, check = [encode(p) for p in texts], "built-in tiny tokenizer", decode_check
     progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens})")
-    decode = decode_check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
-    abl = ablation(plan, draft, target, report, prompts, args, progress) if args.ablate else None
+    decode = check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+    decode["prompt_ids"] = prompt_source
+    abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
     progress.done()
     ok = verification.ok and decode["identical"]
     result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": args.dtype,
@@ -335,7 +355,7 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
     for c in verification.checks:
         lines.append(f"  [{'pass' if c.ok else 'FAIL'}] {c.op_id}: {c.name}" + (f"  ({c.detail})" if not c.ok else ""))
     d = decode
-    lines += ["", "decoding check (speculative vs plain greedy)",
+    lines += ["", f"decoding check (speculative vs plain greedy{'; ' + d['method'] if d.get('method') else ''})",
               f"  prompts {d['prompts']}, tokens generated {d['tokens']}, draft tokens per step {d['num_draft_tokens']}",
               f"  output identical to greedy: {'yes' if d['identical'] else 'NO (prompts ' + str(d['mismatched_prompts']) + ')'}",
               f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance rate {d['acceptance_rate']:.1%}",

@@ -1,10 +1,9 @@
 """The HF transformers adapter: plan operations on live `PreTrainedModel`s.
 
 KV sharing in transformers' Gemma 4: a KV-shared attention layer reads
-`shared_kv_states[self.layer_type]` (modeling_gemma4.py, Gemma4TextAttention.forward), and masks /
-rotary embeddings use `config.layer_types[i]`, so `self_attn.layer_type` is purely the lookup key.
-We rebind it to `kv_key(j)` and our decoding loop (surgery/hf/specdec.py) fills that key with
-target layer j's K/V, so an explicit map really changes what the draft reads.
+`shared_kv_states[self.layer_type]` (modeling_gemma4.py, Gemma4TextAttention.forward); the target
+publishes there. surgery/hf/kvrouting.py `prepare_share_kv` wires a map under that contract (no
+rebinding for transformers' default map), so a wired pair runs in transformers' own `generate`.
 """
 from __future__ import annotations
 
@@ -49,43 +48,9 @@ class HFAdapter(Adapter):
 
     # -- share_kv ------------------------------------------------------------------------------
     def _prepare_share_kv(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        from ..hf.kvrouting import kv_key
+        from ..hf.kvrouting import prepare_share_kv
 
-        d_path = attention_path("hf", draft, op.draft_layer, "draft")
-        t_path = attention_path("hf", target, op.target_layer, "target")
-        d_attn, t_attn = get_path(draft, d_path), get_path(target, t_path)
-        if not getattr(d_attn, "is_kv_shared_layer", False):
-            raise SurgeryError(diag("SRG402", f"{op.id}: draft {d_path} computes its own K/V (is_kv_shared_layer is "
-                                    "False); HF can only redirect KV-shared layers"))
-        if getattr(t_attn, "is_kv_shared_layer", False):
-            raise SurgeryError(diag("SRG307", f"{op.id}: target {t_path} is KV-shared and holds no K/V of its own"))
-        if getattr(d_attn, "head_dim", None) != getattr(t_attn, "head_dim", None):
-            raise SurgeryError(diag("SRG405", f"{op.id}: draft head_dim {getattr(d_attn, 'head_dim', None)} != target "
-                                    f"head_dim {getattr(t_attn, 'head_dim', None)} on the live modules"))
-        key = kv_key(op.target_layer)
-        plan_unshared = len(get_path(target, layers_path("hf", target, "target"))) - int(
-            getattr(target.config.get_text_config(), "num_kv_shared_layers", 0) or 0)
-
-        def routed() -> Check:
-            # Identity probe through the same routing function the decoding loop uses: a stand-in
-            # cache whose every layer holds distinct sentinel tensors; the draft layer's entry in
-            # shared_kv_states must be exactly target layer j's tensors.
-            import torch
-            from types import SimpleNamespace
-
-            from ..hf.kvrouting import build_shared_kv_states
-
-            n = plan_unshared
-            probe = SimpleNamespace(layers=[SimpleNamespace(keys=torch.empty(0), values=torch.empty(0))
-                                            for _ in range(n)])
-            states = build_shared_kv_states(probe, target.config, draft)
-            got = states.get(d_attn.layer_type)
-            want = probe.layers[op.target_layer]
-            ok = got is not None and got[0] is want.keys and got[1] is want.values
-            return Check(op.id, "draft layer reads exactly the mapped target layer's K/V (identity probe)", ok,
-                         f"{d_path}.layer_type={d_attn.layer_type!r}")
-
-        return Prepared(op, [SetAttr(f"{op.id}", d_attn, "layer_type", key)], [routed])
+        return prepare_share_kv(op, draft, target)
 
     # -- share_module / keep ---------------------------------------------------------------------
     def _prepare_share_module(self, op: Operation, draft: Any, target: Any) -> Prepared:

@@ -1,15 +1,17 @@
 """How a Gemma 4 assistant reads the target's K/V in HF transformers.
 
 In transformers 5.x every assistant attention is a KV-shared ``Gemma4TextAttention``: instead of
-computing K/V it looks up ``shared_kv_states[self.layer_type]``. The mask and rotary embedding of
-that layer are chosen from ``config.layer_types[i]`` instead, so ``self_attn.layer_type`` is *only*
-the lookup key. We exploit that: the applier points draft layer i at target layer j by setting
-``draft.model.layers[i].self_attn.layer_type = kv_key(j)``, and :func:`build_shared_kv_states`
-puts target layer j's K/V under that key.
+computing K/V it looks up ``shared_kv_states[self.layer_type]``, and the target's attentions with
+``store_full_length_kv`` publish theirs under their own ``layer_type``. The mask and rotary embedding
+of a layer are chosen from ``config.layer_types[i]`` instead, so ``self_attn.layer_type`` is *only*
+the lookup key. :func:`prepare_share_kv` (the applier's share_kv) leaves transformers' default map
+alone and, for any other target layer j, makes layer j publish under ``kv_key(j)`` and points the
+draft layer at that key: the wired pair runs under transformers' own contract, in its ``generate``
+and in ours (surgery/hf/generate.py).
 
-The target must run with a ``DynamicCache()`` built WITHOUT a config: every layer then keeps
-full-length K/V (no sliding-window truncation; masks still follow the config), so any non-shared
-target layer can be read, at any length.
+:func:`build_shared_kv_states` builds the same dict from a full-length ``DynamicCache`` (built
+WITHOUT a config: every layer keeps full-length K/V, masks still follow the config); tests use it
+as an independent reference.
 """
 
 from __future__ import annotations
@@ -94,3 +96,108 @@ def build_shared_kv_states(target_cache, target_config, draft_model, length: int
             )
         states[attn.layer_type] = cache_kv(target_cache, j, length)
     return states
+
+
+# -- the applier's share_kv, under transformers' own contract ----------------------------------
+#
+# transformers' contract (modeling_gemma4.py, Gemma4TextAttention.forward): a target attention with
+# ``store_full_length_kv`` writes its K/V to ``shared_kv_states[self.layer_type]``; a KV-shared
+# attention (every assistant layer) reads ``shared_kv_states[self.layer_type]``; masks and rotary
+# embeddings follow ``config.layer_types[i]``, so ``self_attn.layer_type`` is only the key. The
+# target returns the dict with ``return_shared_kv_states=True`` and transformers' MTP generation
+# passes it to the assistant unchanged. Wiring therefore works in transformers' own ``generate``
+# when the target PUBLISHES under the key the draft READS:
+#   * map equal to transformers' default (the last unshared layer of the type): nothing to do;
+#   * another target layer j: target layer j also publishes, under ``kv_key(j)`` (its
+#     ``layer_type`` rebound, ``store_full_length_kv`` set: its own computation is unchanged, it only
+#     adds an entry referencing its cache K/V) and the draft layer reads ``kv_key(j)``.
+
+
+def publisher_key(t_attn) -> str | None:
+    """The key under which a live target attention publishes its K/V, None if it publishes none."""
+    if getattr(t_attn, "is_kv_shared_layer", False) or not getattr(t_attn, "store_full_length_kv", False):
+        return None
+    return t_attn.layer_type
+
+
+def _probe_ids(target, n: int = 3):
+    import torch
+
+    vocab = text_config(target.config).vocab_size
+    return (torch.arange(1, n + 1) % vocab).unsqueeze(0).to(target.device)
+
+
+def published_kv(target, n_tokens: int = 3):
+    """(shared_kv_states, cache) of one real target forward over a short probe, run the way
+    transformers' MTP generation runs it (``return_shared_kv_states=True``), with a config-less
+    ``DynamicCache`` so every unshared layer's K/V can be compared with what was published."""
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    with torch.no_grad():
+        out = target(input_ids=_probe_ids(target, n_tokens), past_key_values=cache, use_cache=True,
+                     return_shared_kv_states=True, logits_to_keep=1)
+    states = getattr(out, "shared_kv_states", None)
+    if states is None:
+        from ..diagnostics import SurgeryError, diag
+
+        raise SurgeryError(diag("SRG433", f"{type(target).__name__} returned no shared_kv_states: this transformers "
+                                "version does not publish the target's K/V the way Gemma 4 assisted generation needs"))
+    return states, cache
+
+
+def reads_target_layer(draft_attn, target, j: int) -> tuple[bool, str]:
+    """Does ``draft_attn`` read target layer ``j``'s K/V under transformers' contract? Proved on a
+    real target forward (not through our routing code): the entry the target publishes under the
+    draft attention's lookup key must be target layer j's own cached tensors."""
+    states, cache = published_kv(target)
+    key = draft_attn.layer_type
+    got = states.get(key)
+    if got is None:
+        return False, f"the draft reads key {key!r}, which the target publishes nothing under (keys: {sorted(states)})"
+    want = cache.layers[j]
+    if got[0] is want.keys and got[1] is want.values:
+        return True, f"key {key!r} holds target layer {j}'s cache tensors"
+    others = [i for i, layer in enumerate(cache.layers) if i != j and getattr(layer, "keys", None) is got[0]]
+    return False, (f"key {key!r} holds target layer {others[0]}'s K/V, not layer {j}'s" if others
+                   else f"key {key!r} does not hold target layer {j}'s K/V")
+
+
+def prepare_share_kv(op, draft, target):
+    """The HF share_kv operation: checks, reversible mutations and the verification check.
+
+    Raises SurgeryError (nothing touched) when the live modules cannot do what the plan says."""
+    from ..apply.core import Check, Prepared
+    from ..apply.mutations import SetAttr
+    from ..apply.paths import attention_path, get_path
+    from ..diagnostics import SurgeryError, diag
+
+    d_path = attention_path("hf", draft, op.draft_layer, "draft")
+    t_path = attention_path("hf", target, op.target_layer, "target")
+    d_attn, t_attn = get_path(draft, d_path), get_path(target, t_path)
+    if not getattr(d_attn, "is_kv_shared_layer", False):
+        raise SurgeryError(diag("SRG402", f"{op.id}: draft {d_path} computes its own K/V (is_kv_shared_layer is "
+                                "False); HF can only redirect KV-shared layers"))
+    if getattr(t_attn, "is_kv_shared_layer", False):
+        raise SurgeryError(diag("SRG307", f"{op.id}: target {t_path} is KV-shared and holds no K/V of its own"))
+    if getattr(d_attn, "head_dim", None) != getattr(t_attn, "head_dim", None):
+        raise SurgeryError(diag("SRG405", f"{op.id}: draft head_dim {getattr(d_attn, 'head_dim', None)} != target "
+                                f"head_dim {getattr(t_attn, 'head_dim', None)} on the live modules"))
+
+    key = publisher_key(t_attn)
+    mutations = []
+    if key is None or parse_kv_key(key) not in (None, op.target_layer):
+        # target layer j publishes nothing today: make it publish under its own key
+        key = kv_key(op.target_layer)
+        mutations += [SetAttr(f"{op.id} (target publishes)", t_attn, "layer_type", key),
+                      SetAttr(f"{op.id} (target publishes)", t_attn, "store_full_length_kv", True)]
+    if d_attn.layer_type != key:
+        mutations.append(SetAttr(op.id, d_attn, "layer_type", key))
+
+    def reads() -> Check:
+        ok, detail = reads_target_layer(d_attn, target, op.target_layer)
+        return Check(op.id, f"draft {d_path} reads target layer {op.target_layer}'s K/V through transformers' "
+                     "shared_kv_states (live target forward)", ok, detail)
+
+    return Prepared(op, mutations, [reads])

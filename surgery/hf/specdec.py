@@ -1,7 +1,8 @@
-"""Greedy speculative decoding with a Gemma 4 MTP assistant, on plain HF models.
+"""Greedy speculative decoding with a Gemma 4 MTP assistant, on plain HF models: list-in/list-out
+helpers around the one loop in surgery/hf/generate.py, and the plain greedy baseline.
 
-Our own loop (transformers' assisted generation is broken for this pair in 5.19), built only on
-model forwards, ``DynamicCache`` and ``DynamicCache.crop`` so it runs on 5.17 and 5.19 alike.
+The loop is built only on model forwards, ``DynamicCache`` and ``DynamicCache.crop`` so it runs on
+5.17 and 5.19 alike (transformers' own assisted generation is broken for this pair in 5.19).
 
 MTP convention (as in transformers' ``SinglePositionMultiTokenCandidateGenerator`` after prefill):
 with committed context x[0..L-1] (all in the target's cache) and the target's own next token
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .kvrouting import build_shared_kv_states
 
 
 @dataclass
@@ -45,23 +45,6 @@ def _as_batch(input_ids, device) -> torch.Tensor:
     if ids.shape[1] == 0:
         raise ValueError("empty prompt")
     return ids
-
-
-def _new_cache():
-    """A cache keeping full-length K/V for every layer (no config → no sliding truncation), so
-    the draft can read any target layer and ``crop`` can roll back past the window."""
-    from transformers import DynamicCache
-
-    return DynamicCache()
-
-
-def _target_step(target, ids: torch.Tensor, cache, want_hidden: bool = False):
-    return target(
-        input_ids=ids,
-        past_key_values=cache,
-        use_cache=True,
-        output_hidden_states=want_hidden,
-    )
 
 
 @torch.no_grad()
@@ -102,72 +85,27 @@ def check_draft_input_embedding(draft) -> None:
 
 
 @torch.no_grad()
-def draft_tokens(draft, shared_kv_states: dict, token: int, hidden: torch.Tensor, position: int, k: int) -> list[int]:
-    """Run the MTP loop for ``k`` steps from (token, target hidden) at a constant position."""
-    embed = draft.get_input_embeddings()
-    device = hidden.device
-    position_ids = torch.tensor([[position]], device=device)
-    tok = torch.tensor([[token]], device=device)
-    out_tokens = []
-    for _ in range(k):
-        inputs_embeds = torch.cat([embed(tok), hidden], dim=-1)
-        out = draft(inputs_embeds=inputs_embeds, position_ids=position_ids, shared_kv_states=shared_kv_states)
-        tok = out.logits[:, -1:].argmax(dim=-1)
-        hidden = out.last_hidden_state[:, -1:]  # already post_projection'd to backbone width
-        out_tokens.append(int(tok))
-    return out_tokens
-
-
-@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draft_tokens: int) -> SpecResult:
-    """Greedy draft-then-verify. The output equals :func:`greedy_generate` token for token
-    whatever the draft does (a bad draft or KV map only lowers ``acceptance_rate``)."""
+    """Greedy draft-then-verify; the output equals :func:`greedy_generate` token for token whatever
+    the draft does (a bad draft or KV map only lowers ``acceptance_rate``). The loop itself is
+    :func:`surgery.hf.generate.speculative_decoding` (the transformers decoding method); this wrapper
+    takes plain token lists and reports the round statistics. EOS does not stop it (like
+    :func:`greedy_generate`): exactly ``max_new_tokens`` tokens."""
+    from transformers import GenerationConfig
+
+    from .generate import speculative_decoding
+
     if num_draft_tokens < 1:
         raise ValueError("num_draft_tokens must be >= 1")
     check_draft_input_embedding(draft)
-    start = time.perf_counter()
-    device = target.device
-    ids = _as_batch(input_ids, device)
-    res = SpecResult(tokens=[])
+    ids = _as_batch(input_ids, target.device)
     if max_new_tokens <= 0:
-        return res
-
-    cache = _new_cache()
-    out = _target_step(target, ids, cache, want_hidden=True)
-    res.target_forwards += 1
-    committed = ids.shape[1]  # positions whose K/V is in the cache
-    bonus = int(out.logits[0, -1].argmax())
-    hidden = out.hidden_states[-1][:, -1:]  # post-norm last hidden state (what MTP consumes)
-
-    res.tokens.append(bonus)
-    while (remaining := max_new_tokens - len(res.tokens)) > 0:
-        k = min(num_draft_tokens, remaining)  # never draft past max_new_tokens
-        kv = build_shared_kv_states(cache, target.config, draft, length=committed)
-        drafts = draft_tokens(draft, kv, bonus, hidden, committed, k)
-        res.drafted += k
-        res.draft_forwards += k
-
-        verify_ids = torch.tensor([[bonus, *drafts]], device=device)
-        out = _target_step(target, verify_ids, cache, want_hidden=True)
-        res.target_forwards += 1
-        greedy = out.logits[0].argmax(dim=-1).tolist()  # target's choice after bonus, d1, ..., dk
-        m = 0
-        while m < k and drafts[m] == greedy[m]:
-            m += 1
-        res.accepted += m
-        res.tokens.extend(drafts[:m])
-        if len(res.tokens) >= max_new_tokens:
-            break
-
-        # Keep K/V of bonus + accepted drafts; drop the rejected tail (never call crop(0):
-        # older transformers read a non-negative argument as an absolute length).
-        rejected = k - m
-        if rejected:
-            cache.crop(-rejected)
-        committed += 1 + m
-        bonus = greedy[m]
-        hidden = out.hidden_states[-1][:, m : m + 1]
-        res.tokens.append(bonus)
-
-    res.wall_s = time.perf_counter() - start
-    return res
+        return SpecResult(tokens=[])
+    start = time.perf_counter()
+    config = GenerationConfig(max_length=ids.shape[1] + max_new_tokens, do_sample=False)
+    speculative_decoding(target, ids, generation_config=config, assistant_model=draft,
+                         num_draft_tokens=num_draft_tokens)
+    stats = speculative_decoding.last_stats
+    return SpecResult(tokens=stats.tokens, drafted=stats.drafted, accepted=stats.accepted,
+                      target_forwards=stats.target_forwards, draft_forwards=stats.draft_forwards,
+                      wall_s=time.perf_counter() - start)
