@@ -128,7 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=48, metavar="N")
     p.add_argument("--num-draft-tokens", type=int, default=3, metavar="K")
     p.add_argument("--prompts", type=int, default=8, metavar="N", help="number of built-in prompts to decode")
-    p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
+    p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed "
+                   "(--engine vllm: the family's wrong-wiring rows)")
+    p.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                   help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
+                   "plugin applying the recipe; no --target/--draft: the family's built-in pair")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     return parser
 
@@ -233,6 +237,10 @@ def cmd_new(args, out) -> int:
 
 
 def cmd_apply(args, out) -> int:
+    if getattr(args, "engine", "hf") == "vllm":
+        from .vllm.run import run_apply_vllm
+
+        return run_apply_vllm(args, out)
     from .apply.command import run_apply
 
     return run_apply(args, out)
