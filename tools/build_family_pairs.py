@@ -64,7 +64,10 @@ HIDDEN = 64
 HEADS = 2
 HEAD_DIM = 32
 INTERMEDIATE = 192
-AUX_IDS = (1, 3, 6)  # vLLM's default for 8 layers would be (2, 4, 5)
+# vLLM's default for 8 layers would be (2, 4, 5). Ids 0 (embeddings) and L (the final pre-norm
+# stream) differ most from the defaults' middle layers: on (1, 3, 6) the head lost only ~10 points
+# when fed the defaults (adjacent residual-stream states are alike in a model this small).
+AUX_IDS = tuple(int(v) for v in __import__("os").environ.get("SURGERY_PAIRS_AUX_IDS", "0,1,8").split(","))
 DRAFT_VOCAB = 128
 K_STEPS = 3
 
@@ -175,11 +178,19 @@ def train_lm(model, corpus, starts, steps, batch, length, gen, peak=3e-3, name="
 
 @torch.no_grad()
 def target_features(target, x):
-    """Target logits, post-norm last hidden state, and every residual-stream state (index k =
-    after k layers, vLLM's aux id k; index L is replaced by the pre-norm stream)."""
-    out = target(input_ids=x, output_hidden_states=True)
+    """Target logits, post-norm last hidden state, and every residual-stream state: index k =
+    after k layers = vLLM's aux id k (llama.py captures ``hidden + residual`` after layer k-1);
+    index L is the pre-norm stream (transformers' last hidden state is post-norm)."""
+    seen = {}
+    handle = target.model.norm.register_forward_hook(lambda _m, args, _out: seen.setdefault("pre", args[0]))
+    try:
+        out = target(input_ids=x, output_hidden_states=True)
+    finally:
+        handle.remove()
     hs = list(out.hidden_states)
-    return out.logits, hs[-1], hs
+    last = hs[-1]
+    hs[-1] = seen["pre"]
+    return out.logits, last, hs
 
 
 # ----------------------------------------------------------------------------------- heads
@@ -208,19 +219,20 @@ def rope(x, pos, theta=10000.0):
 class HeadLayer(nn.Module):
     """One Llama decoder layer as vLLM's EAGLE heads run it (qkv input ``in_dim``)."""
 
-    def __init__(self, in_dim, eagle3: bool):
+    def __init__(self, in_dim, eagle3: bool, qkv_bias: bool = False, input_norm: bool = False):
         super().__init__()
         h = HIDDEN
-        self.q_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=False)
-        self.k_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=False)
-        self.v_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=False)
+        self.q_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=qkv_bias)
+        self.k_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=qkv_bias)
+        self.v_proj = nn.Linear(in_dim, HEADS * HEAD_DIM, bias=qkv_bias)
         self.o_proj = nn.Linear(HEADS * HEAD_DIM, h, bias=False)
         self.gate_proj = nn.Linear(h, INTERMEDIATE, bias=False)
         self.up_proj = nn.Linear(h, INTERMEDIATE, bias=False)
         self.down_proj = nn.Linear(INTERMEDIATE, h, bias=False)
         self.post_attention_layernorm = RMSNorm(h)
-        if eagle3:
+        if eagle3 or input_norm:
             self.input_layernorm = RMSNorm(h)
+        if eagle3:
             self.hidden_norm = RMSNorm(h)
 
     def qkv(self, x, pos):
@@ -238,26 +250,40 @@ class HeadLayer(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h)), residual
 
     def state_names(self, prefix):
-        return {f"{prefix}.self_attn.{n}.weight": getattr(self, n).weight for n in ("q_proj", "k_proj", "v_proj", "o_proj")} | {
+        biases = {f"{prefix}.self_attn.{n}.bias": getattr(self, n).bias for n in ("q_proj", "k_proj", "v_proj")
+                  if getattr(self, n).bias is not None}
+        return biases | {f"{prefix}.self_attn.{n}.weight": getattr(self, n).weight for n in ("q_proj", "k_proj", "v_proj", "o_proj")} | {
             f"{prefix}.mlp.{n}.weight": getattr(self, n).weight for n in ("gate_proj", "up_proj", "down_proj")} | {
             f"{prefix}.{n}.weight": getattr(self, n).weight
             for n in ("post_attention_layernorm", "input_layernorm", "hidden_norm") if hasattr(self, n)}
 
 
 class EagleHead(nn.Module):
-    """EAGLE-1 (``eagle3=False``) or EAGLE-3 head, trained with the TTT unroll (see module doc)."""
+    """EAGLE-1 (``eagle3=False``), EAGLE-3, or (``mimo=True``) a MiMo MTP layer (vLLM
+    ``mimo_mtp.py``: ``input_proj([hidden_layernorm(h) ; token_layernorm(embed)])`` (embedding
+    zeroed at position 0), one Qwen2 decoder layer, ``final_layernorm`` whose output is both the
+    logits input (target lm_head) and the next step's hidden state). Trained with the TTT unroll."""
 
-    def __init__(self, eagle3: bool, n_aux: int = 0, draft_vocab: int = 0):
+    def __init__(self, eagle3: bool, n_aux: int = 0, draft_vocab: int = 0, mimo: bool = False):
         super().__init__()
-        self.eagle3 = eagle3
+        self.eagle3, self.mimo = eagle3, mimo
+        if mimo:
+            self.token_layernorm, self.hidden_layernorm, self.final_layernorm = RMSNorm(HIDDEN), RMSNorm(HIDDEN), RMSNorm(HIDDEN)
+            self.input_proj = nn.Linear(2 * HIDDEN, HIDDEN, bias=False)
+            self.layer = HeadLayer(HIDDEN, False, qkv_bias=True, input_norm=True)
+            return
         self.fc = nn.Linear(HIDDEN * (n_aux if eagle3 else 2), HIDDEN, bias=False)
         self.layer = HeadLayer(2 * HIDDEN if eagle3 else HIDDEN, eagle3)
         if eagle3:
             self.norm = RMSNorm(HIDDEN)
             self.lm_head = nn.Linear(HIDDEN, draft_vocab, bias=False)
 
-    def layer_input(self, emb, hidden):
+    def layer_input(self, emb, hidden, pos):
         """(qkv input, residual) of the one decoder layer."""
+        if self.mimo:
+            emb = emb * (pos != 0)[..., None]
+            x = self.input_proj(torch.cat([self.hidden_layernorm(hidden), self.token_layernorm(emb)], -1))
+            return self.layer.input_layernorm(x), x
         if self.eagle3:
             return torch.cat([self.layer.input_layernorm(emb), self.layer.hidden_norm(hidden)], -1), hidden
         h = self.fc(torch.cat([emb, hidden], -1))
@@ -265,6 +291,9 @@ class EagleHead(nn.Module):
 
     def output(self, mlp_out, residual, target_lm_head):
         """(logits, hidden fed to the next step)."""
+        if self.mimo:
+            out = self.final_layernorm(mlp_out + residual)
+            return target_lm_head(out), out
         if self.eagle3:
             pre = mlp_out + residual
             return self.lm_head(self.norm(pre)), pre
@@ -280,7 +309,7 @@ class EagleHead(nn.Module):
         causal = torch.ones(q_len, q_len, dtype=torch.bool).tril()
         keys, values, logits_per_step = [], [], []
         for s in range(1, k_steps + 1):
-            inp, residual = self.layer_input(embed(x[:, s : s + q_len]), hidden)
+            inp, residual = self.layer_input(embed(x[:, s : s + q_len]), hidden, anchors + (s - 1))
             q, k, v = self.layer.qkv(inp, anchors + (s - 1))
             scale = HEAD_DIM ** -0.5
             if s == 1:
@@ -302,6 +331,11 @@ class EagleHead(nn.Module):
         return logits_per_step
 
     def state_dict_vllm(self, layer_prefix: str) -> dict:
+        if self.mimo:
+            sd = self.layer.state_names(layer_prefix) | {
+                f"{layer_prefix}.{n}.weight": getattr(self, n).weight
+                for n in ("token_layernorm", "hidden_layernorm", "final_layernorm", "input_proj")}
+            return {k: v.detach().contiguous().clone() for k, v in sd.items()}
         sd = {"fc.weight": self.fc.weight} | self.layer.state_names(layer_prefix)
         if self.eagle3:
             sd |= {"norm.weight": self.norm.weight, "lm_head.weight": self.lm_head.weight}
@@ -337,7 +371,7 @@ def distil_head(head, target, pool, steps, batch, gen, keep=None, name="head"):
             g["lr"] = tiny.lr_at(step, steps, 3e-3, 30)
         x = pool[torch.randint(len(pool), (batch,), generator=gen)]
         t_logits, t_last, hs = target_features(target, x)
-        first = head.fc(torch.cat([hs[i] for i in AUX_IDS], -1)) if head.eagle3 else t_last
+        first = head.fc(torch.cat([hs[i] for i in AUX_IDS], -1)) if head.eagle3 else t_last  # MTP: post-norm too
         per_step = head.unroll(embed, lm_head, x, first, K_STEPS)
         q_len = x.shape[1] - K_STEPS
         total, accs = 0.0, []
@@ -407,6 +441,7 @@ def write_head(head, folder: Path, eagle3: bool, extra: dict | None = None) -> N
     sd = head.state_dict_vllm("midlayer" if eagle3 else "layers.0")
     sd.update(extra or {})
     save_file(sd, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "model.safetensors").chmod(0o644)  # save_file creates 0600
     (folder / "config.json").write_text(json.dumps(head_config(eagle3), indent=2, sort_keys=True) + "\n")
 
 
@@ -457,6 +492,7 @@ def build(out: Path, target_steps=600, head_steps=300, dm_steps=300, progress=No
     write_head(eagle, out / "eagle" / "draft", eagle3=False)
     write_head(eagle3, out / "eagle3" / "draft", eagle3=True, extra={"d2t": d2t.contiguous(), "t2d": t2d.contiguous()})
     write_lm(dm, out / "draft-model" / "draft")
+    build_mimo(out, head_steps, progress)
     write_index(out, prompts, stats)
     log(f"built in {time.perf_counter() - t0:.0f}s")
     return stats
@@ -476,6 +512,7 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
 
     params = {name: count(out / name) for name in ("llama-target",)}
     params |= {name: count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
+    params["mtp"] = count(out / "mtp" / "target")
 
     texts = [bytes_vocab.decode(p[1:]) for p in prompts]
     common = {"target": "llama-target", "target_params": params["llama-target"], "target_greedy": stats,
@@ -490,6 +527,9 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
         "eagle": {"method": "eagle", "draft": "eagle/draft", "draft_params": params["eagle"], **common},
         "draft-model": {"method": "draft_model", "draft": "draft-model/draft", "draft_params": params["draft-model"],
                         **common},
+        "mtp": {"method": "mtp", **common, "target": "mtp/target", "draft": "mtp/target",
+                "target_params": params["mtp"], "family": "MiMo (MiMoForCausalLM, Qwen2 layers + model.mtp_layers.0)",
+                "num_nextn_predict_layers": 1},
         "gemma4-mtp": {"method": "mtp", "target": "../tiny/weights/target", "draft": "../tiny/weights/draft",
                        "builder": "tools/build_tiny_pair.py"},
     }
@@ -501,6 +541,75 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
     (out / "index.yaml").write_text(header + body)
 
 
+def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
+    """(Re)train only the EAGLE-3 head on the built target (same seeds as in :func:`build`'s
+    order is not reproduced: this stage has its own generator)."""
+    global _progress
+    _progress = progress
+    from transformers import LlamaForCausalLM
+
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED + 2)
+    gen = torch.Generator().manual_seed(SEED + 2)
+    target = LlamaForCausalLM.from_pretrained(str(out / "llama-target"), dtype=torch.float32).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    corpus, _ = corpus_split()
+    pool = greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    d2t, t2d = draft_vocab_map(pool, DRAFT_VOCAB)
+    head = EagleHead(eagle3=True, n_aux=len(AUX_IDS), draft_vocab=DRAFT_VOCAB)
+    distil_head(head, target, pool, head_steps, 16, gen, keep=d2t + torch.arange(DRAFT_VOCAB), name="eagle3")
+    write_head(head, out / "eagle3" / "draft", eagle3=True, extra={"d2t": d2t.contiguous(), "t2d": t2d.contiguous()})
+    log(f"wrote {out / 'eagle3' / 'draft'} (aux ids {AUX_IDS})")
+
+
+def mimo_config(target_cfg: dict) -> dict:
+    """The Llama target's config as a MiMo (Qwen2-based) checkpoint with one MTP layer: vLLM picks
+    ``MiMoForCausalLM`` by architecture and rewrites the draft to ``mimo_mtp`` (hf_config_override)."""
+    keep = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "hidden_act", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+            "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")
+    cfg = {k: target_cfg[k] for k in keep}
+    cfg.update(model_type="qwen2", architectures=["MiMoForCausalLM"], num_nextn_predict_layers=1,
+               use_sliding_window=False, attention_dropout=0.0, dtype="float32")
+    return cfg
+
+
+def build_mimo(out: Path, head_steps=400, progress=None) -> None:
+    """MiMo pair from the built Llama target: Qwen2 is Llama plus q/k/v biases, so the target
+    becomes a MiMo (Qwen2) checkpoint with zero biases and the same function; its MTP layer
+    (``model.mtp_layers.0.*`` in the same safetensors, as MiMo-7B ships it) is trained here."""
+    global _progress
+    _progress = progress
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaForCausalLM
+
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED + 10)
+    gen = torch.Generator().manual_seed(SEED + 10)
+    src = out / "llama-target"
+    target = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    corpus, _ = corpus_split()
+    pool = greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    head = EagleHead(eagle3=False, mimo=True)
+    distil_head(head, target, pool, head_steps, 16, gen, name="mimo-mtp")
+    sd = load_file(str(src / "model.safetensors"))
+    for i in range(NUM_LAYERS):
+        for n in ("q_proj", "k_proj", "v_proj"):
+            w = sd[f"model.layers.{i}.self_attn.{n}.weight"]
+            sd[f"model.layers.{i}.self_attn.{n}.bias"] = torch.zeros(w.shape[0])
+    sd |= head.state_dict_vllm("model.mtp_layers.0")
+    dest = out / "mtp" / "target"
+    dest.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    (dest / "model.safetensors").chmod(0o644)
+    cfg = mimo_config(json.loads((src / "config.json").read_text()))
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    log(f"wrote {dest}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", type=Path, default=PAIRS_DIR)
@@ -508,7 +617,15 @@ def main(argv=None) -> int:
     ap.add_argument("--head-steps", type=int, default=300)
     ap.add_argument("--draft-model-steps", type=int, default=300)
     ap.add_argument("--index-only", action="store_true", help="only rewrite index.yaml from the built folders")
+    ap.add_argument("--mimo-only", action="store_true", help="only (re)build the MiMo MTP pair from llama-target")
+    ap.add_argument("--eagle3-only", action="store_true", help="only (re)train the EAGLE-3 head on llama-target")
     args = ap.parse_args(argv)
+    if args.eagle3_only:
+        build_eagle3(args.out, args.head_steps)
+        return 0
+    if args.mimo_only:
+        build_mimo(args.out, args.head_steps)
+        return 0
     if args.index_only:
         from transformers import LlamaForCausalLM
 

@@ -77,10 +77,30 @@ def spec_counters(llm) -> dict:
     return out
 
 
-def proposer_of(llm):
-    """The live drafter of an in-process engine (legacy runner: `drafter`; v2: `speculator`)."""
-    runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
-    return getattr(runner, "drafter", None) or getattr(runner, "speculator", None), runner
+def live_wiring(proposer, target) -> dict:
+    """What vLLM actually wired, read off the live objects: the target's captured aux layers
+    (EAGLE-3), and whether the draft's input embedding / lm_head ARE the target's modules."""
+    target_lm = target.get_language_model() if hasattr(target, "get_language_model") else target
+    draft = getattr(proposer, "model", None)
+    inner_t = getattr(target_lm, "model", target_lm)
+    inner_d = getattr(draft, "model", draft)
+
+    def same(a, b):
+        return a is not None and b is not None and (a is b or getattr(a, "weight", 0) is getattr(b, "weight", 1))
+
+    d_embed = getattr(inner_d, "embed_tokens", None)
+    d_head = getattr(draft, "lm_head", None)
+    d2t = getattr(draft, "draft_id_to_target_id", None)
+    aux = getattr(inner_t, "aux_hidden_state_layers", None)
+    return {
+        "method": getattr(getattr(proposer, "speculative_config", None), "method", None),
+        "draft_class": type(draft).__name__,
+        "target_aux_layers": list(aux) if aux is not None else None,
+        "draft_embed_is_target": same(d_embed, getattr(inner_t, "embed_tokens", None)),
+        "draft_lm_head_is_target": same(d_head, getattr(target_lm, "lm_head", None)),
+        "draft_lm_head_rows": int(d_head.weight.shape[0]) if d_head is not None and hasattr(d_head, "weight") else None,
+        "draft_d2t": d2t.detach().cpu().tolist() if d2t is not None else None,
+    }
 
 
 def decode_summary(reference, outputs, counters, num_spec) -> dict:
@@ -96,14 +116,25 @@ def decode_summary(reference, outputs, counters, num_spec) -> dict:
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
                     max_tokens=MAX_TOKENS, inspect=None) -> dict:
-    """One speculative engine: outputs vs ``reference``, vLLM's counters, and whatever
-    ``inspect(proposer, runner)`` returns from the live objects (wiring checks)."""
+    """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
+    ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects."""
+    from . import hooks
+
+    live: dict[str, Any] = {}
+
+    def grab(proposer, target_model):  # after vLLM's wiring and the plugin's (registered first)
+        live["proposer"], live["target"] = proposer, target_model
+
+    hooks.install_load_model_hook(grab, when="after")
     t0 = time.perf_counter()
-    llm = start_engine(**engine_kwargs(target, draft, method, recipe, num_spec))
+    try:
+        llm = start_engine(**engine_kwargs(target, draft, method, recipe, num_spec))
+    finally:
+        hooks.remove_hook(grab)
     try:
         start_s = time.perf_counter() - t0
-        proposer, runner = proposer_of(llm)
-        seen = inspect(proposer, runner) if inspect is not None else None
+        proposer = live.get("proposer")
+        seen = (inspect or live_wiring)(proposer, live["target"]) if proposer is not None else None
         t = time.perf_counter()
         outs = generate(llm, prompts, max_tokens)
         decode = decode_summary(reference, outs, spec_counters(llm), num_spec)
@@ -195,7 +226,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
                                         num_spec=num_spec, max_tokens=max_tokens)
                     d = r["decode"]
                     row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
-                               drafted=d["drafted"], accepted=d["accepted"])
+                               drafted=d["drafted"], accepted=d["accepted"], wiring=r["inspect"])
                 except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
                     row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
             rows.append(row)
@@ -203,7 +234,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     verified = run["plugin"]["verified"]
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
-            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "decode": d,
+            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": run["inspect"], "decode": d,
             "greedy_s": round(ref_s, 3), "ablation": rows}
 
 
