@@ -64,10 +64,11 @@ HIDDEN = 64
 HEADS = 2
 HEAD_DIM = 32
 INTERMEDIATE = 192
-# vLLM's default for 8 layers would be (2, 4, 5). Ids 0 (embeddings) and L (the final pre-norm
-# stream) differ most from the defaults' middle layers: on (1, 3, 6) the head lost only ~10 points
-# when fed the defaults (adjacent residual-stream states are alike in a model this small).
-AUX_IDS = tuple(int(v) for v in __import__("os").environ.get("SURGERY_PAIRS_AUX_IDS", "0,1,8").split(","))
+# vLLM's default for 8 layers is (2, 4, 5). Ids 0 (embeddings) and L (the final pre-norm stream)
+# are the states most unlike the defaults' middle layers: a head on (1, 3, 6) lost only ~10 points
+# when fed the defaults (adjacent residual-stream states are alike in a model this small); on
+# (0, 1, 8) ~39 points, on (0, 7, 8) ~41 (measured in vLLM, docs/recipes.md).
+AUX_IDS = (0, 7, 8)
 DRAFT_VOCAB = 128
 K_STEPS = 3
 
@@ -537,7 +538,11 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
               "# arguments runs these. Folders are relative to this file. Written by tools/build_family_pairs.py\n"
               "# (gemma4-mtp: tools/build_tiny_pair.py). Prompts are held-out text (files never trained on);\n"
               "# byte-level vocabulary of all pairs: pad 0, eos 1, bos 2, byte b -> token b + 4.\n")
-    body = yaml.safe_dump({"pairs": pairs}, sort_keys=False, allow_unicode=True, width=110)
+    class Plain(yaml.SafeDumper):  # every entry written out in full (no &id001 / *id001 aliases)
+        def ignore_aliases(self, data):
+            return True
+
+    body = yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=110)
     (out / "index.yaml").write_text(header + body)
 
 

