@@ -45,6 +45,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
 
 def start_engine(**kw):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker here: the plugin's objects are ours
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the report (--json)
     from vllm import LLM
 
     return LLM(**kw)
@@ -142,8 +143,12 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         plugin = {"verified": None}
         if proposer is not None and getattr(proposer, "_surgery_verify", None) is not None:
             v = proposer._surgery_verify
+            rep, plan = proposer._surgery_report, proposer._surgery_plan
             plugin = {"verified": v.ok, "checks": len(v.checks), "failed": [f"{c.op_id}: {c.name}" for c in v.failed],
-                      "applied": len(proposer._surgery_report.applied)}
+                      "applied": list(rep.applied),
+                      "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
+                      "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
+                      "engine_checks": engine_checks(plan, rep, seen)}
         return {"decode": decode, "plugin": plugin, "inspect": seen, "outputs": outs}
     finally:
         shutdown(llm)
@@ -226,16 +231,46 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
                                         num_spec=num_spec, max_tokens=max_tokens)
                     d = r["decode"]
                     row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
-                               drafted=d["drafted"], accepted=d["accepted"], wiring=r["inspect"])
+                               drafted=d["drafted"], accepted=d["accepted"], wiring=_brief(r["inspect"]))
                 except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
                     row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
             rows.append(row)
     d = run["decode"]
-    verified = run["plugin"]["verified"]
+    verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
-            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": run["inspect"], "decode": d,
+            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": _brief(run["inspect"]),
+            "decode": d,
             "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+def engine_checks(plan, report, wiring: dict | None) -> list[dict]:
+    """Checks, on the live engine, of the plan steps the plugin's applier reported as not
+    performed (SRG321): vLLM's own loader did them, so we verify the outcome instead. A
+    not-performed step no check here covers stays unverified (``ok`` False): no silent gap."""
+    out = []
+    for op in plan.operations:
+        if not any(d.message.startswith(f"{op.id}: ") for d in report.not_applicable):
+            continue
+        if op.op == "capture_hidden_states":
+            want = sorted(set(op.layers or ()))
+            got = (wiring or {}).get("target_aux_layers")
+            out.append({"op": op.id, "check": f"target returns aux hidden states of layers {want}",
+                        "ok": got == want, "live": got})
+        else:
+            out.append({"op": op.id, "check": "not performed by the applier and not checked on the engine",
+                        "ok": False})
+    return out
+
+
+def _brief(wiring: dict | None) -> dict | None:
+    """The wiring for the report: the d2t map summarised (its length), not listed."""
+    if not wiring:
+        return wiring
+    out = dict(wiring)
+    d2t = out.pop("draft_d2t", None)
+    out["draft_d2t_len"] = len(d2t) if d2t is not None else None
+    return out
 
 
 def _cause_hint(exc: BaseException) -> str:
@@ -251,8 +286,12 @@ def render(result: dict) -> str:
     lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
              f"  target {result['target']}", f"  draft  {result['draft']}",
-             f"  plugin: verified {result['verified']}" + (f", failed: {result['plugin'].get('failed')}"
-                                                           if result['plugin'].get('failed') else ""),
+             f"  plugin: verified {result['verified']}, applied {result['plugin'].get('applied')}"
+             + (f", failed: {result['plugin'].get('failed')}" if result['plugin'].get('failed') else ""),
+             *(f"  not applied: {m}" for m in result["plugin"].get("not_applicable") or ()),
+             *(f"  engine check [{'pass' if c['ok'] else 'FAIL'}] {c['op']}: {c['check']}"
+               for c in result["plugin"].get("engine_checks") or ()),
+             f"  live wiring: {result['wiring']}",
              f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%} "
              f"at {d['num_draft_tokens']} draft tokens (per position {d['accepted_per_position']})"]

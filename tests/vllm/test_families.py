@@ -51,8 +51,8 @@ def reference(pairs, references):
 
 @pytest.fixture(scope="module")
 def runs(pairs, prompts, references):
-    """One stock speculative engine per family (vLLM's own wiring, no recipe)."""
-    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target])
+    """One speculative engine per family, the plugin applying the family's shipped recipe."""
+    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name)
             for name, p in pairs.items()}
 
 
@@ -77,6 +77,16 @@ def test_speculative_output_equals_greedy(runs, family):
     d = runs[family]["decode"]
     assert d["identical"], d["mismatched_prompts"]
     assert d["drafted"] > 0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_plugin_applied_and_verified_the_recipe(runs, family):
+    """The plugin applied the recipe; every step its applier did not perform is checked on the
+    live engine instead (EAGLE-3's capture_hidden_states: the target's aux layers)."""
+    plugin = runs[family]["plugin"]
+    assert plugin["verified"] is True and plugin["applied"], plugin
+    assert all(c["ok"] for c in plugin["engine_checks"]), plugin
+    assert len(plugin["engine_checks"]) == len(plugin["not_applicable"]), plugin
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -123,6 +133,16 @@ def test_mimo_mtp_layer_uses_targets_embedding_and_lm_head(runs):
 def test_draft_model_shares_nothing(runs):
     w = runs["draft-model"]["inspect"]
     assert not w["draft_embed_is_target"] and not w["draft_lm_head_is_target"]
+
+
+def test_cli_apply_engine_vllm_json(capsys):
+    """`surgery apply draft-model --engine vllm --json`: built-in pair, exit 0, the HF report's shape."""
+    from surgery.cli import main
+
+    assert main(["apply", "draft-model", "--engine", "vllm", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["verified"] and out["engine"] == "vllm" and out["method"] == "draft_model"
+    assert out["decode"]["identical"] and out["decode"]["acceptance_rate"] >= MIN_ACCEPTANCE
 
 
 def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pairs):
