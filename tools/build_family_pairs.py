@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Build the miniature Llama-family pairs (target + EAGLE-1 head, EAGLE-3 head, draft model).
 
-    python tools/build_family_pairs.py                 # into surgery/data/pairs (shipped)
+    python tools/build_family_pairs.py                 # into surgery/data/pairs (shipped), ~17 min
     python tools/build_family_pairs.py --out DIR       # DIR/<name>/...
+    python tools/build_family_pairs.py --eagle3-only   # one stage on the built target (also --mimo-only)
+    python tools/build_family_pairs.py --index-only    # rewrite index.yaml (greedy stats, sizes)
 
 One shared target (transformers ``LlamaForCausalLM``, byte-level vocabulary of the Gemma 4 pair:
 pad 0, eos 1, bos 2, byte b -> b + 4) trained as a next-byte LM on Python standard-library source
@@ -27,6 +29,9 @@ distribution (KL + CE on its argmax):
   the step-1 keys of positions <= p and to its own earlier-step keys at that anchor: exactly what
   vLLM's proposer has in its draft KV cache when it runs step s.
 - ``draft-model``: a 2-layer ``LlamaForCausalLM`` distilled on the target's logits.
+- ``mtp`` (MiMo): the target as a MiMo checkpoint (Qwen2 = Llama + zero q/k/v biases,
+  ``architectures: [MiMoForCausalLM]``) plus a trained MTP layer ``model.mtp_layers.0``
+  (vLLM ``mimo_mtp.py``), in the same safetensors; the draft folder is the target folder.
 
 The heads here are plain torch modules that reproduce vLLM's forward (names as in real EAGLE
 checkpoints: ``fc``, ``midlayer.*`` / ``layers.0.*``, ``norm``, ``lm_head``, ``d2t``, ``t2d``); the
@@ -452,7 +457,7 @@ def write_lm(model, folder: Path) -> None:
         (folder / junk).unlink(missing_ok=True)
 
 
-def build(out: Path, target_steps=600, head_steps=300, dm_steps=300, progress=None) -> dict:
+def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=None) -> dict:
     global _progress
     _progress = progress
     torch.set_num_threads(1)
@@ -478,10 +483,11 @@ def build(out: Path, target_steps=600, head_steps=300, dm_steps=300, progress=No
     eagle = EagleHead(eagle3=False)
     distil_head(eagle, target, pool, head_steps, 16, gen, name="eagle")
 
-    torch.manual_seed(SEED + 2)
-    d2t, t2d = draft_vocab_map(pool, DRAFT_VOCAB)
-    eagle3 = EagleHead(eagle3=True, n_aux=len(AUX_IDS), draft_vocab=DRAFT_VOCAB)
-    distil_head(eagle3, target, pool, head_steps, 16, gen, keep=d2t + torch.arange(DRAFT_VOCAB), name="eagle3")
+    # The shipped EAGLE-3 head comes from its own stage (build_eagle3, own generator: it was retrained
+    # on other aux ids after this run). Its slot in this run drew one batch index tensor per step from
+    # ``gen``; drawing them here keeps the draft model's batches, hence its weights, as shipped.
+    for _ in range(head_steps):
+        torch.randint(len(pool), (16,), generator=gen)
 
     torch.manual_seed(SEED + 3)
     dm = LlamaForCausalLM(draft_model_config())
@@ -491,8 +497,8 @@ def build(out: Path, target_steps=600, head_steps=300, dm_steps=300, progress=No
         p.requires_grad_(True)
     write_lm(target, out / "llama-target")
     write_head(eagle, out / "eagle" / "draft", eagle3=False)
-    write_head(eagle3, out / "eagle3" / "draft", eagle3=True, extra={"d2t": d2t.contiguous(), "t2d": t2d.contiguous()})
     write_lm(dm, out / "draft-model" / "draft")
+    build_eagle3(out, head_steps, progress)
     build_mimo(out, head_steps, progress)
     write_index(out, prompts, stats)
     log(f"built in {time.perf_counter() - t0:.0f}s")
@@ -547,8 +553,8 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
 
 
 def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
-    """(Re)train only the EAGLE-3 head on the built target (same seeds as in :func:`build`'s
-    order is not reproduced: this stage has its own generator)."""
+    """Train the EAGLE-3 head on the built target (its own seed and generator: a stage that can be
+    rerun alone, ``--eagle3-only``)."""
     global _progress
     _progress = progress
     from transformers import LlamaForCausalLM
@@ -618,9 +624,9 @@ def build_mimo(out: Path, head_steps=400, progress=None) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", type=Path, default=PAIRS_DIR)
-    ap.add_argument("--target-steps", type=int, default=600)
-    ap.add_argument("--head-steps", type=int, default=300)
-    ap.add_argument("--draft-model-steps", type=int, default=300)
+    ap.add_argument("--target-steps", type=int, default=1500)
+    ap.add_argument("--head-steps", type=int, default=400)
+    ap.add_argument("--draft-model-steps", type=int, default=400)
     ap.add_argument("--index-only", action="store_true", help="only rewrite index.yaml from the built folders")
     ap.add_argument("--mimo-only", action="store_true", help="only (re)build the MiMo MTP pair from llama-target")
     ap.add_argument("--eagle3-only", action="store_true", help="only (re)train the EAGLE-3 head on llama-target")
