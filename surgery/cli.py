@@ -241,6 +241,10 @@ def cmd_apply(args, out) -> int:
         from .vllm.run import run_apply_vllm
 
         return run_apply_vllm(args, out)
+    if args.target is None and args.draft is None:
+        from .vllm.run import refuse_hf_without_pair
+
+        refuse_hf_without_pair(args.recipe)
     from .apply.command import run_apply
 
     return run_apply(args, out)

@@ -73,3 +73,14 @@ def test_a_step_nobody_performed_or_checked_is_a_failed_check_not_a_pass():
 
 def test_performed_steps_need_no_engine_check():
     assert engine_checks(_plan(CAPTURE), _report(), {"target_aux_layers": None}) == []
+
+
+@pytest.mark.parametrize("recipe", ["eagle3", "deepseek-mtp"])
+def test_hf_apply_without_models_refuses_other_families(recipe, capsys):
+    """Not the Gemma 4 pair resolved against an EAGLE-3 / MTP recipe (a wall of unrelated errors):
+    one coded line pointing at the engine that has the family's pair."""
+    from surgery.cli import main
+
+    assert main(["apply", recipe, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "SRG453" in err and "SRG204" not in err

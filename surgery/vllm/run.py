@@ -304,6 +304,25 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+def refuse_hf_without_pair(recipe_ref: str) -> None:
+    """`surgery apply RECIPE` (HF) without model folders runs the built-in Gemma 4 pair, which only
+    `gemma4-mtp` fits; for a family whose built-in pair is a vLLM pair, say so (SRG453) instead of
+    resolving the recipe against the wrong models."""
+    from ..pairs import builtin_pair
+    from ..recipe import load_recipe
+
+    name = load_recipe(recipe_ref).name
+    if name == "gemma4-mtp":
+        return
+    pair = builtin_pair(name)
+    where = (f"its miniature pair runs in vLLM, method {pair.method}" if pair is not None
+             else "and no built-in pair exists for it yet")
+    hint = (f"surgery apply {name} --engine vllm" if pair is not None
+            else "pass --target and --draft folders")
+    raise SurgeryError(diag("SRG453", f"the HF path's built-in pair (Gemma 4) fits gemma4-mtp only, not {name}: {where}",
+                            hint=hint))
+
+
 def run_apply_vllm(args, out) -> int:
     """CLI entry (`surgery apply RECIPE --engine vllm`): exit 0 only when the plugin verified the
     wiring and the speculative output equals target-only greedy."""
