@@ -165,9 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=_positive_int, default=8, metavar="N", help="number of built-in prompts to decode")
     p.add_argument("--no-strict", action="store_true",
                    help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
-    p.add_argument("--engine", choices=["hf"], default="hf",
-                   help="engine to apply with: hf (HF transformers; vLLM applies through its plugin)")
-    p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed")
+    p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed "
+                   "(--engine vllm: the family's wrong-wiring rows)")
+    p.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                   help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
+                   "plugin applying the recipe; no --target/--draft: the family's built-in pair")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
@@ -319,6 +321,14 @@ def cmd_new(args, out) -> int:
 
 
 def cmd_apply(args, out) -> int:
+    if getattr(args, "engine", "hf") == "vllm":
+        from .vllm.run import run_apply_vllm
+
+        return run_apply_vllm(args, out)
+    if args.target is None and args.draft is None:
+        from .vllm.run import refuse_hf_without_pair
+
+        refuse_hf_without_pair(args.recipe)
     from .apply.command import run_apply
 
     return run_apply(args, out)

@@ -1,0 +1,86 @@
+"""The built-in family pairs' index and the `--engine vllm` report logic, without starting vLLM.
+
+(The engine runs are tests/vllm/test_families.py.)
+"""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
+from surgery.vllm.run import engine_checks
+
+SHIPPED = ("eagle3", "eagle", "draft-model", "mtp")
+
+
+@pytest.mark.parametrize("recipe", SHIPPED)
+def test_index_entry_points_at_complete_folders(recipe):
+    p = builtin_pair(recipe)
+    assert p is not None and p.method and len(p.prompts) >= 4
+    for folder in (p.target, p.draft):
+        assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+        assert PAIRS_DIR in folder.parents
+
+
+def test_every_listed_pair_is_a_shipped_recipe_and_the_pairs_stay_small():
+    from surgery.recipe import load_recipe
+
+    pairs = load_index(INDEX)["pairs"]
+    for name in pairs:
+        assert load_recipe(name).name == name
+    size = sum(f.stat().st_size for f in PAIRS_DIR.rglob("*") if f.is_file())
+    assert size < 5.5 * 1024 * 1024, size
+
+
+def test_eagle3_pair_has_reduced_vocab_and_non_default_aux_ids():
+    p = builtin_pair("eagle3")
+    cfg = json.loads((p.draft / "config.json").read_text())
+    layers = json.loads((p.target / "config.json").read_text())["num_hidden_layers"]
+    assert cfg["draft_vocab_size"] < cfg["vocab_size"]
+    assert sorted(set(cfg["eagle_aux_hidden_state_layer_ids"])) != sorted({2, layers // 2, layers - 3})
+    assert [a.drop_config_keys for a in p.ablations] == [("eagle_aux_hidden_state_layer_ids",)]
+
+
+def test_unknown_recipe_has_no_pair():
+    assert builtin_pair("no-such-recipe") is None
+
+
+def _plan(*ops):
+    return SimpleNamespace(operations=list(ops))
+
+
+def _report(*ids):
+    return SimpleNamespace(not_applicable=[SimpleNamespace(message=f"{i}: not performed by this adapter") for i in ids])
+
+
+CAPTURE = SimpleNamespace(id="capture_hidden_states:aux_layers", op="capture_hidden_states", layers=(8, 0, 7))
+BUFFER = SimpleNamespace(id="share_buffer:topk_indices_buffer", op="share_buffer", layers=None)
+
+
+def test_capture_step_not_performed_is_checked_on_the_live_target():
+    ok = engine_checks(_plan(CAPTURE), _report(CAPTURE.id), {"target_aux_layers": [0, 7, 8]})
+    assert [c["ok"] for c in ok] == [True]
+    wrong = engine_checks(_plan(CAPTURE), _report(CAPTURE.id), {"target_aux_layers": [2, 4, 5]})
+    assert [c["ok"] for c in wrong] == [False] and wrong[0]["live"] == [2, 4, 5]
+
+
+def test_a_step_nobody_performed_or_checked_is_a_failed_check_not_a_pass():
+    checks = engine_checks(_plan(CAPTURE, BUFFER), _report(BUFFER.id), {"target_aux_layers": [0, 7, 8]})
+    assert [(c["op"], c["ok"]) for c in checks] == [(BUFFER.id, False)]
+
+
+def test_performed_steps_need_no_engine_check():
+    assert engine_checks(_plan(CAPTURE), _report(), {"target_aux_layers": None}) == []
+
+
+@pytest.mark.parametrize("recipe", ["eagle3", "deepseek-mtp"])
+def test_hf_apply_without_models_refuses_other_families(recipe, capsys):
+    """Not the Gemma 4 pair resolved against an EAGLE-3 / MTP recipe (a wall of unrelated errors):
+    one coded line pointing at the engine that has the family's pair."""
+    from surgery.cli import main
+
+    assert main(["apply", recipe, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "SRG453" in err and "SRG204" not in err

