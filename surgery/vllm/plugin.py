@@ -28,12 +28,10 @@ logger = logging.getLogger("surgery.vllm")
 
 
 def _vllm_logger():
-    try:
-        from vllm.logger import init_logger
+    """A logger under `vllm.` so the lines print with vLLM's own handler (surgery/vllm/log.py)."""
+    from .log import get_logger
 
-        return init_logger("surgery.vllm")
-    except Exception:  # noqa: BLE001
-        return logger
+    return get_logger()
 
 
 def register() -> None:
@@ -46,6 +44,9 @@ def register() -> None:
     hooks.install_load_model_hook(_after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(_after_kv_cache_bound)
     _wrap_reload()
+    from . import startup
+
+    startup.install()  # fail fast: check the recipe where vLLM builds its config (surgery/vllm/startup.py)
     _registered = True
 
 
@@ -120,6 +121,7 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     proposer._surgery_report = report
     proposer._surgery_verify = verification
     proposer._surgery_target_lm = target_lm
+    _write_report(proposer)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     log.info("spec-surgery: recipe %s applied: %d operations (%s), %d skipped, verification %s (%d checks)%s",
              plan.recipe, len(report.applied), maps, len(plan.skipped), "PASS" if verification.ok else "FAIL",
@@ -127,6 +129,13 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
                  f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]))
     if not verification.ok and os.environ.get(ENV_STRICT, "1") != "0":
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)))
+
+
+def _write_report(proposer: Any) -> None:
+    """SURGERY_REPORT=path: the plan, apply report, verification as JSON (surgery/vllm/report.py)."""
+    from .report import write_for_proposer
+
+    write_for_proposer(proposer)
 
 
 def kv_cache_checks(proposer: Any) -> list:
@@ -154,6 +163,7 @@ def _after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool)
         return
     checks = kv_cache_checks(proposer)
     proposer._surgery_kv_checks = checks
+    _write_report(proposer)
     failed = [c for c in checks if not c.ok]
     _vllm_logger().info("spec-surgery: KV caches bound: %d/%d draft layers read their target's cache tensor",
                         len(checks) - len(failed), len(checks))
