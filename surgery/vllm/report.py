@@ -68,6 +68,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; monitoring usually reads as another user
         os.replace(tmp, path)
     except BaseException:
         try:
