@@ -9,7 +9,6 @@ complete.
 """
 from __future__ import annotations
 
-import importlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +18,16 @@ from .diagnostics import Location, SurgeryError, diag
 DATA_DIR = Path(__file__).resolve().parent / "data"
 REGISTRY = DATA_DIR / "pairs.yaml"
 SIDES = ("target", "draft")
+
+
+def _rebuild_tiny_gemma4():
+    from .hf.pair import ensure_tiny_pair
+
+    return ensure_tiny_pair()
+
+
+# builders a registry entry may name under `rebuild` (for pairs whose weights are not committed)
+_REBUILDERS = {"tiny-gemma4": _rebuild_tiny_gemma4}
 
 
 def builtin_pairs() -> dict[str, dict]:
@@ -54,10 +63,9 @@ def source_folders(name: str) -> tuple[Path, Path, dict]:
         if not ref:
             raise SurgeryError(diag("SRG001", f"the built-in pair {name} is missing from {target.parent}",
                                     hint="reinstall spec-surgery; the tiny weights travel inside the wheel"))
-        module, _, func = ref.partition(":")
-        if module.split(".")[0] != "surgery":  # the registry names our own code only
-            raise ValueError(f"pairs.yaml {name}.rebuild must name a surgery module, got {ref!r}")
-        target, draft = getattr(importlib.import_module(module), func)()
+        if ref not in _REBUILDERS:  # the registry names a builder; code is never looked up from data
+            raise ValueError(f"pairs.yaml {name}.rebuild: unknown builder {ref!r} (known: {', '.join(_REBUILDERS)})")
+        target, draft = _REBUILDERS[ref]()
     return Path(target), Path(draft), entry
 
 

@@ -126,6 +126,9 @@ def test_every_pair_names_a_shipped_recipe():
     from surgery.resources import shipped_recipes
 
     assert set(pairs.builtin_pairs()) <= {p.stem for p in shipped_recipes()}
+    for name, entry in pairs.builtin_pairs().items():  # a registry entry names only known builders
+        assert entry.get("rebuild") in (None, *pairs._REBUILDERS), name
+        assert entry.get("tokenizer") in (None, "byte"), name
 
 
 # --------------------------------------------------------------------------- SURGERY_REPORT writer

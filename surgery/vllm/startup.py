@@ -34,14 +34,21 @@ _MARK = "__surgery_config_check__"
 _METHODS_FILE = Path(__file__).resolve().parent.parent / "data" / "vllm_methods.yaml"
 
 
+def _wrap_class():
+    """The class named by WRAP_TARGET (static import: vLLM's module, never a name from data)."""
+    from vllm.engine import arg_utils
+
+    if WRAP_TARGET[0] != arg_utils.__name__:
+        raise ImportError(f"no wrap point in module {WRAP_TARGET[0]}")
+    return getattr(arg_utils, WRAP_TARGET[1])
+
+
 def install() -> bool:
     """Wrap `EngineArgs.create_engine_config` (idempotent). A wrap point that is missing in this
     vLLM is a visible coded warning (SRG033): the recipe is then checked only in the worker."""
-    import importlib
-
     module, cls_name, method = WRAP_TARGET
     try:
-        cls = getattr(importlib.import_module(module), cls_name)
+        cls = _wrap_class()
         orig = cls.__dict__[method]
     except Exception as exc:  # noqa: BLE001 - any vLLM layout change lands here
         get_logger().warning("spec-surgery: %s", diag(
@@ -64,11 +71,9 @@ def install() -> bool:
 
 
 def uninstall() -> None:
-    import importlib
-
-    module, cls_name, method = WRAP_TARGET
+    _, _, method = WRAP_TARGET
     try:
-        cls = getattr(importlib.import_module(module), cls_name)
+        cls = _wrap_class()
     except Exception:  # noqa: BLE001
         return
     fn = cls.__dict__.get(method)
