@@ -39,15 +39,32 @@ def register() -> None:
     callbacks and wrap each class once), and calling it again after `hooks.uninstall_all()`
     re-installs the callbacks instead of silently staying off."""
     global _registered
-    from . import hooks
+    from . import lazy, startup
 
+    startup.install()  # fail fast: check the recipe where vLLM builds its config (surgery/vllm/startup.py)
+    # the model hooks go in where a model runner is imported, i.e. only in processes that load models
+    # (the API server and engine core never import one; importing them there cost seconds of start-up)
+    lazy.when_imported(_runner_modules(), _install_hooks)
+    _registered = True
+
+
+def _runner_modules() -> list[str]:
+    from .hooks import KV_CACHE_TARGETS
+
+    return [module for module, _ in KV_CACHE_TARGETS]
+
+
+def _install_hooks(_module: str = "") -> None:
+    """Install the load-model, KV-cache and reload hooks (idempotent). Runs after a runner module
+    finished importing; while another runner is still half-imported (one runner imports the other)
+    it waits for that one's completion, which calls it again."""
+    from . import hooks, lazy
+
+    if lazy.any_initializing(m for m in _runner_modules() if m != _module):  # _module: its body just ran
+        return
     hooks.install_load_model_hook(_after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(_after_kv_cache_bound)
     _wrap_reload()
-    from . import startup
-
-    startup.install()  # fail fast: check the recipe where vLLM builds its config (surgery/vllm/startup.py)
-    _registered = True
 
 
 def selected_recipe(vllm_config: Any) -> str | None:
