@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,3 +191,55 @@ def test_plugin_lines_reach_vllms_handler(configs):
         handler.emit = orig
     assert len(seen) == 1 and "spec-surgery: probe line" in seen[0] and "INFO" in seen[0], seen
     assert get_logger().name.startswith("vllm.")
+
+
+def test_hooks_wait_for_a_model_runner_import(tmp_path):
+    """register() in a process that never loads a model (the API server, the engine core) imports no
+    runner module; importing one (as the worker does) installs the hooks right after it."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "import vllm.engine.arg_utils\n"
+        "from surgery.vllm import hooks, plugin\n"
+        "runners = plugin._runner_modules()\n"
+        "plugin.register()\n"
+        "assert not [m for m in runners if m in sys.modules], [m for m in runners if m in sys.modules]\n"
+        "assert plugin._after_draft_loaded not in hooks._callbacks['after']\n"
+        "import vllm.v1.worker.cpu_model_runner as r\n"
+        "assert plugin._after_draft_loaded in hooks._callbacks['after']\n"
+        "assert plugin._after_kv_cache_bound in hooks._callbacks['kv']\n"
+        "assert getattr(r.CPUModelRunner.__dict__['initialize_kv_cache'], '__surgery_hook__', None)\n"
+        "from vllm.v1.spec_decode.gemma4 import Gemma4Proposer\n"
+        "assert getattr(Gemma4Proposer.__dict__['load_model'], '__surgery_hook__', None)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_when_imported_runs_after_the_module_body(tmp_path, monkeypatch):
+    from surgery.vllm import lazy
+
+    pkg = tmp_path / "lazyprobe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+
+    def cb(name):
+        mod = sys.modules.get("lazyprobe_pkg.mod")
+        seen.append((name, getattr(mod, "VALUE", None)))
+
+    assert lazy.when_imported(["lazyprobe_pkg.mod"], cb) is False and seen == []  # deferred
+    import lazyprobe_pkg.mod  # noqa: F401
+
+    assert seen == [("lazyprobe_pkg.mod", 42)]  # after the body ran
+    assert lazy.when_imported(["lazyprobe_pkg.mod"], cb) is True  # already imported: called at once
+    assert seen[-1] == ("", 42) and len(seen) == 2
+    for name in ("lazyprobe_pkg.mod", "lazyprobe_pkg"):
+        sys.modules.pop(name, None)
+    lazy._watch.pop("lazyprobe_pkg.mod", None)
