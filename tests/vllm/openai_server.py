@@ -121,9 +121,29 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if self.proc is not None:
+            self._wait_group_gone(15)
         if getattr(self, "_log", None) is not None:
             self._log.close()
             self._log = None
+
+    def _wait_group_gone(self, timeout: float) -> None:
+        """The leader is gone; its engine-core / worker processes may still be shutting down. Wait
+        until no process of the group is left (SIGKILL to the group after `timeout`), so the next
+        server (or test) does not share the machine with this one's teardown."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            if time.perf_counter() > deadline:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    return
+                deadline = time.perf_counter() + 10
+            time.sleep(0.1)
 
     def __enter__(self) -> "Server":
         return self.start()
