@@ -188,6 +188,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
     p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
                    help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
+
+    p = sub.add_parser("pair", help="the built-in tiny pairs: list them, or export one as model folders",
+                       epilog=_epilog("examples:\n  surgery pair list\n  surgery pair export gemma4-mtp /tmp/pair",
+                                      one="(not used)"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    pair_sub = p.add_subparsers(dest="pair_command", metavar="ACTION", parser_class=_Parser, required=True)
+    q = pair_sub.add_parser("list", help="the built-in pairs and the recipe each one demonstrates")
+    q.add_argument("--json", action="store_true", help="print JSON instead of text")
+    q = pair_sub.add_parser("export", help="write a built-in pair as DIR/target and DIR/draft (vLLM- and "
+                            "transformers-ready folders, tokenizer included)")
+    q.add_argument("name", metavar="NAME", help="shipped recipe name with a built-in pair (e.g. gemma4-mtp)")
+    q.add_argument("dir", metavar="DIR", help="output folder (created); DIR/target and DIR/draft are written")
+    q.add_argument("--force", action="store_true", help="replace existing DIR/target and DIR/draft")
+    q.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return parser
 
 
@@ -342,6 +356,27 @@ def cmd_audit(args, out) -> int:
 
 COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply}
+def cmd_pair(args, out) -> int:
+    from . import pairs
+
+    if args.pair_command == "list":
+        rows = [{"name": n, "summary": e.get("summary", "")} for n, e in sorted(pairs.builtin_pairs().items())]
+        if args.json:
+            out.write(json.dumps(rows, indent=2) + "\n")
+        else:
+            for r in rows:
+                out.write(f"{r['name']}  {r['summary']}\n")
+        return EXIT_OK
+    result = pairs.export(args.name, args.dir, force=args.force)
+    if args.json:
+        out.write(json.dumps({"ok": True, **result}, indent=2) + "\n")
+    else:
+        out.write(f"wrote {result['target']} and {result['draft']} (pair {result['pair']})\n")
+    return EXIT_OK
+
+
+COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+            "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -114,7 +114,19 @@ def find_recipe(name_or_path: str | os.PathLike) -> Path:
     shipped = recipes_dir() / f"{name_or_path}.yaml"
     if shipped.exists():
         return shipped
-    raise fail("SRG013", f"no recipe file or shipped recipe named {str(name_or_path)!r}", Location(str(name_or_path)))
+    raise fail("SRG013", f"no recipe file or shipped recipe named {str(name_or_path)!r}", Location(str(name_or_path)),
+               hint=_did_you_mean(text))
+
+
+def _did_you_mean(name: str) -> str | None:
+    """`gemma4_mtp` -> "did you mean gemma4-mtp?" plus the list (None: the catalogue's hint)."""
+    import difflib
+
+    shipped = sorted(f.stem for f in recipes_dir().glob("*.yaml"))
+    close = difflib.get_close_matches(name.replace("_", "-").lower(), shipped, n=1, cutoff=0.6)
+    if not close:
+        return None
+    return f"did you mean {close[0]}? shipped recipes: {', '.join(shipped)}"
 
 
 def read_text(path: Path) -> str:

@@ -6,12 +6,19 @@ from pathlib import Path
 from .diagnostics import Location, fail
 
 
+# SRG001's catalogue hint speaks of model folders (the common case on the command line); a missing
+# recipe gets its own, since a recipe is a file or a shipped name, never a folder
+_MISSING_HINTS = {
+    "recipe": "check the path; a recipe is a YAML file or the name of a shipped recipe (`surgery recipes` lists them)",
+}
+
+
 def read_text_file(path: Path, max_bytes: int, what: str, shown: str | None = None) -> str:
     """UTF-8 text of `path`, at most `max_bytes`; SRG001 missing, SRG002 unreadable / directory /
     binary / not UTF-8 (with the line of the first bad byte), SRG008 too large."""
     shown = shown or str(path)
     if not path.exists():
-        raise fail("SRG001", f"no such file: {path}", Location(shown))
+        raise fail("SRG001", f"no such {what} file: {path}", Location(shown), hint=_MISSING_HINTS.get(what))
     if path.is_dir():
         raise fail("SRG002", f"{path} is a directory, not a {what} file", Location(shown))
     try:

@@ -231,6 +231,7 @@ DYNAMIC_IMPORT_OK = {
     ("surgery/vllm/hooks.py", "_import_attr"),  # LOAD_MODEL_TARGETS / KV_CACHE_TARGETS literal tuples
     ("surgery/vllm/plugin.py", "_wrap_reload"),  # a literal tuple of two vLLM runner modules
     ("surgery/hf/pair.py", "_load_builder"),  # tools/build_tiny_pair.py of this checkout, a fixed path
+    ("surgery/vllm/lazy.py", "exec_module"),  # the import system's own loader, for modules Python is importing
 }
 
 

@@ -19,10 +19,8 @@ never passed over silently.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +75,10 @@ def write_report(path: str | os.PathLike | None = None, *, plan: Any = None, app
         "not_applicable": list(not_applicable or []),
         **(extra or {}),
     }
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", dir=str(p.parent))
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, default=str)
-    os.replace(tmp, p)
-    return str(p)
+    from .report import write_json_atomic  # the one atomic writer (normal mode's report uses it too)
+
+    write_json_atomic(Path(path), data)
+    return str(path)
 
 
 # --------------------------------------------------------------------------- comparisons

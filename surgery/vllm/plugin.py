@@ -28,12 +28,10 @@ logger = logging.getLogger("surgery.vllm")
 
 
 def _vllm_logger():
-    try:
-        from vllm.logger import init_logger
+    """A logger under `vllm.` so the lines print with vLLM's own handler (surgery/vllm/log.py)."""
+    from .log import get_logger
 
-        return init_logger("surgery.vllm")
-    except Exception:  # noqa: BLE001
-        return logger
+    return get_logger()
 
 
 def register() -> None:
@@ -41,22 +39,64 @@ def register() -> None:
     callbacks and wrap each class once), and calling it again after `hooks.uninstall_all()`
     re-installs the callbacks instead of silently staying off."""
     global _registered
+    from . import lazy, startup
+
+    startup.install()  # fail fast: check the recipe where vLLM builds its config (surgery/vllm/startup.py)
+    # the model hooks go in where a model runner is imported, i.e. only in processes that load models
+    # (the API server and engine core never import one; importing them there cost seconds of start-up)
+    modules = _runner_modules()
+    if not any(_module_exists(m) for m in modules):
+        # no runner module this vLLM has will ever trigger the install: the recipe would never be
+        # applied, and no hook would notice (SRG323 now, not a silent start)
+        _no_load_hooks(f"no vLLM model-runner module found ({', '.join(modules) or 'none listed'})")
+    lazy.when_imported(modules, _install_hooks)
+    _registered = True
+
+
+def _module_exists(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _no_load_hooks(why: str) -> None:
+    """Nothing will ever call us at load time: with a recipe selected in the environment that is a
+    silent no-op unless we stop here (SRG323); additional_config is not visible yet: say it in the log."""
     from . import hooks
 
+    missing = hooks.missing_targets(hooks.LOAD_MODEL_TARGETS)
+    names = "; ".join(f"{k} ({v})" for k, v in missing.items()) or why
+    if missing and why:
+        names = f"{why}; {names}"
+    if os.environ.get(ENV_RECIPE):
+        raise SurgeryError(diag("SRG323", f"recipe {os.environ[ENV_RECIPE]!r} selected but no vLLM draft-loading "
+                                f"method could be wrapped: {names}"))
+    _vllm_logger().warning("spec-surgery: SRG323 no vLLM draft-loading method could be wrapped (%s); a recipe "
+                           "selected through additional_config will not be applied", names)
+
+
+def _runner_modules() -> list[str]:
+    from .hooks import KV_CACHE_TARGETS
+
+    return [module for module, _ in KV_CACHE_TARGETS]
+
+
+def _install_hooks(_module: str = "") -> None:
+    """Install the load-model, KV-cache and reload hooks (idempotent). Runs after a runner module
+    finished importing; while another runner is still half-imported (one runner imports the other)
+    it waits for that one's completion, which calls it again."""
+    from . import hooks, lazy
+
+    if lazy.any_initializing(m for m in _runner_modules() if m != _module):  # _module: its body just ran
+        return
     wrapped = hooks.install_load_model_hook(_after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(_after_kv_cache_bound)
     _wrap_reload()
-    _registered = True
     if not wrapped:
-        # Nothing will ever call us at load time: with a recipe selected that is a silent no-op
-        # unless we stop here (SRG323). additional_config is not visible yet: say it in the log.
-        missing = hooks.missing_targets(hooks.LOAD_MODEL_TARGETS)
-        names = "; ".join(f"{k} ({v})" for k, v in missing.items())
-        if os.environ.get(ENV_RECIPE):
-            raise SurgeryError(diag("SRG323", f"recipe {os.environ[ENV_RECIPE]!r} selected but no vLLM draft-loading "
-                                    f"method could be wrapped: {names}"))
-        _vllm_logger().warning("spec-surgery: SRG323 no vLLM draft-loading method could be wrapped (%s); a recipe "
-                               "selected through additional_config will not be applied", names)
+        _no_load_hooks("")
 
 
 def selected_recipe(vllm_config: Any) -> str | None:
@@ -179,6 +219,7 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     proposer._surgery_verify = verification
     proposer._surgery_target_lm = target_lm
     proposer._surgery_hint_problems = problems
+    _write_report(proposer)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     log.info("spec-surgery: recipe %s applied: %d operations (%s), %d skipped, %s, verification %s (%d checks)%s%s",
              plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
@@ -189,6 +230,13 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     if not verification.ok and is_strict:
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)
                                 + " (the wiring was rolled back)"))
+
+
+def _write_report(proposer: Any) -> None:
+    """SURGERY_REPORT=path: the plan, apply report, verification as JSON (surgery/vllm/report.py)."""
+    from .report import write_for_proposer
+
+    write_for_proposer(proposer)
 
 
 def kv_cache_checks(proposer: Any) -> list:
@@ -242,6 +290,7 @@ def _after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool)
         return
     checks = kv_cache_checks(proposer)
     proposer._surgery_kv_checks = checks
+    _write_report(proposer)
     failed = [c for c in checks if not c.ok]
     _vllm_logger().info("spec-surgery: KV caches bound: %d/%d checks hold (draft KV caches are their target's "
                         "tensors; captured hidden-state layers as planned)", len(checks) - len(failed), len(checks))

@@ -1,0 +1,121 @@
+"""`SURGERY_REPORT=path`: what the plugin did, as one JSON file, for monitoring.
+
+Written by the process that applied the recipe (the vLLM worker) after load and again after the KV
+caches are bound; each write replaces the whole file atomically (temp file in the same folder, then
+`os.replace`), so a reader never sees half a report. Keys (stable; other writers such as the audit
+mode add to `findings` through `update`):
+
+    stage           "loaded" | "kv_bound"
+    recipe, recipe_file, verified (bool: apply verification and, once bound, the KV-cache checks)
+    plan            the plan as `surgery plan --json` prints it
+    apply           applied operation ids, seconds
+    verify          every verification check
+    not_applicable  operations this engine could not perform (coded), never silently dropped
+    kv_binding      KV-cache identity checks (null until the caches are bound)
+    findings        audit findings (list; empty unless an auditor wrote some)
+
+With tensor/pipeline parallelism every worker holds a part of the model: rank r > 0 writes
+`path.rank<r>` next to `path` (rank 0 writes `path` itself), so no two processes race on one file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ENV_REPORT = "SURGERY_REPORT"
+KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",
+        "findings")
+
+
+def report_path(rank: int | None = None) -> Path | None:
+    """Where this process writes its report (None: SURGERY_REPORT unset)."""
+    raw = os.environ.get(ENV_REPORT)
+    if not raw:
+        return None
+    path = Path(raw)
+    return path if not rank else path.with_name(f"{path.name}.rank{rank}")
+
+
+def build_report(plan: Any, apply_report: Any = None, verification: Any = None, kv_checks: list | None = None,
+                 findings: list | None = None) -> dict:
+    """The report as plain data (no vLLM needed: the objects come from surgery.apply / surgery.plan)."""
+    verified = verification is not None and verification.ok
+    if kv_checks is not None:
+        verified = verified and all(c.ok for c in kv_checks)
+    return {
+        "stage": "kv_bound" if kv_checks is not None else "loaded",
+        "recipe": plan.recipe,
+        "recipe_file": plan.recipe_file,
+        "verified": bool(verified),
+        "plan": plan.to_dict(),
+        "apply": None if apply_report is None else {"applied": list(apply_report.applied),
+                                                    "seconds": apply_report.seconds},
+        "verify": None if verification is None else verification.to_dict(),
+        "not_applicable": [] if apply_report is None else [d.to_dict() for d in apply_report.not_applicable],
+        "kv_binding": None if kv_checks is None else {"ok": all(c.ok for c in kv_checks),
+                                                       "checks": [c.to_dict() for c in kv_checks]},
+        "findings": list(findings or []),
+    }
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; monitoring usually reads as another user
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_report(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def update(path: Path, **changes: Any) -> dict:
+    """Read-modify-write of one report (e.g. an auditor adding `findings`); atomic like every write."""
+    data = read_report(path) if path.exists() else {k: None for k in KEYS}
+    data.update(changes)
+    write_json_atomic(path, data)
+    return data
+
+
+def _worker_rank() -> int | None:
+    try:
+        from vllm.distributed import get_world_group
+
+        return int(get_world_group().rank)
+    except Exception:  # noqa: BLE001 - not inside an initialised vLLM worker
+        return None
+
+
+def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
+    """Write the report of the plan stored on a live proposer (by the plugin); keeps findings
+    already recorded for it. A failure to write is a visible coded warning, not a stopped engine:
+    the report is for monitoring, the engine it describes is fine."""
+    path = report_path(_worker_rank() if rank is None else rank)
+    plan = getattr(proposer, "_surgery_plan", None)
+    if path is None or plan is None:
+        return None
+    data = build_report(plan, getattr(proposer, "_surgery_report", None), getattr(proposer, "_surgery_verify", None),
+                        getattr(proposer, "_surgery_kv_checks", None), getattr(proposer, "_surgery_findings", None))
+    try:
+        write_json_atomic(path, data)
+    except OSError as exc:
+        from ..diagnostics import diag
+        from .log import get_logger
+
+        get_logger().warning("spec-surgery: %s", diag("SRG420", f"cannot write the report {path}: "
+                                                      f"{exc.strerror or exc}").render())
+        return None
+    return path

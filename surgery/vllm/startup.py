@@ -1,0 +1,173 @@
+"""Fail fast: check the selected recipe where the engine is configured, before any weight is loaded.
+
+The plugin's apply step runs in the worker, after both models are loaded; a recipe that cannot work
+(missing file, YAML error, recipe of another family, misspelled shipped name) used to stop a server
+only there, 30+ s into start-up, its coded line buried between the tracebacks of three processes.
+
+vLLM builds its whole configuration, including the speculative config with the draft's HF config,
+in `EngineArgs.create_engine_config`, in the process that then starts the engine (the API server
+front-end, or the `LLM(...)` caller). It is called once per engine, reads only config files, and
+runs after vLLM loaded the general plugins in that process (EngineArgs.__post_init__ and the CLI
+parser both call `load_general_plugins`). We wrap it: right after vLLM built the config, the selected
+recipe is read, schema-checked and resolved against both checkpoints' config.json and the runtime
+(pp / tp / KV-cache dtype). Errors raise `SurgeryError` there; warnings (no speculative config, a
+speculative method the recipe was not written for) are coded lines in vLLM's log.
+
+When the error reaches the top of the program uncaught, it is printed as its coded block alone
+(`SURGERY_TRACEBACK=1` shows the traceback too): a start-up refused on bad input is not a crash.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import Diagnostic, SurgeryError, diag
+from .log import get_logger
+
+ENV_TRACEBACK = "SURGERY_TRACEBACK"
+WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")
+_MARK = "__surgery_config_check__"
+_METHODS_FILE = Path(__file__).resolve().parent.parent / "data" / "vllm_methods.yaml"
+
+
+def _wrap_class():
+    """The class named by WRAP_TARGET (static import: vLLM's module, never a name from data)."""
+    from vllm.engine import arg_utils
+
+    if WRAP_TARGET[0] != arg_utils.__name__:
+        raise ImportError(f"no wrap point in module {WRAP_TARGET[0]}")
+    return getattr(arg_utils, WRAP_TARGET[1])
+
+
+def install() -> bool:
+    """Wrap `EngineArgs.create_engine_config` (idempotent). A wrap point that is missing in this
+    vLLM is a visible coded warning (SRG033): the recipe is then checked only in the worker."""
+    module, cls_name, method = WRAP_TARGET
+    try:
+        cls = _wrap_class()
+        orig = cls.__dict__[method]
+    except Exception as exc:  # noqa: BLE001 - any vLLM layout change lands here
+        get_logger().warning("spec-surgery: %s", diag(
+            "SRG033", f"cannot wrap {module}.{cls_name}.{method} ({type(exc).__name__}: {exc}); a bad recipe "
+            "is reported only after the models are loaded").render())
+        return False
+    if getattr(orig, _MARK, False):
+        return True
+
+    @functools.wraps(orig)
+    def create_engine_config(self, *args, **kwargs):
+        config = orig(self, *args, **kwargs)
+        check_engine_config(config)
+        return config
+
+    setattr(create_engine_config, _MARK, True)
+    create_engine_config.__wrapped_original__ = orig
+    setattr(cls, method, create_engine_config)
+    return True
+
+
+def uninstall() -> None:
+    _, _, method = WRAP_TARGET
+    try:
+        cls = _wrap_class()
+    except Exception:  # noqa: BLE001
+        return
+    fn = cls.__dict__.get(method)
+    if fn is not None and getattr(fn, _MARK, False):
+        setattr(cls, method, fn.__wrapped_original__)
+
+
+def accepted_methods() -> dict[str, list[str]]:
+    """Recipe `engine.vllm.method` hint -> vLLM methods (after vLLM's normalisation) that run it."""
+    import yaml
+
+    with open(_METHODS_FILE, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _warn(d: Diagnostic) -> None:
+    get_logger().warning("spec-surgery: %s", d.render())
+
+
+def method_diagnostic(recipe: Any, method: str | None) -> Diagnostic | None:
+    """SRG031 when the configured speculative method does not run the recipe's family; SRG032
+    (info) when the recipe states no vLLM method, so that nothing was compared."""
+    hint = (recipe.engine.get("vllm") or {}).get("method")
+    if hint is None:
+        return diag("SRG032", f"recipe {recipe.name} declares no engine.vllm.method; the speculative method "
+                    f"{method!r} was not compared with it")
+    accepted = accepted_methods().get(hint, [hint])
+    if method not in accepted:
+        return diag("SRG031", f"recipe {recipe.name} is written for vLLM method(s) {', '.join(accepted)} "
+                    f"(engine.vllm.method: {hint}) but the engine is configured with method {method!r}",
+                    location=recipe.location(("engine", "vllm", "method")))
+    return None
+
+
+def check_engine_config(vllm_config: Any):
+    """Read, schema-check and resolve the selected recipe against a freshly built VllmConfig.
+    Returns the plan (None when no recipe is selected or there is nothing to resolve against)."""
+    from ..recipe import load_recipe
+    from ..resolver import resolve
+    from .plugin import _model_facts, runtime_of, selected_recipe
+
+    recipe_ref = selected_recipe(vllm_config)
+    if recipe_ref is None:
+        return None
+    log = get_logger()
+    try:
+        recipe = load_recipe(recipe_ref)  # a bad recipe is an error even when nothing would apply it
+        spec = getattr(vllm_config, "speculative_config", None)
+        if spec is None:
+            _warn(diag("SRG030", f"recipe {recipe.name} is selected but the engine has no speculative config: "
+                       "nothing will be applied"))
+            return None
+        found = method_diagnostic(recipe, getattr(spec, "method", None))
+        if found is not None:
+            log.log(logging.WARNING if found.severity == "warning" else logging.INFO, "spec-surgery: %s",
+                    found.render())
+        draft_cfg = getattr(spec, "draft_model_config", None)
+        if draft_cfg is None:
+            _warn(diag("SRG030", f"recipe {recipe.name} is selected but speculative method {spec.method!r} has no "
+                       "draft model: nothing will be applied"))
+            return None
+        target_cfg = vllm_config.model_config
+        draft = _model_facts(draft_cfg.model, draft_cfg.hf_config, "draft")
+        target = _model_facts(target_cfg.model, target_cfg.hf_config, "target")
+        plan = resolve(recipe, draft, target, runtime_of(vllm_config))
+    except SurgeryError:
+        _print_block_if_uncaught()
+        raise
+    if not plan.ok:
+        _print_block_if_uncaught()
+        raise SurgeryError(plan.errors)
+    for d in plan.diagnostics:
+        if d.severity == "warning":
+            _warn(d)
+    log.info("spec-surgery: recipe %s checked against the target and draft configs before loading: "
+             "%d operations planned (pp=%d, tp=%d, kv_cache_dtype=%s)", plan.recipe, len(plan.operations),
+             plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
+    return plan
+
+
+def _print_block_if_uncaught() -> None:
+    """Make an uncaught SurgeryError print as its coded block (chained to the previous hook for
+    everything else). Installed only at the moment we refuse a start-up."""
+    prev = sys.excepthook
+    if getattr(prev, _MARK, False):
+        return
+
+    def excepthook(exc_type, exc, tb):
+        if isinstance(exc, SurgeryError) and not os.environ.get(ENV_TRACEBACK):
+            sys.stderr.write(f"spec-surgery stopped engine start before loading any weight "
+                             f"({ENV_TRACEBACK}=1 shows the traceback):\n{exc}\n")
+            sys.stderr.flush()
+            return
+        prev(exc_type, exc, tb)
+
+    setattr(excepthook, _MARK, True)
+    sys.excepthook = excepthook

@@ -1,0 +1,136 @@
+"""The plugin in vLLM's real OpenAI-compatible server (CPU), driven over HTTP by the `openai` client.
+
+One server with the plugin for the whole module (started once, its own process group, killed by
+group at the end), on the built-in pair exported by `surgery pair export` (text in, text out through
+the shipped byte-level tokenizer). Oracle: greedy outputs equal an in-process vLLM engine running the
+target alone (plain greedy decoding of the same weights; cheaper in CI than a second server without
+the plugin, and stricter: speculative decoding must not change greedy output at all). Plus one
+server started with a misspelled recipe, which must stop before any engine process starts, its code
+in the last 20 lines of output. The bad start runs while the in-process baseline computes, so the
+module costs about one good server start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
+from openai_server import Server
+
+openai = pytest.importorskip("openai")
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS = ["def __init__(self, ", "import os\nimport sys\n\n", "    def __repr__(self):\n        return "]
+MAX_TOKENS = 24
+START_TIMEOUT = 300  # hard limit for one server start on a loaded 2-core machine
+
+
+def _env(**extra) -> dict:
+    # the worker processes import this checkout's `surgery` (an installed copy would do as well)
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {"PYTHONPATH": path, "SURGERY_REPORT": None, "SURGERY_RECIPE": None, **extra}
+
+
+def _tail(text: str, n: int) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()][-n:]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from surgery import pairs
+
+    out = pairs.export("gemma4-mtp", tmp_path_factory.mktemp("served") / "pair")
+    return Path(out["target"]), Path(out["draft"])
+
+
+def _greedy_baseline(target: Path) -> list[str]:
+    """Plain greedy decoding of the target alone, in this process (no draft, no plugin)."""
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=str(target), dtype="float32", enforce_eager=True, max_model_len=512, max_num_seqs=4,
+              kv_cache_memory_bytes=32 * 1024 * 1024, seed=0)
+    try:
+        outs = llm.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS), use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+    finally:
+        tp.shutdown(llm)
+
+
+@pytest.fixture(scope="module")
+def runs(exported, tmp_path_factory):
+    target, draft = exported
+    logs = tmp_path_factory.mktemp("server_logs")
+    bad = Server(target, draft, log_path=logs / "bad.log", env=_env(SURGERY_RECIPE="gemma4_mtp")).start()
+    try:
+        baseline = _greedy_baseline(target)
+        bad_rc = bad.wait_exit(START_TIMEOUT)
+    finally:
+        bad.stop()
+    report = logs / "report.json"
+    server = Server(target, draft, log_path=logs / "good.log",
+                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report)))
+    server.start()
+    try:
+        if not server.wait_ready(START_TIMEOUT):
+            pytest.fail("server did not start:\n" + "\n".join(_tail(server.log_text(), 40)))
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", timeout=120, max_retries=0)
+        resp = client.completions.create(model=str(target), prompt=PROMPTS, max_tokens=MAX_TOKENS, temperature=0)
+        texts = [c.text for c in sorted(resp.choices, key=lambda c: c.index)]
+        metrics = server.metrics()
+        yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics,
+               "log": server.log_text(), "report": report, "bad_rc": bad_rc, "bad_log": bad.log_text()}
+    finally:
+        server.stop()
+
+
+def test_text_completions_equal_plain_greedy(runs):
+    assert runs["texts"] == runs["baseline"]
+    assert len(set("".join(runs["texts"]))) > 5  # real text, not one repeated character
+    assert runs["usage"].completion_tokens == MAX_TOKENS * len(PROMPTS)
+
+
+def test_acceptance_from_metrics(runs):
+    m = runs["metrics"]
+    drafted, accepted = m["vllm:spec_decode_num_draft_tokens_total"], m["vllm:spec_decode_num_accepted_tokens_total"]
+    assert drafted > 0 and 0 < accepted <= drafted, m
+    # per-position counters add up to the total: the draft proposed k tokens per step
+    per_pos = [v for k, v in m.items() if k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total")]
+    assert len(per_pos) == 3 and sum(per_pos) == accepted
+
+
+def test_plugin_lines_in_server_log(runs):
+    log = runs["log"]
+    front = [l for l in log.splitlines() if "spec-surgery: recipe gemma4-mtp checked" in l]
+    applied = [l for l in log.splitlines() if "spec-surgery: recipe gemma4-mtp applied" in l]
+    bound = [l for l in log.splitlines() if "spec-surgery: KV caches bound: 4/4" in l]
+    assert len(front) == 1 and front[0].startswith("(APIServer pid="), front  # vLLM's own format and prefix
+    assert len(applied) == 1 and applied[0].startswith("(Worker pid=") and "verification PASS" in applied[0], applied
+    assert len(bound) == 1 and bound[0].startswith("(Worker pid="), bound
+    assert "SRG" not in log  # no warning of ours on a correct set-up
+
+
+def test_report_file(runs):
+    data = json.loads(Path(runs["report"]).read_text())
+    assert data["stage"] == "kv_bound" and data["verified"] is True
+    assert data["recipe"] == "gemma4-mtp" and data["plan"]["ok"] is True
+    assert data["plan"]["layer_maps"]["kv_source"] == [{"draft": d, "target": t} for d, t in
+                                                       ((0, 5), (1, 5), (2, 5), (3, 4))]
+    assert data["verify"]["ok"] and len(data["verify"]["checks"]) > 0
+    assert sorted(data["apply"]["applied"]) == sorted(o["id"] for o in data["plan"]["operations"])
+    assert data["kv_binding"] == {"ok": True, "checks": data["kv_binding"]["checks"]}
+    assert len(data["kv_binding"]["checks"]) == 4 and data["not_applicable"] == [] and data["findings"] == []
+
+
+def test_bad_recipe_stops_start_before_any_engine_process(runs):
+    log = runs["bad_log"]
+    assert runs["bad_rc"] not in (None, 0), runs["bad_rc"]
+    last = "\n".join(_tail(log, 20))
+    assert "SRG013" in last and "did you mean gemma4-mtp?" in last, last
+    assert "Traceback" not in log  # one coded block, not a traceback
+    # nothing was loaded: the engine-core process (which starts workers and loads weights) never ran
+    assert not re.search(r"EngineCore|Starting to load model|Worker pid=", log), log[-2000:]
