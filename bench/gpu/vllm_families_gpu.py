@@ -129,6 +129,7 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu) -> dict:
         on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
         proposer = live.get("proposer") or on_runner
         res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"
+        res["hooked_classes"] = hooks.installed_targets()  # which draft loaders the plugin wrapped here
         res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
         res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
         target_model = live.get("target") or getattr(runner, "model", None)
@@ -189,7 +190,9 @@ def main(argv=None) -> None:
 
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "families": only,
                      "num_speculative_tokens": NUM_SPEC, "max_tokens": MAX_TOKENS,
-                     "dtype": "float32" if args.cpu else "bfloat16"}
+                     "dtype": "float32" if args.cpu else "bfloat16",
+                     "env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING",
+                                                            "VLLM_ATTENTION_BACKEND")}}
     results["versions"] = guarded(results, "versions_", versions)
     results.pop("versions_", None)
     log("versions", results["versions"])
