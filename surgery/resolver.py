@@ -136,6 +136,20 @@ class _Resolver:
                                                                           key_path=self.target.key_prefix + "num_hidden_layers"))
         elif rt.pp_size > 1:
             self.check_own_kv_sharing_split()
+            self.check_engine_runs_spec_decode_under_pp()
+
+    def check_engine_runs_spec_decode_under_pp(self) -> None:
+        """Every recipe wires a draft, i.e. speculative decoding; an engine whose runner cannot start
+        it under pipeline parallelism (surgery/data/engines.yaml `speculative_pipeline_parallel`) fails
+        at start whatever the recipe does, so the plan says so first (SRG351)."""
+        from .apply.paths import ENGINES_FILE, engine_table
+
+        rt = self.runtime
+        if engine_table().get(rt.engine, {}).get("speculative_pipeline_parallel", True):
+            return
+        self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size}: its model "
+                 "runner creates the drafter on the last pipeline stage only and reads it on every stage while "
+                 "initialising the KV cache", Location(str(ENGINES_FILE), key_path=f"{rt.engine}.speculative_pipeline_parallel"))
 
     def check_own_kv_sharing_split(self) -> None:
         """The target's OWN KV-shared tail must sit on the same pipeline stage as the layers it reads.
