@@ -111,11 +111,19 @@ def rank_states(state_dir: Path) -> dict[int, dict]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in sorted(state_dir.glob("rank*.json"))}
 
 
-def validate(run_cli, target, draft, pp=1, tp_size=1) -> tuple[int, dict[str, set[str]], list[dict]]:
-    """`surgery validate gemma4-mtp --pp N --json`: (exit code, {severity: codes}, diagnostics)."""
-    code, out, _ = run_cli("validate", RECIPE, "--target", target, "--draft", draft, "--pp", pp, "--tp", tp_size,
-                           "--json")
-    diags = json.loads(out)["diagnostics"]
+def validate(target, draft, pp=1, tp_size=1) -> tuple[int, dict[str, set[str]], list[dict]]:
+    """`surgery validate gemma4-mtp --pp N --json` in this process: (exit code, {severity: codes},
+    diagnostics). Its own stdout redirect (capsys would clash with capfd, which the engine tests need)."""
+    import contextlib
+    import io
+
+    from surgery.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["validate", str(RECIPE), "--target", str(target), "--draft", str(draft), "--pp", str(pp),
+                     "--tp", str(tp_size), "--json"])
+    diags = json.loads(out.getvalue())["diagnostics"]
     by_severity: dict[str, set[str]] = {"error": set(), "warning": set()}
     for d in diags:
         by_severity.setdefault(d["severity"], set()).add(d["code"])
@@ -190,11 +198,16 @@ def test_tp2_decisions_identical_on_every_rank(tp2):
     def decisions(w):
         s = dict(w["surgery"])
         s.pop("apply_seconds")
+        s["runtime"] = {k: v for k, v in s["runtime"].items() if k != "tp_rank"}  # the one thing that differs
         return {"surgery": s, "modules": {k: w["shared_modules"][k] for k in ("input_embeddings", "lm_head_is_target")},
                 "map": {l["draft_index"]: l["reads_target_layer"] for l in w["layers"]}}
 
-    first, second = (decisions(w) for w in tp2.info["workers"])
-    assert first == second
+    workers = tp2.info["workers"]
+    for rank, w in enumerate(workers):  # each rank knows where it is (pp stage 0 of 1, its own tp rank)
+        assert (w["surgery"]["runtime"]["pp_rank"], w["surgery"]["runtime"]["tp_rank"]) == (0, rank), w["surgery"]["runtime"]
+    first, second = (decisions(w) for w in workers)
+    for key in first:
+        assert first[key] == second[key], key
     assert first["modules"] == {"input_embeddings": True, "lm_head_is_target": False}
 
 
@@ -209,12 +222,12 @@ def test_tp2_output_equals_tp1_greedy(tp2, baseline_outputs):
 # --------------------------------------------------------------------------- PP 2: default tiny target
 
 
-def test_pp2_own_kv_split_predicted_then_engine_fails(run_cli, tiny_pair, capfd):
+def test_pp2_own_kv_split_predicted_then_engine_fails(tiny_pair, capfd):
     """The tiny target (s s f s | s f, 2 KV-shared) under PP 2: stage 0 holds layers 0-2, stage 1
     layers 3-5; its own KV-shared layer 5 reads layer 2. validate names it first (SRG350); the real
     engine then fails at start for exactly that reader and source, without any recipe."""
     target, draft = tiny_pair
-    code, codes, diags = validate(run_cli, target, draft, pp=2)
+    code, codes, diags = validate(target, draft, pp=2)
     assert code != 0 and "SRG350" in codes["error"]
     srg350 = [d["message"] for d in diags if d["code"] == "SRG350"]
     assert len(srg350) == 1 and "layers 5 (stage 1) read layer 2 (stage 0)" in srg350[0], srg350
@@ -276,14 +289,14 @@ def pp_pairs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("layout,predicted", [(TAIL_ON_LAST, {"SRG311"}), (SOURCES_ON_FIRST, {"SRG311", "SRG316"})],
                          ids=["tail-on-last-stage", "draft-source-on-first-stage"])
-def test_pp2_recipe_refusal_predicted_then_engine_stops_with_it(layout, predicted, pp_pairs, run_cli, capfd):
+def test_pp2_recipe_refusal_predicted_then_engine_stops_with_it(layout, predicted, pp_pairs, capfd):
     """Layouts whose own KV sharing stays on one stage (no SRG350): with the recipe, the plugin stops
     engine start on the last stage with the plan's codes (SRG311: the target embedding lives on
     stage 0; SRG316: a draft source on stage 0); every code the engine shows was predicted."""
     target, draft = pp_pairs[layout]
-    code, codes, _ = validate(run_cli, target, draft, pp=2)
+    code, codes, _ = validate(target, draft, pp=2)
     assert code != 0 and codes["error"] == predicted and "SRG351" in codes["warning"], codes
-    assert validate(run_cli, target, draft, pp=1)[1] == {"error": set(), "warning": set()}  # the layout itself is fine
+    assert validate(target, draft, pp=1)[1] == {"error": set(), "warning": set()}  # the layout itself is fine
     with mp_env(SURGERY_RECIPE=RECIPE):
         text = failed_start(capfd, target, draft, pipeline_parallel_size=2)
     engine_codes = set(re.findall(r"SRG\d{3}", text))
@@ -292,11 +305,11 @@ def test_pp2_recipe_refusal_predicted_then_engine_stops_with_it(layout, predicte
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", [TAIL_ON_LAST, SOURCES_ON_FIRST], ids=lambda l: l.name)
-def test_pp2_plain_spec_decode_fails_as_srg351_predicts(layout, pp_pairs, run_cli, capfd):
+def test_pp2_plain_spec_decode_fails_as_srg351_predicts(layout, pp_pairs, capfd):
     """No recipe at all: vLLM 0.32's runner builds the drafter on the last stage only and reads it on
     every stage while initialising the KV cache. validate --pp 2 predicts it (SRG351) first."""
     target, draft = pp_pairs[layout]
-    code, codes, _ = validate(run_cli, target, draft, pp=2)
+    code, codes, _ = validate(target, draft, pp=2)
     assert "SRG351" in codes["warning"] and code != 0  # the recipe refuses pp 2 on its own too (SRG311)
     with mp_env(SURGERY_RECIPE=None):
         text = failed_start(capfd, target, draft, pipeline_parallel_size=2)
