@@ -240,7 +240,7 @@ def test_pp2_own_kv_split_predicted_then_engine_fails(tiny_pair, capfd):
 
 
 @pytest.mark.slow
-def test_tp2_fault_in_one_rank_fails_start_no_rank_half_wired(tiny_pair, tp2, tmp_path, capfd):
+def test_tp2_fault_in_one_rank_fails_start_no_rank_half_wired(tiny_pair, tmp_path, capfd):
     """Rank 1's apply raises after 5 mutations (dist_worker_ext.FAULT_AFTER): engine start fails
     with SRG403; rank 1 rolled back to exactly vLLM's own wiring (impl names unset, draft scales
     1.0) while its target carries the synthetic scales; rank 0 is fully applied and verified.
