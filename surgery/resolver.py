@@ -137,6 +137,7 @@ class _Resolver:
         elif rt.pp_size > 1:
             self.check_own_kv_sharing_split()
             self.check_engine_runs_spec_decode_under_pp()
+            self.check_target_per_layer_inputs_under_pp()
 
     def check_engine_runs_spec_decode_under_pp(self) -> None:
         """Every recipe wires a draft, i.e. speculative decoding; an engine runner that cannot start it
@@ -155,6 +156,22 @@ class _Resolver:
                  "while initialising the KV cache",
                  Location(str(ENGINES_FILE), key_path=f"{rt.engine}.speculative_pp_fails_on_devices"),
                  severity=ERROR if rt.device is not None else WARNING)
+
+    def check_target_per_layer_inputs_under_pp(self) -> None:
+        """The target's own decoding under pipeline parallelism: an engine whose model code drops the
+        per-layer inputs on later stages (surgery/data/engines.yaml `pp_loses_per_layer_inputs`) starts
+        and then decodes wrongly, silently; the plan says so first (SRG352)."""
+        from .apply.paths import ENGINES_FILE, engine_table
+
+        rt, t = self.runtime, self.target
+        types = engine_table().get(rt.engine, {}).get("pp_loses_per_layer_inputs") or []
+        width = t.scalars.get("hidden_size_per_layer_input") or 0
+        if not width or not ({t.model_type, t.text_model_type} & set(types)):
+            return
+        self.add("SRG352", f"{rt.engine}'s {t.text_model_type} model drops the per-layer inputs "
+                 f"(hidden_size_per_layer_input={width}) on every pipeline stage after the first: with pp_size "
+                 f"{rt.pp_size} the target decodes differently from pp_size 1, silently",
+                 t.key_location("hidden_size_per_layer_input"))
 
     def check_own_kv_sharing_split(self) -> None:
         """The target's OWN KV-shared tail must sit on the same pipeline stage as the layers it reads.
