@@ -20,6 +20,9 @@ times the plugin's two callbacks (resolve + apply + verify after the draft is lo
 check after the caches are bound) through tests/vllm/dist_worker_ext.py (worker_extension_cls).
 Every run's tokens are compared with tp1_target's (greedy must not change).
 
+Pinning: one OpenMP thread per rank on its own core (TP/PP 2: cores 0 and 1; TP 1: core 0), so TP 2
+and PP 2 use twice the cores TP 1 does: the ratios are scaling from 1 to 2 cores.
+
 Usage: python bench/vllm_parallel_cpu.py [-n 2] [--out bench/results/vllm_parallel_cpu.json]
 Needs: VLLM_CPU_OMP_THREADS_BIND="0|1" for tp/pp 2 (set here for the children), the package installed
 (editable is fine) so worker processes load the plugin through its entry point.
@@ -109,7 +112,11 @@ def child(config: str, pair: str, timings_dir: str) -> dict:
 
 def run_child(config: str, pair: Path) -> dict:
     with tempfile.TemporaryDirectory() as tdir:
-        env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND="0|1", VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS="1",
+        c = CONFIGS[config]
+        # one OpenMP thread per rank, pinned: TP/PP 2 get cores 0 and 1, TP 1 gets core 0. Unpinned, TP 1's
+        # two OpenMP threads on two busy cores vary by 100x between runs (the first run of this bench).
+        bind = "0|1" if c["tp"] * c["pp"] == 2 else "0"
+        env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=bind, VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS="1",
                    PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")]),
                    SURGERY_TEST_TIMINGS_DIR=tdir)
         env.pop("SURGERY_RECIPE", None)
