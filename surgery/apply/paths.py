@@ -8,14 +8,11 @@ from typing import Any
 from ..diagnostics import diag, SurgeryError
 
 
-ENGINES_FILE = Path(__file__).resolve().parent.parent / "data" / "engines.yaml"
-
-
 @lru_cache(maxsize=1)
 def engine_table() -> dict:
     import yaml
 
-    with open(ENGINES_FILE, encoding="utf-8") as fh:
+    with open(Path(__file__).resolve().parent.parent / "data" / "engines.yaml", encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 

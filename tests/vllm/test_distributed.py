@@ -363,7 +363,7 @@ def test_pp2_target_decoding_predicted_by_srg352(pp_pairs, tiny_llama):
     drops the per-layer inputs on stage 1: validate predicts it (SRG352, from the config alone) and
     the real engine indeed decodes differently from TP 1. Control: a tiny Llama (no per-layer inputs)
     decodes identically under PP 2, so the harness is not what differs. When vLLM fixes gemma4.py this
-    fails: then drop the model types from engines.yaml `pp_loses_per_layer_inputs`."""
+    fails: then drop the model types from engine_limits.yaml `pp_loses_per_layer_inputs`."""
     target, draft = pp_pairs[TAIL_ON_LAST]
     codes = validate(target, draft, pp=2)[1]
     assert "SRG352" in codes["error"] and "SRG352" not in validate(target, draft, pp=1)[1]["error"]
