@@ -7,6 +7,8 @@ operation's condition. Nothing here imports torch, transformers or vllm.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from . import expr as expr_lang
@@ -17,6 +19,21 @@ from .ops.base import Operation
 from .ops.common import compact_ranges
 from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
+
+ENGINE_LIMITS_FILE = Path(__file__).resolve().parent / "data" / "engine_limits.yaml"
+
+
+@lru_cache(maxsize=1)
+def _engine_limits_table() -> dict:
+    import yaml
+
+    with open(ENGINE_LIMITS_FILE, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def engine_limits(engine: str) -> dict:
+    """What `engine` cannot do under some runtimes, measured on real engines (surgery/data/engine_limits.yaml)."""
+    return _engine_limits_table().get(engine) or {}
 
 MAX_PARALLEL = 4096
 _MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
@@ -139,6 +156,38 @@ class _Resolver:
                                                                           key_path=self.target.key_prefix + "num_hidden_layers"))
         elif rt.pp_size > 1:
             self.check_own_kv_sharing_split()
+            self.check_engine_runs_spec_decode_under_pp()
+            self.check_target_per_layer_inputs_under_pp()
+
+    def check_engine_runs_spec_decode_under_pp(self) -> None:
+        """Every recipe wires a draft, i.e. speculative decoding; an engine runner that cannot start it
+        under pipeline parallelism (surgery/data/engine_limits.yaml `speculative_pp_fails_on_devices`) fails
+        at start whatever the recipe does, so the plan says so first (SRG351): an error on those
+        devices, a warning when the device is not known (the CLI does not know where it will run)."""
+        rt = self.runtime
+        devices = engine_limits(rt.engine).get("speculative_pp_fails_on_devices") or []
+        if not devices or (rt.device is not None and rt.device not in devices):
+            return
+        where = f"on {rt.device}" if rt.device is not None else f"on {', '.join(devices)} (device not known here)"
+        self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size} {where}: its "
+                 "V1 model runner creates the drafter on the last pipeline stage only and reads it on every stage "
+                 "while initialising the KV cache",
+                 Location(str(ENGINE_LIMITS_FILE), key_path=f"{rt.engine}.speculative_pp_fails_on_devices"),
+                 severity=ERROR if rt.device is not None else WARNING)
+
+    def check_target_per_layer_inputs_under_pp(self) -> None:
+        """The target's own decoding under pipeline parallelism: an engine whose model code drops the
+        per-layer inputs on later stages (surgery/data/engine_limits.yaml `pp_loses_per_layer_inputs`) starts
+        and then decodes wrongly, silently; the plan says so first (SRG352)."""
+        rt, t = self.runtime, self.target
+        types = engine_limits(rt.engine).get("pp_loses_per_layer_inputs") or []
+        width = t.scalars.get("hidden_size_per_layer_input") or 0
+        if not width or not ({t.model_type, t.text_model_type} & set(types)):
+            return
+        self.add("SRG352", f"{rt.engine}'s {t.text_model_type} model drops the per-layer inputs "
+                 f"(hidden_size_per_layer_input={width}) on every pipeline stage after the first: with pp_size "
+                 f"{rt.pp_size} the target decodes differently from pp_size 1, silently",
+                 t.key_location("hidden_size_per_layer_input"))
 
     def check_own_kv_sharing_split(self) -> None:
         """The target's OWN KV-shared tail must sit on the same pipeline stage as the layers it reads.

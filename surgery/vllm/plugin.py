@@ -159,10 +159,24 @@ def runtime_of(vllm_config: Any):
 
     par = vllm_config.parallel_config
     backend = getattr(getattr(vllm_config, "attention_config", None), "backend", None)
+    pp_rank, tp_rank = _parallel_ranks()
     return Runtime(engine="vllm", pp_size=int(par.pipeline_parallel_size), tp_size=int(par.tensor_parallel_size),
                    kv_cache_dtype=str(vllm_config.cache_config.cache_dtype),
                    attention_backend=getattr(backend, "name", None) if backend is not None else None,
-                   pp_rank=getattr(par, "rank", None))
+                   pp_rank=pp_rank, tp_rank=tp_rank)
+
+
+def _parallel_ranks() -> tuple[int | None, int | None]:
+    """This process's pipeline stage and tensor-parallel rank from vLLM's process groups.
+    (`parallel_config.rank` is the GLOBAL rank: under TP 2 rank 1 would claim pp stage 1, and a recipe
+    condition on `pp_rank` would decide differently per TP rank; tests/vllm/test_distributed.py.)
+    None outside an initialised worker."""
+    try:
+        from vllm.distributed import get_pp_group, get_tensor_model_parallel_rank
+
+        return int(get_pp_group().rank_in_group), int(get_tensor_model_parallel_rank())
+    except Exception:  # noqa: BLE001 - groups not initialised (stand-ins, offline resolution)
+        return None, None
 
 
 def plan_for(proposer: Any):
