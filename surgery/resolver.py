@@ -14,7 +14,7 @@ from typing import Any
 from . import expr as expr_lang
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
-from .pipeline import last_unshared_of_type, pp_layer_range, stage_of_layer
+from .pipeline import pp_layer_range, stage_of_layer
 from .ops.base import Operation
 from .ops.common import compact_ranges
 from .plan import MapRow, Plan, Runtime, Skipped
