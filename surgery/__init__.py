@@ -36,7 +36,7 @@ def __getattr__(name):
     """``surgery.hf`` (HF transformers helpers, e.g. ``surgery.hf.speculative_decoding``) on first use,
     so ``import surgery`` stays free of torch."""
     if name == "hf":
-        import importlib
+        from . import hf
 
-        return importlib.import_module(".hf", __name__)
+        return hf
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

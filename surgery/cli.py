@@ -354,8 +354,6 @@ def cmd_audit(args, out) -> int:
     return run_audit(args, out)
 
 
-COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
-            "new": cmd_new, "apply": cmd_apply}
 def cmd_pair(args, out) -> int:
     from . import pairs
 
@@ -375,7 +373,7 @@ def cmd_pair(args, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
 
 

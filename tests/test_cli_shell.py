@@ -35,14 +35,18 @@ COMMANDS = sorted(_subparsers())
 
 
 def test_commands_are_known():
-    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit"}
+    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_has_json_example_and_exit_codes(name):
     sub = _subparsers()[name]
-    assert "--json" in {o for a in sub._actions for o in a.option_strings}
     helptext = sub.format_help()
+    if name == "pair":  # `surgery pair list|export`: --json on each action
+        actions = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices
+        assert all("--json" in {o for a in p._actions for o in a.option_strings} for p in actions.values())
+    else:
+        assert "--json" in {o for a in sub._actions for o in a.option_strings}
     assert "example" in helptext and f"surgery {name}" in helptext.split("example", 1)[1]
     assert "exit codes: 0" in helptext
 

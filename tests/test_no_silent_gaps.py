@@ -79,8 +79,8 @@ def stand_in_attention(monkeypatch):
     """The plugin's adapter recognises the stand-in attention class."""
     real = VLLMAdapter.__init__
 
-    def init(self, sfc=None, is_attention=None):
-        real(self, sfc, is_attention=lambda m: isinstance(m, VAttention))
+    def init(self, sfc=None, is_attention=None, method=None):
+        real(self, sfc, is_attention=lambda m: isinstance(m, VAttention), method=method)
 
     monkeypatch.setattr(VLLMAdapter, "__init__", init)
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
@@ -288,8 +288,12 @@ def test_capture_hidden_states_sets_vllm_aux_layers():
 
 # ------------------------------------------------------------------------------ 5. honest loaders
 def test_apply_refuses_a_pair_the_hf_loader_cannot_load(run_cli):
-    code, out, err = run_cli("apply", "draft-model", "--target", CONFIGS / "Llama-3.1-8B-Instruct.json",
-                             "--draft", CONFIGS / "Llama-3.2-1B-Instruct.json", "--no-progress")
+    """Standalone Llama drafts load for the draft-model recipe (tests/test_hf_draft_model.py); an EAGLE-3
+    head is neither a Gemma 4 assistant nor a standalone draft-model pair: SRG408 before any weight."""
+    from surgery.hf.standalone import is_standalone  # noqa: F401  (the rule the loader applies)
+
+    code, out, err = run_cli("apply", "eagle3", "--target", CONFIGS / "Llama-3.1-8B-Instruct.json",
+                             "--draft", CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json", "--no-progress")
     assert code == 1 and "SRG408" in err and "SRG404" not in err and "Traceback" not in err
 
 

@@ -28,10 +28,13 @@ def _role_path(model: Any, op: Operation, side: str) -> str:
     return role_path("vllm", model, op.role, side, op.layer)
 
 
-def draft_has_own(draft: Any, role: str) -> bool | None:
+def draft_has_own(draft: Any, role: str, method: str | None = None) -> bool | None:
     """vLLM's EAGLE models record while loading whether the checkpoint brought the role's weights
     (`has_own_embed_tokens`, `has_own_lm_head`; flag names per role in surgery/vllm/engine.yaml).
-    None: this draft class keeps no such record."""
+    None: this draft class keeps no such record. For methods whose loader requires every weight
+    (`loader_requires_all_weights`, e.g. draft_model) the answer is yes whatever the flags say."""
+    if method and method in (engine_table()["vllm"].get("loader_requires_all_weights") or ()):
+        return True
     flag = (engine_table()["vllm"].get("has_own_flags") or {}).get(role)
     value = getattr(draft, flag, None) if flag else None
     return bool(value) if isinstance(value, bool) else None
@@ -104,11 +107,13 @@ def _show(v: Any) -> str:
 class VLLMAdapter(Adapter):
     engine = "vllm"
 
-    def __init__(self, static_forward_context: dict | None = None, is_attention=None):
+    def __init__(self, static_forward_context: dict | None = None, is_attention=None, method: str | None = None):
         """`is_attention` lets callers outside a vLLM process (tests with stand-ins, other
-        loaders) say what counts as an attention layer; default: vLLM's AttentionLayerBase."""
+        loaders) say what counts as an attention layer; default: vLLM's AttentionLayerBase.
+        `method`: the speculative method (decides what the has_own flags mean, see draft_has_own)."""
         self.sfc = static_forward_context
         self.is_attention = is_attention or _is_attention
+        self.method = method
 
     def static_checks(self, plan: Plan, draft: Any, target: Any) -> list:
         problems = []
@@ -225,7 +230,7 @@ class VLLMAdapter(Adapter):
         t_path = _role_path(target, op, "target")
         t_mod = get_path(target, t_path)
         d_mod = get_path(draft, d_path)
-        decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, op.role))
+        decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, op.role, self.method))
         if not decision.share:
             def kept() -> Check:
                 now = get_path(draft, d_path)
@@ -245,7 +250,7 @@ class VLLMAdapter(Adapter):
         d_mod = get_path(draft, d_path)
         t_mod = get_path(target, _role_path(target, op, "target"))
         if op.must_exist:
-            has_own = draft_has_own(draft, op.role)
+            has_own = draft_has_own(draft, op.role, self.method)
             problem = must_exist_problem(op.role, has_own)
             if has_own is False:
                 raise SurgeryError(diag("SRG407", f"{op.id}: {problem} (vLLM {type(draft).__name__})"))
@@ -263,7 +268,7 @@ class VLLMAdapter(Adapter):
         checks = [own]
         if op.must_exist:
             checks.append(lambda: Check(op.id, f"the draft checkpoint brought its own {op.role} (must_exist)",
-                                        draft_has_own(draft, op.role) is True))
+                                        draft_has_own(draft, op.role, self.method) is True))
         if op.tied_to in ("draft_embeddings", "none"):
             # vLLM may already have replaced the draft's embedding by the target's before this hook
             # (Gemma 4 MTP): then the draft's own embedding is gone and the tie can only be checked

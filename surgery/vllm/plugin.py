@@ -223,7 +223,9 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     problems = hint_problems(plan, proposer, draft, target_lm)
     if problems and is_strict:
         raise SurgeryError(problems)
-    adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context)
+    spec = getattr(proposer.vllm_config, "speculative_config", None)
+    adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context,
+                          method=getattr(spec, "method", None))
     report = apply_plan(plan, draft, target_lm, adapter, strict=is_strict)
     verification = verify_plan(plan, draft, target_lm, adapter, report=report)
     if not verification.ok:

@@ -160,9 +160,9 @@ def _install() -> None:
 def _fault_dispatch(orig, fault_rank: str):
     """apply_plan with a fault after FAULT_AFTER mutations on global rank `fault_rank` only (the
     rank is known only once the worker's distributed state exists: decided at apply time)."""
-    def apply_plan(plan, draft, target, adapter=None, fault=None):
+    def apply_plan(plan, draft, target, adapter=None, fault=None, **kwargs):
         if str(global_rank()) != fault_rank:
-            return orig(plan, draft, target, adapter, fault=fault)
+            return orig(plan, draft, target, adapter, fault=fault, **kwargs)
         count = {"n": 0}
 
         def boom(op, mutation):
@@ -170,7 +170,7 @@ def _fault_dispatch(orig, fault_rank: str):
             if count["n"] > FAULT_AFTER:
                 raise RuntimeError(f"injected fault on rank {global_rank()} at {op.id}")
 
-        return orig(plan, draft, target, adapter, fault=boom)
+        return orig(plan, draft, target, adapter, fault=boom, **kwargs)
 
     return apply_plan
 
