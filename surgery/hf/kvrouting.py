@@ -49,9 +49,10 @@ def default_kv_sources(target_config) -> dict[str, int]:
     This is what transformers' target itself publishes under the type keys (the layer with
     ``store_full_length_kv``) and what vLLM wires assistant layers to.
     """
+    from ..pipeline import last_unshared_of_type  # the one place of this rule
+
     cfg = text_config(target_config)
-    unshared = cfg.layer_types[: first_kv_shared_layer(cfg)]
-    return {t: max(i for i, lt in enumerate(unshared) if lt == t) for t in set(unshared)}
+    return last_unshared_of_type(list(cfg.layer_types), first_kv_shared_layer(cfg))
 
 
 def draft_attentions(draft_model):
