@@ -199,9 +199,14 @@ def main():
 
     from surgery.hf.pair import DEFAULT_PROMPTS, encode
 
+    import torch
+    import transformers
     import vllm
 
-    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "vllm": vllm.__version__}
+    results = {"date": time.strftime("%Y-%m-%d %H:%M"), "vllm": vllm.__version__, "torch": torch.__version__,
+               "transformers": transformers.__version__,
+               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    log("versions", {k: results[k] for k in ("vllm", "torch", "transformers", "gpu")})
     target_dir, draft_dir = tiny_pair_dirs(Path("/tmp/tiny_vllm"))
     prompts = [encode(p) for p in DEFAULT_PROMPTS]
     recipe = str(Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml")
