@@ -35,7 +35,7 @@ def unique_bytes(*models) -> int:
 
 
 def shared_module_bytes(plan, draft, target) -> int:
-    from surgery.apply.paths import get_path, role_path
+    from surgery.applier.paths import get_path, role_path
 
     total = 0
     for op in plan.ops("share_module"):
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     import torch
 
     from surgery import Runtime, load_recipe, read_facts, resolve
-    from surgery.apply import apply_plan, rollback, verify_plan
+    from surgery.applier import apply_plan, rollback, verify_plan
     from surgery.hf.pair import ensure_tiny_pair, load_pair
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,7 +5,7 @@ Config-only API (no torch import):
     from surgery import load_recipe, read_facts, resolve, Runtime
     plan = resolve(load_recipe("gemma4-mtp"), read_facts(draft_dir), read_facts(target_dir), Runtime(engine="hf"))
 
-Applying to live models (imports torch lazily): `surgery.apply.apply_plan`, `surgery.apply.verify`.
+Applying to live models (imports torch lazily): `surgery.applier.apply_plan`, `surgery.applier.verify`.
 """
 from ._version import __version__
 from .diagnostics import Diagnostic, SurgeryError
@@ -19,15 +19,15 @@ __all__ = ["__version__", "Diagnostic", "SurgeryError", "ModelFacts", "facts_fro
 
 
 def apply(plan, draft, target, adapter=None, **kwargs):
-    """Apply a plan to live models (atomic; see surgery.apply.core). Imports torch lazily."""
-    from .apply import apply_plan
+    """Apply a plan to live models (atomic; see surgery.applier.core). Imports torch lazily."""
+    from .applier import apply_plan
 
     return apply_plan(plan, draft, target, adapter=adapter, **kwargs)
 
 
 def verify(plan, draft, target, adapter=None, **kwargs):
     """Check the plan's invariants on live models; returns a VerifyReport."""
-    from .apply import verify_plan
+    from .applier import verify_plan
 
     return verify_plan(plan, draft, target, adapter=adapter, **kwargs)
 

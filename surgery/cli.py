@@ -343,7 +343,7 @@ def cmd_apply(args, out) -> int:
         from .vllm.run import refuse_hf_without_pair
 
         refuse_hf_without_pair(args.recipe)
-    from .apply.command import run_apply
+    from .applier.command import run_apply
 
     return run_apply(args, out)
 

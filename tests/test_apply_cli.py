@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from surgery.apply.command import WRONG_MAP_VARIANT  # noqa: E402
+from surgery.applier.command import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
 from surgery.hf import pair  # noqa: E402
 
@@ -115,8 +115,8 @@ def test_ablation_text_report():
 
 
 def test_failed_verification_exits_1_without_traceback(monkeypatch):
-    import surgery.apply as applying
-    from surgery.apply.core import Check, VerifyReport
+    import surgery.applier as applying
+    from surgery.applier.core import Check, VerifyReport
 
     real = applying.verify_plan
 

@@ -17,10 +17,10 @@ pytest.importorskip("transformers")
 
 import surgery  # noqa: E402
 from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
-from surgery.apply import apply_plan, rollback, verify_plan  # noqa: E402
-from surgery.apply.core import prepare_plan  # noqa: E402
+from surgery.applier import apply_plan, rollback, verify_plan  # noqa: E402
+from surgery.applier.core import prepare_plan  # noqa: E402
 from surgery.hf.adapter import HFAdapter  # noqa: E402
-from surgery.apply.mutations import SetAttr  # noqa: E402
+from surgery.applier.mutations import SetAttr  # noqa: E402
 from surgery.hf import pair  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
 
@@ -332,7 +332,7 @@ def test_phase_one_failure_touches_nothing(plan, atomic_pair):
 
 
 def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_plan, fresh):
-    from surgery.apply.command import decode_check
+    from surgery.applier.command import decode_check
 
     target, draft = fresh
     assert default_kv_sources(target.config)["sliding_attention"] == 5

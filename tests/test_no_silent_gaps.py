@@ -166,8 +166,8 @@ def test_vllm_engine_start_fails_on_an_op_it_cannot_perform(stand_in_attention, 
 def test_failed_verification_rolls_back(stand_in_attention, monkeypatch):
     draft, target = e2b_models()
     own_embedding = draft.model.embed_tokens
-    import surgery.apply as applying
-    from surgery.apply.core import Check, VerifyReport
+    import surgery.applier as applying
+    from surgery.applier.core import Check, VerifyReport
 
     real = applying.verify_plan
     monkeypatch.setattr(applying, "verify_plan", lambda *a, **k: VerifyReport(
@@ -201,7 +201,7 @@ def _eagle_pair(draft_has_own, identical, draft_vocab=32):
 
 
 def _applied(plan, draft, target):
-    from surgery.apply import apply_plan
+    from surgery.applier import apply_plan
 
     ops = tuple(o for o in plan.operations if o.op in ("share_module", "keep"))
     report = apply_plan(dataclasses.replace(plan, operations=ops), draft, target,
@@ -276,7 +276,7 @@ def test_capture_hidden_states_sets_vllm_aux_layers():
 
     target = torch.nn.Module()
     target.model = Inner()
-    from surgery.apply import apply_plan, rollback, verify_plan
+    from surgery.applier import apply_plan, rollback, verify_plan
 
     sub = dataclasses.replace(plan, operations=(op,))
     report = apply_plan(sub, torch.nn.Module(), target, VLLMAdapter())

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from surgery.apply.core import NotApplicable, prepare_plan  # noqa: E402
+from surgery.applier.core import NotApplicable, prepare_plan  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.ops import ENGINES, UNITS, adapter_class, implemented  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
@@ -230,3 +230,17 @@ def test_refusal_is_said_at_plan_time():
     hf = [d for d in plan("hf").diagnostics if d.code == "SRG325"]
     assert len(hf) == 1 and "capture_hidden_states" in hf[0].message and hf[0].location.line
     assert not [d for d in plan("vllm").diagnostics if d.code in ("SRG325", "SRG321")]
+
+
+def test_surgery_apply_is_the_function_whatever_is_imported():
+    """`surgery.apply` is the library function; the engine-neutral package is `surgery.applier`, so
+    importing it cannot rebind the name (the old package `surgery.apply` did, and needed a module
+    class with `__call__` to hide it)."""
+    import inspect
+
+    import surgery
+    import surgery.applier  # noqa: F401
+    from surgery.applier import apply_plan
+
+    assert inspect.isfunction(surgery.apply) and surgery.apply.__module__ == "surgery"
+    assert apply_plan.__module__ == "surgery.applier.core"

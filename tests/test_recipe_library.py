@@ -387,7 +387,7 @@ def _our_decisions(plan, draft_has_own: bool, identical: bool, draft_vocab: int,
     """Our vLLM adapter applying the plan's share_module / keep steps to the same stand-ins."""
     from dataclasses import replace
 
-    from surgery.apply import apply_plan
+    from surgery.applier import apply_plan
     from surgery.vllm.adapter import VLLMAdapter
 
     draft, target_lm = _eagle_stand_ins(draft_has_own, identical, draft_vocab, target_vocab)
@@ -496,7 +496,7 @@ def test_oracle_mtp_sharing_matches_vllm(v32):
     import vllm.v1.spec_decode.llm_base_proposer as lbp
     from dataclasses import replace
 
-    from surgery.apply import apply_plan
+    from surgery.applier import apply_plan
     from surgery.vllm.adapter import VLLMAdapter
 
     draft, target = _mtp_stand_ins(v32)

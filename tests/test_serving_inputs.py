@@ -144,7 +144,7 @@ def _plan():
 
 
 def test_report_keys_and_verified_flag():
-    from surgery.apply.core import ApplyReport, Check, VerifyReport
+    from surgery.applier.core import ApplyReport, Check, VerifyReport
     from surgery.diagnostics import diag
 
     plan = _plan()

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE  # noqa: E402
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
-from surgery.apply import apply_plan, verify_plan  # noqa: E402
+from surgery.applier import apply_plan, verify_plan  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
 from surgery.vllm.adapter import VLLMAdapter  # noqa: E402
 

@@ -299,7 +299,7 @@ def operations_markdown() -> str:
     an implementation that does not exist."""
     import dataclasses
 
-    from surgery.apply.core import STRICT_OPT_OUTS
+    from surgery.applier.core import STRICT_OPT_OUTS
     from surgery.ops import ENGINES, UNITS, implemented
 
     out = ["", "## Operations by engine", "",

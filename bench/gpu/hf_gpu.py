@@ -82,7 +82,7 @@ def resolve_for(target_cfg_path, draft_cfg_path):
 def cost(target_cfg_path, draft_cfg_path, repeat=5):
     import torch
 
-    from surgery.apply import apply_plan, rollback, verify_plan
+    from surgery.applier import apply_plan, rollback, verify_plan
 
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
@@ -153,7 +153,7 @@ def tiny_pair_bf16():
     from pathlib import Path
 
     from surgery import Runtime, load_recipe, read_facts, resolve
-    from surgery.apply import apply_plan, verify_plan
+    from surgery.applier import apply_plan, verify_plan
     from surgery.hf.pair import DEFAULT_PROMPTS, encode, load_pair
 
     t_dir, d_dir = tiny_pair_dirs(Path("/tmp/tiny_hf"), strip_per_layer_config=False)
@@ -171,7 +171,7 @@ def tiny_pair_bf16():
 def e2b_specdec(dtype_name="bfloat16"):
     import torch
 
-    from surgery.apply import apply_plan, verify_plan
+    from surgery.applier import apply_plan, verify_plan
 
     t_path, d_path = CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json"
     target, draft, build_s, t_cfg, _ = build_random(t_path, d_path, getattr(torch, dtype_name))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..apply.core import Adapter, Check, NotApplicable, Prepared
-from ..apply.mutations import SetAttr
-from ..apply.paths import attention_path, get_path, layers_path, role_path, role_paths, split_parent
-from ..apply.sharing import decide_share, must_exist_problem
+from ..applier.core import Adapter, Check, NotApplicable, Prepared
+from ..applier.mutations import SetAttr
+from ..applier.paths import attention_path, get_path, layers_path, role_path, role_paths, split_parent
+from ..applier.sharing import decide_share, must_exist_problem
 from ..diagnostics import SurgeryError, diag
 from ..plan import Operation, Plan
 

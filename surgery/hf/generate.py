@@ -11,7 +11,7 @@ forwards are saved.
 
 The draft reads the target's K/V exactly as in transformers' own MTP generation: the target's
 forward returns ``shared_kv_states`` (``return_shared_kv_states=True``) and the assistant reads
-``shared_kv_states[self_attn.layer_type]``. A map wired by ``surgery.apply`` is part of that
+``shared_kv_states[self_attn.layer_type]``. A map wired by ``surgery.apply(...)`` is part of that
 contract (surgery/hf/kvrouting.py), so explicit, non-default maps are honoured here too.
 
 Speed (what the loop does per round of k drafted tokens): k draft forwards and one target forward
@@ -128,7 +128,7 @@ def check_wired(target, draft) -> None:
     if want is not None and getattr(emb, "embedding_dim", None) != want:
         raise _refuse("SRG432", f"draft input embedding has width {getattr(emb, 'embedding_dim', None)}, expected the "
                       f"target's ({want}): the draft still has its placeholder embedding (apply the recipe first)")
-    from ..apply.paths import get_path, layers_path
+    from ..applier.paths import get_path, layers_path
 
     target_layers = get_path(target, layers_path("hf", target, "target"))  # also multimodal targets
     published = {publisher_key(layer.self_attn) for layer in target_layers} - {None}

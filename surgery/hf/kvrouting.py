@@ -169,9 +169,9 @@ def prepare_share_kv(op, draft, target):
     """The HF share_kv operation: checks, reversible mutations and the verification check.
 
     Raises SurgeryError (nothing touched) when the live modules cannot do what the plan says."""
-    from ..apply.core import Check, Prepared
-    from ..apply.mutations import SetAttr
-    from ..apply.paths import attention_path, get_path
+    from ..applier.core import Check, Prepared
+    from ..applier.mutations import SetAttr
+    from ..applier.paths import attention_path, get_path
     from ..diagnostics import SurgeryError, diag
 
     d_path = attention_path("hf", draft, op.draft_layer, "draft")

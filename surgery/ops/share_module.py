@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from .base import Operation, OpUnit
 from .common import layers_note, op_layers, step_fields
 
-# what `if_draft_has_own` means, applied at load time by both adapters (surgery/apply/sharing.py)
+# what `if_draft_has_own` means, applied at load time by both adapters (surgery/applier/sharing.py)
 POLICIES = ("share", "share_if_identical", "keep")
 
 

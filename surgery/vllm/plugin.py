@@ -214,7 +214,7 @@ def _after_draft_loaded(proposer: Any, target_model: Any) -> None:
     log = _vllm_logger()
     if not plan.ok:
         raise SurgeryError(plan.errors)
-    from ..apply import apply_plan, rollback, verify_plan
+    from ..applier import apply_plan, rollback, verify_plan
     from .adapter import VLLMAdapter
 
     target_lm = target_model.get_language_model() if hasattr(target_model, "get_language_model") else target_model
@@ -257,8 +257,8 @@ def _write_report(proposer: Any) -> None:
 
 def kv_cache_checks(proposer: Any) -> list:
     """After KV caches are bound: each shared draft layer's cache tensor IS its target's."""
-    from ..apply.core import Check
-    from ..apply.paths import attention_path, get_path
+    from ..applier.core import Check
+    from ..applier.paths import attention_path, get_path
 
     plan = getattr(proposer, "_surgery_plan", None)
     if plan is None:
@@ -325,7 +325,7 @@ def refresh_copied_attrs(proposer: Any) -> int:
 
     import torch
 
-    from ..apply.core import NotApplicable
+    from ..applier.core import NotApplicable
     from .adapter import VLLMAdapter
 
     plan = getattr(proposer, "_surgery_plan", None)

@@ -152,7 +152,7 @@ def _install() -> None:
         _wrap_plugin_callbacks()
     fault_rank = os.environ.get(ENV_FAULT_RANK)
     if fault_rank is not None:
-        import surgery.apply as sa  # the plugin imports apply_plan from here at call time
+        import surgery.applier as sa  # the plugin imports apply_plan from here at call time
 
         sa.apply_plan = _fault_dispatch(sa.apply_plan, fault_rank)
 

@@ -26,8 +26,8 @@ yaml = pytest.importorskip("yaml")
 
 import tiny_vllm_pair as tp  # noqa: E402  (tests/vllm on sys.path via conftest)
 
-from surgery.apply.core import apply_plan, prepare_plan, rollback, verify_plan  # noqa: E402
-from surgery.apply.mutations import _registration  # noqa: E402
+from surgery.applier.core import apply_plan, prepare_plan, rollback, verify_plan  # noqa: E402
+from surgery.applier.mutations import _registration  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.facts import read_facts  # noqa: E402
 from surgery.plan import Runtime  # noqa: E402

@@ -1,0 +1,8 @@
+"""Applying a Plan to live models, engine-neutral: atomic (check everything, then mutate with an undo
+log) and verified. Engine adapters live beside it (surgery/hf/adapter.py, surgery/vllm/adapter.py).
+
+The package is `surgery.applier`, not `surgery.apply`: `surgery.apply` is the library function
+(surgery/__init__.py), and a subpackage of the same name would rebind that attribute on import."""
+from .core import ApplyReport, Check, VerifyReport, apply_plan, rollback, verify_plan
+
+__all__ = ["ApplyReport", "Check", "VerifyReport", "apply_plan", "rollback", "verify_plan"]
