@@ -135,13 +135,15 @@ def test_draft_model_shares_nothing(runs):
     assert not w["draft_embed_is_target"] and not w["draft_lm_head_is_target"]
 
 
-def test_cli_apply_engine_vllm_json(capsys):
-    """`surgery apply draft-model --engine vllm --json`: built-in pair, exit 0, the HF report's shape."""
+@pytest.mark.parametrize("recipe, method", [("draft-model", "draft_model"), ("gemma4-mtp", "mtp")])
+def test_cli_apply_engine_vllm_json(capsys, recipe, method):
+    """`surgery apply RECIPE --engine vllm --json`: built-in pair, exit 0, the HF report's shape
+    (gemma4-mtp: the Gemma 4 pair through vLLM's Gemma4Proposer, with the recipe's KV map and scales)."""
     from surgery.cli import main
 
-    assert main(["apply", "draft-model", "--engine", "vllm", "--json", "--no-progress"]) == 0
+    assert main(["apply", recipe, "--engine", "vllm", "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["ok"] and out["verified"] and out["engine"] == "vllm" and out["method"] == "draft_model"
+    assert out["ok"] and out["verified"] and out["engine"] == "vllm" and out["method"] == method
     assert out["decode"]["identical"] and out["decode"]["acceptance_rate"] >= MIN_ACCEPTANCE
 
 
