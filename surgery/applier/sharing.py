@@ -59,3 +59,30 @@ def must_exist_problem(role: str, draft_has_own: bool | None) -> str | None:
     if draft_has_own is False:
         return f"the draft checkpoint has no weights for {role} (must_exist: true)"
     return f"the engine cannot tell whether the draft checkpoint brought weights for {role} (must_exist: true)"
+
+
+def prepare_module_share(op: Any, draft: Any, d_path: str, t_path: str, d_mod: Any, t_mod: Any,
+                         decision: ShareDecision):
+    """The one share_module preparation both engine adapters use once they have found the two
+    modules and decided: either rebind the draft's module to the target's (checked by identity), or
+    keep the draft's own (checked: still its own, not the target's). Reversible, like every mutation."""
+    from .core import Check, Prepared
+    from .mutations import SetAttr
+    from .paths import get_path, split_parent
+
+    if not decision.share:
+        def kept() -> Check:
+            now = get_path(draft, d_path)
+            return Check(op.id, f"draft {d_path} keeps its own module ({decision.why})",
+                         now is d_mod and now is not t_mod)
+
+        return Prepared(op, [], [kept], decision=decision.why)
+    parent, name = split_parent(draft, d_path)
+
+    def identical() -> Check:
+        now = get_path(draft, d_path)
+        return Check(op.id, f"draft {d_path} is the target's {t_path} (same object, no copy)", now is t_mod,
+                     f"id(draft)={id(now):#x} id(target)={id(t_mod):#x}")
+
+    return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
+

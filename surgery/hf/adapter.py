@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..applier.core import Adapter, Check, NotApplicable, Prepared
-from ..applier.mutations import SetAttr
-from ..applier.paths import attention_path, get_path, layers_path, role_path, role_paths, split_parent
-from ..applier.sharing import decide_share, must_exist_problem
+from ..applier.paths import get_path, layers_path, role_path, role_paths
+from ..applier.sharing import decide_share, must_exist_problem, prepare_module_share
 from ..diagnostics import SurgeryError, diag
 from ..plan import Operation, Plan
 
@@ -61,21 +60,7 @@ class HFAdapter(Adapter):
         if op.role == "input_embeddings":
             self._check_embedding_fits(op, draft, d_mod, t_mod)
         decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, d_path))
-        if not decision.share:
-            def kept() -> Check:
-                now = get_path(draft, d_path)
-                return Check(op.id, f"draft {d_path} keeps its own module ({decision.why})",
-                             now is d_mod and now is not t_mod)
-
-            return Prepared(op, [], [kept], decision=decision.why)
-        parent, name = split_parent(draft, d_path)
-
-        def identical() -> Check:
-            now = get_path(draft, d_path)
-            return Check(op.id, f"draft {d_path} is the target's {t_path} (same object, no copy)", now is t_mod,
-                         f"id(draft)={id(now):#x} id(target)={id(t_mod):#x}")
-
-        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
+        return prepare_module_share(op, draft, d_path, t_path, d_mod, t_mod, decision)
 
     @staticmethod
     def _check_embedding_fits(op: Operation, draft: Any, d_mod: Any, t_mod: Any) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..applier.core import Adapter, Check, NotApplicable, Prepared
 from ..applier.mutations import CopyInPlace, Mutation, SetAttr, _registration
-from ..applier.paths import attention_path, engine_table, get_path, role_path, role_paths, split_parent
-from ..applier.sharing import decide_share, must_exist_problem
+from ..applier.paths import attention_path, engine_table, get_path, role_path, role_paths
+from ..applier.sharing import decide_share, must_exist_problem, prepare_module_share
 from ..diagnostics import SurgeryError, diag
 from ..plan import Operation, Plan
 
@@ -231,19 +231,7 @@ class VLLMAdapter(Adapter):
         t_mod = get_path(target, t_path)
         d_mod = get_path(draft, d_path)
         decision = decide_share(op.if_draft_has_own, d_mod, t_mod, draft_has_own(draft, op.role, self.method))
-        if not decision.share:
-            def kept() -> Check:
-                now = get_path(draft, d_path)
-                return Check(op.id, f"draft {d_path} keeps its own module ({decision.why})",
-                             now is d_mod and now is not t_mod)
-
-            return Prepared(op, [], [kept], decision=decision.why)
-        parent, name = split_parent(draft, d_path)
-
-        def identical() -> Check:
-            return Check(op.id, f"draft {d_path} is the target's {t_path}", get_path(draft, d_path) is t_mod)
-
-        return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
+        return prepare_module_share(op, draft, d_path, t_path, d_mod, t_mod, decision)
 
     def _prepare_keep(self, op: Operation, draft: Any, target: Any) -> Prepared:
         d_path = _role_path(draft, op, "draft")
