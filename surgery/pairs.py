@@ -23,16 +23,20 @@ from .diagnostics import Location, SurgeryError, diag
 
 PAIRS_DIR = Path(__file__).resolve().parent / "data" / "pairs"
 INDEX = PAIRS_DIR / "index.yaml"
+ABLATIONS = PAIRS_DIR / "ablations.yaml"  # hand-written rows; index.yaml is the builders' output
 SIDES = ("target", "draft")
 
 
 @dataclass(frozen=True)
 class Ablation:
-    """A wrong-wiring variant: the draft folder with config keys removed or replaced."""
+    """A wrong-wiring variant (surgery/data/pairs/ablations.yaml): the draft folder with config keys
+    removed or replaced, and / or roles rewired on the live draft (surgery/vllm/ablation.py:
+    role -> ``target`` or ``random``)."""
 
     name: str
     drop_config_keys: tuple[str, ...] = ()
     set_config: dict = field(default_factory=dict)
+    rewire: dict = field(default_factory=dict)
     because: str = ""
 
 
@@ -53,15 +57,24 @@ def load_index(path: Path = INDEX) -> dict:
     return load_yaml_text(path.read_text(encoding="utf-8"), str(path)).data or {}
 
 
+def load_ablations(path: Path = ABLATIONS) -> dict:
+    """recipe name -> its ablation rows (empty when the file is absent)."""
+    if not path.is_file():
+        return {}
+    return (load_index(path).get("ablations") or {})
+
+
 def builtin_pair(recipe: str, path: Path = INDEX) -> BuiltinPair | None:
     """The pair listed for ``recipe`` (a shipped recipe name), or None when there is none."""
     entry = (load_index(path).get("pairs") or {}).get(recipe)
     if not entry:
         return None
     base = path.parent
+    rows = list(entry.get("ablations") or ()) + list(load_ablations(base / ABLATIONS.name).get(recipe) or ())
     abl = tuple(Ablation(name=a["name"], drop_config_keys=tuple(a.get("drop_config_keys") or ()),
-                         set_config=dict(a.get("set_config") or {}), because=a.get("because", ""))
-                for a in entry.get("ablations") or ())
+                         set_config=dict(a.get("set_config") or {}), rewire=dict(a.get("rewire") or {}),
+                         because=a.get("because", ""))
+                for a in rows)
     return BuiltinPair(recipe=recipe, target=(base / entry["target"]).resolve(), draft=(base / entry["draft"]).resolve(),
                        method=entry.get("method"), prompts=tuple(entry.get("prompts") or ()), ablations=abl,
                        info={k: v for k, v in entry.items() if k not in ("prompts", "ablations")})

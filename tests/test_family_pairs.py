@@ -40,7 +40,21 @@ def test_eagle3_pair_has_reduced_vocab_and_non_default_aux_ids():
     layers = json.loads((p.target / "config.json").read_text())["num_hidden_layers"]
     assert cfg["draft_vocab_size"] < cfg["vocab_size"]
     assert sorted(set(cfg["eagle_aux_hidden_state_layer_ids"])) != sorted({2, layers // 2, layers - 3})
-    assert [a.drop_config_keys for a in p.ablations] == [("eagle_aux_hidden_state_layer_ids",)]
+    assert ("eagle_aux_hidden_state_layer_ids",) in [a.drop_config_keys for a in p.ablations]
+
+
+def test_ablation_rows_name_pairs_and_roles_that_exist():
+    """Every row of ablations.yaml belongs to a listed pair and rewires roles vLLM has modules for."""
+    from surgery.applier.paths import engine_table
+    from surgery.pairs import load_ablations
+    from surgery.vllm.ablation import KINDS
+
+    pairs, roles = load_index(INDEX)["pairs"], engine_table()["vllm"]["roles"]
+    for recipe, rows in load_ablations().items():
+        assert recipe in pairs, recipe
+        for row in rows:
+            assert row["because"] and (row.get("rewire") or row.get("drop_config_keys") or row.get("set_config")), row
+            assert all(r in roles and k in KINDS for r, k in (row.get("rewire") or {}).items()), row
 
 
 def test_unknown_recipe_has_no_pair():

@@ -526,11 +526,7 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
               "seed": SEED, "builder": "tools/build_family_pairs.py", "prompts": texts}
     pairs = {
         "eagle3": {"method": "eagle3", "draft": "eagle3/draft", "draft_params": params["eagle3"],
-                   "draft_vocab_size": DRAFT_VOCAB, "eagle_aux_hidden_state_layer_ids": list(AUX_IDS), **common,
-                   "ablations": [{"name": "default aux ids (2, L//2, L-3)",
-                                  "drop_config_keys": ["eagle_aux_hidden_state_layer_ids"],
-                                  "because": "vllm#50170: a head whose config lacks its aux layer ids is fed "
-                                             "vLLM's default layers"}]},
+                   "draft_vocab_size": DRAFT_VOCAB, "eagle_aux_hidden_state_layer_ids": list(AUX_IDS), **common},
         "eagle": {"method": "eagle", "draft": "eagle/draft", "draft_params": params["eagle"], **common},
         "draft-model": {"method": "draft_model", "draft": "draft-model/draft", "draft_params": params["draft-model"],
                         **common},

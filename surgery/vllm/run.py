@@ -6,9 +6,13 @@ applying the recipe (`additional_config={"surgery": {"recipe": ...}}`, surgery/v
 The report has the HF path's shape: `ok`, `verified`, `decode: {identical, drafted, accepted,
 acceptance_rate, ...}`, with drafted / accepted read from vLLM's own spec-decode counters.
 
-`--ablate` adds the family's wrong-wiring rows from surgery/data/pairs/index.yaml (e.g. EAGLE-3 on
-vLLM's default aux layer ids instead of the head's own): the draft folder is copied to a temporary
-folder with its config edited, and the same stock engine runs it without the recipe.
+`--ablate` adds one row per recipe step removed, then the family's wrong-wiring rows from
+surgery/data/pairs/ablations.yaml (EAGLE-3 on vLLM's default aux layer ids, a reduced-vocabulary
+head given the target's lm_head, ...). vLLM wires these pairs itself, so a step is "removed" by
+undoing its effect on the live engine: a shared module becomes the draft's own, never loaded
+(surgery/vllm/ablation.py); the captured aux layers fall back to vLLM's defaults (the head's
+config without its ids). Each row is a fresh stock engine without the recipe; config edits go to
+a temporary copy of the draft folder. A step no row can remove is listed with why.
 """
 from __future__ import annotations
 
@@ -90,6 +94,18 @@ def live_wiring(proposer, target) -> dict:
         return a is not None and b is not None and (a is b or getattr(a, "weight", 0) is getattr(b, "weight", 1))
 
     d_embed = getattr(inner_d, "embed_tokens", None)
+    shared_roles = {}
+    if draft is not None:
+        from .ablation import role_sites
+
+        for role in ("input_embeddings", "lm_head", "mtp_shared_head"):
+            try:
+                sites = role_sites(draft, target_lm, role)
+            except SurgeryError:
+                continue
+            from ..applier.paths import get_path
+
+            shared_roles[role] = all(get_path(draft, d) is get_path(target_lm, t) for d, t in sites)
     d_head = getattr(draft, "lm_head", None)
     d2t = getattr(draft, "draft_id_to_target_id", None)
     aux = getattr(inner_t, "aux_hidden_state_layers", None)
@@ -101,6 +117,7 @@ def live_wiring(proposer, target) -> dict:
         "draft_lm_head_is_target": same(d_head, getattr(target_lm, "lm_head", None)),
         "draft_lm_head_rows": int(d_head.weight.shape[0]) if d_head is not None and hasattr(d_head, "weight") else None,
         "draft_d2t": d2t.detach().cpu().tolist() if d2t is not None else None,
+        "shared_roles": shared_roles,
     }
 
 
@@ -116,22 +133,31 @@ def decode_summary(reference, outputs, counters, num_spec) -> dict:
 
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
-                    max_tokens=MAX_TOKENS, inspect=None) -> dict:
+                    max_tokens=MAX_TOKENS, inspect=None, rewire=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
-    ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects."""
+    ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
+    ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring."""
     from . import hooks
+    from .ablation import rewire_hook
 
     live: dict[str, Any] = {}
+    rewired: list[str] = []
 
     def grab(proposer, target_model):  # after vLLM's wiring and the plugin's (registered first)
         live["proposer"], live["target"] = proposer, target_model
 
-    hooks.install_load_model_hook(grab, when="after")
+    callbacks = ([rewire_hook(rewire, sink=rewired)] if rewire else []) + [grab]
+    for cb in callbacks:
+        hooks.install_load_model_hook(cb, when="after")
     t0 = time.perf_counter()
     try:
         llm = start_engine(**engine_kwargs(target, draft, method, recipe, num_spec))
     finally:
-        hooks.remove_hook(grab)
+        for cb in callbacks:
+            hooks.remove_hook(cb)
+    if rewire and not rewired:  # the hook never ran: the row would measure the unablated pair
+        shutdown(llm)
+        raise SurgeryError(diag("SRG460", f"ablation rewire {rewire} was not performed (no drafter load_model ran)"))
     try:
         start_s = time.perf_counter() - t0
         proposer = live.get("proposer")
@@ -148,8 +174,8 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                       "applied": list(rep.applied),
                       "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
                       "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
-                      "engine_checks": engine_checks(plan, rep, seen)}
-        return {"decode": decode, "plugin": plugin, "inspect": seen, "outputs": outs}
+                      "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
+        return {"decode": decode, "plugin": plugin, "inspect": seen, "outputs": outs, "rewired": rewired}
     finally:
         shutdown(llm)
 
@@ -219,22 +245,8 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
         raise SurgeryError(diag("SRG451", f"vLLM could not run {recipe.name} with method {method!r}: "
                                 f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
-    rows = None
-    if ablate:
-        rows = []
-        for ab in (pair.ablations if pair is not None else ()):
-            progress(f"ablation: {ab.name}")
-            with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
-                row: dict[str, Any] = {"variant": ab.name, "because": ab.because}
-                try:
-                    r = speculative_run(target, ablated_draft(Path(draft), ab, Path(tmp)), method, ids, reference,
-                                        num_spec=num_spec, max_tokens=max_tokens)
-                    d = r["decode"]
-                    row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
-                               drafted=d["drafted"], accepted=d["accepted"], wiring=_brief(r["inspect"]))
-                except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
-                    row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
-            rows.append(row)
+    rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) \
+        if ablate else None
     d = run["decode"]
     verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
@@ -242,6 +254,94 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
             "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": _brief(run["inspect"]),
             "decode": d,
             "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def plan_steps(plan) -> list[dict]:
+    """One entry per recipe step of the plan: step number, op kind, role, label."""
+    from ..ops import UNITS
+
+    out: dict[int, dict] = {}
+    for op in plan.operations:
+        out.setdefault(op.step, {"step": op.step, "op": op.op, "role": getattr(op, "role", None),
+                                 "label": UNITS[op.op].label(op)})
+    return [out[k] for k in sorted(out)]
+
+
+def step_removals(steps: list[dict], wiring: dict | None) -> list[dict]:
+    """How each recipe step is removed on a live vLLM engine (vLLM wires these pairs itself, so
+    leaving a step out of the recipe alone would change nothing): a shared module becomes the
+    draft's own, never loaded; a kept module becomes the target's; captured aux layers fall back
+    to vLLM's defaults. A step whose
+    effect cannot be undone after vLLM's wiring, or that wired nothing, gets a ``note`` instead."""
+    shared = (wiring or {}).get("shared_roles") or {}
+    rows = []
+    for st in steps:
+        row: dict[str, Any] = {"variant": f"without step {st['step']}: {st['label']}"}
+        if st["op"] == "share_module" and shared.get(st["role"]):
+            row["rewire"] = {st["role"]: "random"}
+            row["because"] = f"the draft keeps its own {st['role']}, never loaded (the step left out)"
+        elif st["op"] == "share_module":
+            row["note"] = (f"nothing to remove: the draft's {st['role']} is its own here (the step kept it)"
+                           if st["role"] in shared else f"role {st['role']} not found on the live draft")
+        elif st["op"] == "keep" and st["role"] in shared and not shared[st["role"]]:
+            row["rewire"] = {st["role"]: "target"}
+            row["because"] = f"the draft's own {st['role']} is replaced by the target's (the step left out)"
+        elif st["op"] == "capture_hidden_states":
+            row["drop_config_keys"] = [AUX_IDS_KEY]
+            row["because"] = "the head's config loses its aux layer ids: vLLM captures its defaults (2, L//2, L-3)"
+        else:
+            row["note"] = f"{st['op']} is not ablated in vLLM (no way to undo it after vLLM's own wiring)"
+        rows.append(row)
+    return rows
+
+
+def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) -> list[dict]:
+    """Each recipe step removed in turn, then the pair's field rows (ablations.yaml)."""
+    from ..pairs import Ablation
+
+    todo = step_removals(run["plugin"].get("steps") or [], run["inspect"])
+
+    def edit(spec):
+        return (sorted(spec.get("drop_config_keys") or ()), sorted((spec.get("set_config") or {}).items()),
+                sorted((spec.get("rewire") or {}).items()))
+
+    for ab in (pair.ablations if pair is not None else ()):
+        spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
+                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire)}
+        same = next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
+        if same is not None:  # a field row that IS a step removal: one engine, both names
+            same["variant"] += f" = {ab.name}"
+            same["because"] = ab.because
+        else:
+            todo.append(spec)
+    rows = []
+    for spec in todo:
+        row: dict[str, Any] = {k: spec[k] for k in ("variant", "because", "note") if spec.get(k)}
+        if "note" in spec:
+            row["runs"] = None
+            rows.append(row)
+            continue
+        progress(f"ablation: {spec['variant']}")
+        ab = Ablation(name=spec["variant"], drop_config_keys=tuple(spec.get("drop_config_keys") or ()),
+                      set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {})
+        with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
+            try:
+                d_folder = ablated_draft(Path(draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
+                    else draft
+                r = speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
+                                    max_tokens=max_tokens, rewire=ab.rewire or None)
+                d = r["decode"]
+                row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
+                           drafted=d["drafted"], accepted=d["accepted"],
+                           accepted_per_position=d["accepted_per_position"], rewired=r["rewired"],
+                           wiring=_brief(r["inspect"]))
+            except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
+                row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        rows.append(row)
+    return rows
 
 
 def engine_checks(plan, report, wiring: dict | None) -> list[dict]:
@@ -299,6 +399,8 @@ def render(result: dict) -> str:
         if row["runs"]:
             lines.append(f"  ablation {row['variant']:<44} acceptance {row['acceptance_rate']:6.1%}  identical "
                          f"{'yes' if row['identical'] else 'NO'}")
+        elif row["runs"] is None:
+            lines.append(f"  ablation {row['variant']:<44} not run: {row['note']}")
         else:
             lines.append(f"  ablation {row['variant']:<44} cannot run: {row['error']}")
     return "\n".join(lines)

@@ -173,3 +173,31 @@ def test_other_mtp_families_run_on_cpu(family, tmp_path):
     r = probe.probe(family, tmp_path, recipe=False)
     assert r["decode"]["identical"] and r["decode"]["drafted"] > 0
     assert r["wiring"]["draft_embed_is_target"] and r["wiring"]["draft_lm_head_is_target"]
+
+
+@pytest.fixture(scope="module")
+def field_rows(pairs, prompts, references):
+    """Two wrong wirings from surgery/data/pairs/ablations.yaml, performed on the live engine
+    after vLLM's own wiring: MTP without its shared embedding and lm_head, and the reduced-vocabulary
+    EAGLE-3 head given the target's full lm_head (vllm#28549)."""
+    out = {}
+    for family, role_kind in (("mtp", ("input_embeddings", "random")), ("eagle3", ("lm_head", "target"))):
+        p = pairs[family]
+        (ab,) = [a for a in p.ablations if a.rewire.get(role_kind[0]) == role_kind[1]]
+        out[family] = run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], rewire=ab.rewire)
+    return out
+
+
+@pytest.mark.parametrize("family", ["mtp", "eagle3"])
+def test_field_wrong_wiring_rows_lose_acceptance(runs, field_rows, family):
+    """The row really changed the live wiring (read off the objects, not the row's own log), the
+    output stays target-only greedy, and acceptance falls by >= 30 points against the recipe's."""
+    r = field_rows[family]
+    assert r["rewired"], r
+    shared = r["inspect"]["shared_roles"]
+    if family == "mtp":
+        assert shared == {"input_embeddings": False, "lm_head": False}
+    else:
+        assert shared["lm_head"] is True and r["inspect"]["draft_lm_head_is_target"]
+    assert r["decode"]["identical"], r["decode"]
+    assert runs[family]["decode"]["acceptance_rate"] - r["decode"]["acceptance_rate"] >= 0.30, r["decode"]
