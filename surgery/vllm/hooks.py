@@ -200,7 +200,7 @@ def _unwrap(targets, method: str) -> None:
 
 
 def install_load_model_hook(
-    callback: Callable[[Any, Any], Any], *, when: str = "after"
+    callback: Callable[[Any, Any], Any], *, when: str = "after", first: bool = False
 ) -> list[str]:
     """Run ``callback(proposer, target_model)`` around the drafter's ``load_model``.
 
@@ -208,13 +208,17 @@ def install_load_model_hook(
     ``kv_sharing_target_layer_name`` set) and before KV-cache specs are collected.
     ``when="before"``: after the target is loaded, before the draft is built.
     Idempotent: classes are wrapped once; the same callback is registered once.
+    ``first=True`` runs it before the callbacks already registered (the plugin's).
     Returns the qualified names of the wrapped methods (for logging).
     """
     if when not in ("before", "after"):
         raise ValueError(f"when must be 'before' or 'after', got {when!r}")
     with _lock:
         if callback not in _callbacks[when]:
-            _callbacks[when].append(callback)
+            if first:  # e.g. to read vLLM's own wiring before the plugin's callback changes it
+                _callbacks[when].insert(0, callback)
+            else:
+                _callbacks[when].append(callback)
         return _wrap(LOAD_MODEL_TARGETS, "load_model", _make_load_model_wrapper)
 
 

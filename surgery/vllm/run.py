@@ -136,7 +136,9 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                     max_tokens=MAX_TOKENS, inspect=None, rewire=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
-    ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring."""
+    ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
+    ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
+    callback (the oracle a recipe's wiring is compared with)."""
     from . import hooks
     from .ablation import rewire_hook
 
@@ -146,9 +148,14 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
     def grab(proposer, target_model):  # after vLLM's wiring and the plugin's (registered first)
         live["proposer"], live["target"] = proposer, target_model
 
+    def stock(proposer, target_model):  # vLLM's own wiring, before the plugin's callback runs
+        live["stock"] = (inspect or live_wiring)(proposer, target_model)
+
     callbacks = ([rewire_hook(rewire, sink=rewired)] if rewire else []) + [grab]
     for cb in callbacks:
         hooks.install_load_model_hook(cb, when="after")
+    hooks.install_load_model_hook(stock, when="after", first=True)
+    callbacks.append(stock)
     t0 = time.perf_counter()
     try:
         llm = start_engine(**engine_kwargs(target, draft, method, recipe, num_spec))
@@ -175,7 +182,8 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                       "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
                       "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
                       "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
-        return {"decode": decode, "plugin": plugin, "inspect": seen, "outputs": outs, "rewired": rewired}
+        return {"decode": decode, "plugin": plugin, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
+                "rewired": rewired}
     finally:
         shutdown(llm)
 

@@ -201,3 +201,14 @@ def test_field_wrong_wiring_rows_lose_acceptance(runs, field_rows, family):
         assert shared["lm_head"] is True and r["inspect"]["draft_lm_head_is_target"]
     assert r["decode"]["identical"], r["decode"]
     assert runs[family]["decode"]["acceptance_rate"] - r["decode"]["acceptance_rate"] >= 0.30, r["decode"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recipe_wiring_equals_what_vllm_itself_builds(runs, family):
+    """Oracle: the wiring read right after vLLM's own loader and sharing code ran (before the
+    plugin's callback) equals the wiring after the recipe was applied: for these pairs the recipe
+    reproduces vLLM's decisions (embedding / lm_head / per-layer shared heads, d2t, draft class).
+    The aux layers are compared after start-up instead (vLLM's runner sets them after loading)."""
+    stock, applied = dict(runs[family]["stock_wiring"]), dict(runs[family]["inspect"])
+    stock.pop("target_aux_layers"), applied.pop("target_aux_layers")
+    assert stock == applied
