@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-strict", action="store_true",
                    help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed "
-                   "(--engine vllm: the family's wrong-wiring rows)")
+                   "(--engine vllm: each step undone on the live engine, then the pair's field rows of "
+                   "surgery/data/pairs/ablations.yaml)")
     p.add_argument("--engine", choices=["hf", "vllm"], default="hf",
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
                    "plugin applying the recipe; no --target/--draft: the family's built-in pair")
