@@ -258,6 +258,13 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None
         if tuple(sorted(set(live))) != want:
             audit.add("kv_cache", "SRG707", f"the target captures hidden states of layers {list(live)}; the head's "
                       f"config / recipe says {list(want)} ({op.id})", "aux_hidden_state_layers")
+        from .adapter import _aux_holder, embedding_capture_is_copied
+
+        holder = _aux_holder(target_model)
+        if 0 in live and holder is not None and not embedding_capture_is_copied(holder):
+            audit.add("kv_cache", "SRG709", f"aux layer 0 (the embeddings) is handed to the head by reference: the "
+                      f"first decoder layer's in-place add-RMSNorm overwrites it before the head reads it ({op.id})",
+                      "_maybe_add_hidden_state")
 
 
 def config_findings(audit: Audit, proposer: Any) -> None:

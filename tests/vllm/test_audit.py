@@ -271,3 +271,32 @@ def test_aux_layers_differing_from_the_heads_config():
     a = vaudit.Audit(plan)
     vaudit.audit_after_kv_cache(a, SimpleNamespace(), SimpleNamespace(model=SimpleNamespace()))
     assert not a.findings and a.not_applicable[0]["check"] == "capture_hidden_states:aux_layers"
+
+
+def test_aux_layer_0_captured_by_reference_is_reported():
+    """SRG709 on vLLM's own EagleModelMixin (stand-in model): stock vLLM hands the embedding tensor
+    itself to the head as aux layer 0 -> finding; once the recipe's copy is in place -> none."""
+    import torch
+    from vllm.model_executor.models.interfaces import EagleModelMixin
+
+    from surgery.facts import facts_from_config
+    from surgery.vllm.adapter import CopyEmbeddingCapture
+
+    class Inner(torch.nn.Module, EagleModelMixin):
+        pass
+
+    cfgs = REPO / "tests" / "data" / "configs"
+    head = json.loads((cfgs / "EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    head["eagle_aux_hidden_state_layer_ids"] = [0, 15, 32]
+    plan = resolve(load_recipe("eagle3"), facts_from_config(head, "head.json"),
+                   read_facts(cfgs / "Llama-3.1-8B-Instruct.json"), Runtime(engine="vllm"))
+    inner = Inner()
+    inner.aux_hidden_state_layers = (0, 15, 32)
+    target = SimpleNamespace(model=inner)
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
+    assert [d.code for _, d in a.findings] == ["SRG709"]
+    CopyEmbeddingCapture("copy", inner).apply()
+    a = vaudit.Audit(plan)
+    vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
+    assert not a.findings
