@@ -58,6 +58,7 @@ def test_apply_json_report(report):
     assert d["identical"] is True and d["mismatched_prompts"] == []
     assert isinstance(d["drafted"], int) and isinstance(d["accepted"], int) and 0 < d["accepted"] <= d["drafted"]
     assert d["prompts"] == 3 and d["tokens"] == 3 * 24
+    assert d["prompt_set"] == "held-out"  # text from files the built-in pair never trained on
     assert d["acceptance_rate"] == pytest.approx(d["accepted"] / d["drafted"])
     assert d["acceptance_rate"] >= 0.75, d  # the distilled pair: ~0.9 measured
     assert d["target_forwards"] < d["greedy_target_forwards"] == 3 * 24
@@ -109,6 +110,18 @@ def test_ablation_text_report():
     assert any(line.startswith(f"  {WRONG_MAP_VARIANT}") and "identical yes" in line for line in section)
     assert any("without step 2" in line and "draft cannot run: ValueError" in line for line in section)
     assert "verification: PASS" in out and "output identical to greedy: yes" in out
+    assert "  prompts 1 (held-out), tokens generated 6," in out
+
+
+def test_user_pair_is_decoded_on_the_generic_prompts(dirs):
+    """--target/--draft: a pair the user brings was never split into training and held-out text, so
+    it is decoded on the generic code openings (DEFAULT_PROMPTS); the built-in pair on its held-out
+    prompts (test_apply_json_report). --prompts counts either set."""
+    code, out, err = run("apply", RECIPE, "--target", dirs[0], "--draft", dirs[1], "--json", "--prompts", "2",
+                         "--max-new-tokens", "4", "--no-progress")
+    assert code == 0, (out, err)
+    d = json.loads(out)["decode"]
+    assert d["prompt_set"] == "default" and d["prompts"] == 2 and d["identical"]
 
 
 # -- 7. exit codes and coded errors -------------------------------------------------------------

@@ -98,3 +98,54 @@ def test_hf_apply_without_models_refuses_other_families(recipe, capsys):
     assert main(["apply", recipe, "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "SRG453" in err and "SRG204" not in err
+
+
+# -- the Gemma 4 pair (surgery/data/tiny, tools/build_tiny_pair.py) ---------------------------------
+
+
+def test_gemma4_pair_lists_held_out_prompts_and_target_greedy_stats():
+    """Like the family pairs: prompts, the target's greedy distinct ratios on them, seed, builder;
+    `surgery apply gemma4-mtp` (HF and vLLM) measures on these prompts by default."""
+    from surgery.hf.pair import WEIGHTS_DIR, held_out_prompts
+
+    p = builtin_pair("gemma4-mtp")
+    assert p is not None and p.method == "mtp" and len(p.prompts) >= 4
+    assert p.target == (WEIGHTS_DIR / "target").resolve() and p.draft == (WEIGHTS_DIR / "draft").resolve()
+    assert held_out_prompts() == p.prompts
+    greedy = p.info["target_greedy"]
+    assert set(greedy) == {"distinct_token_ratio", "distinct_4gram_ratio"}
+    assert isinstance(p.info["seed"], int) and p.info["builder"] == "tools/build_tiny_pair.py"
+    assert p.info["target_steps"] > 0 and p.info["draft_steps"] > 0
+
+
+def _builder():
+    import importlib.util
+
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("build_tiny_pair", PAIRS_DIR.parents[2] / "tools" / "build_tiny_pair.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_index_prompts_come_from_files_no_pair_trained_on():
+    """The builders' one corpus split: training text is the sorted file list minus its last
+    HELD_OUT_FILES; every pair's recorded prompts are the held-out prompts of that split (where this
+    Python's stdlib is the one the pairs were built on)."""
+    from surgery.hf import pair as byte_vocab
+
+    tiny = _builder()
+    files = tiny.corpus_files()
+    train_ids, held_ids = tiny.corpus_split()
+    held = files[-tiny.HELD_OUT_FILES:]
+    assert len(held_ids) == tiny.HELD_OUT_FILES
+    assert len(train_ids) == sum(len(byte_vocab.encode(f.read_text(encoding="utf-8", errors="replace")))
+                                 for f in files[: -tiny.HELD_OUT_FILES])
+    texts = tuple(byte_vocab.decode(p[1:]) for p in tiny.held_out_prompts())
+    if texts != builtin_pair("eagle3").prompts:
+        pytest.skip("this Python's stdlib text differs from the one the pairs were built on")
+    held_text = "".join(f.read_text(encoding="utf-8", errors="replace") for f in held)
+    for name in load_index(INDEX)["pairs"]:
+        prompts = builtin_pair(name).prompts
+        assert prompts == texts, name
+        assert all(t in held_text for t in prompts), name

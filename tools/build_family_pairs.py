@@ -8,8 +8,9 @@
 
 One shared target (transformers ``LlamaForCausalLM``, byte-level vocabulary of the Gemma 4 pair:
 pad 0, eos 1, bos 2, byte b -> b + 4) trained as a next-byte LM on Python standard-library source
-(the corpus of ``tools/build_tiny_pair.py``). The last ``HELD_OUT_FILES`` of that file list are
-kept out of every training step: the measurement prompts are line starts from those files.
+(the corpus of ``tools/build_tiny_pair.py``, whose ``corpus_split`` keeps the last ``HELD_OUT_FILES``
+of that file list out of every training step: the measurement prompts are line starts from those
+files, ``held_out_prompts``; the same split and prompts as the Gemma 4 pair).
 
 Drafts are trained the way their family is, on windows ``stdlib prompt + the target's greedy
 continuation`` (the text a draft has to predict at inference), against the frozen target's
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -63,7 +63,6 @@ from surgery.hf import pair as bytes_vocab  # noqa: E402  (byte-level ids shared
 
 SEED = 4321
 PAIRS_DIR = REPO / "surgery" / "data" / "pairs"
-HELD_OUT_FILES = 8  # last files of the sorted corpus list: prompts only, never trained on
 NUM_LAYERS = 8
 HIDDEN = 64
 HEADS = 2
@@ -84,63 +83,7 @@ def log(msg: str) -> None:
     (_progress or (lambda m: print(f"[build_family_pairs] {m}", flush=True)))(msg)
 
 
-# ----------------------------------------------------------------------------------- corpus
-
-
-def corpus_split() -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(training token ids, [held-out file token ids]) from the stdlib corpus file list."""
-    import sysconfig
-
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = [stdlib / n for n in sorted(tiny.CORPUS_FILES) if (stdlib / n).is_file()]
-    train, held = files[:-HELD_OUT_FILES], files[-HELD_OUT_FILES:]
-    ids = []
-    for f in train:
-        ids += bytes_vocab.encode(f.read_text(encoding="utf-8", errors="replace"))
-    held_ids = [torch.tensor(bytes_vocab.encode(f.read_text(encoding="utf-8", errors="replace"))) for f in held]
-    return torch.tensor(ids, dtype=torch.long), held_ids
-
-
-def held_out_prompts(n: int = 8, length: int = 24) -> list[list[int]]:
-    """``n`` prompts (BOS + ``length - 1`` bytes from a line start) from the held-out files,
-    deterministic: the first indented line start of every 97th line."""
-    _, held = corpus_split()
-    prompts = []
-    for ids in held:
-        starts = tiny.line_starts(ids)
-        for s in starts[10::97].tolist():
-            text = ids[s : s + length - 1]
-            if len(text) == length - 1 and len(prompts) < n and int(text[0]) == ord(" ") + bytes_vocab.BYTE_OFFSET:
-                prompts.append([bytes_vocab.BOS_ID, *text.tolist()])
-        if len(prompts) >= n:
-            break
-    return prompts
-
-
-def distinct_ratio(tokens: list[int]) -> float:
-    return len(set(tokens)) / max(1, len(tokens))
-
-
-def distinct_4gram_ratio(tokens: list[int]) -> float:
-    grams = [tuple(tokens[i : i + 4]) for i in range(len(tokens) - 3)]
-    return len(set(grams)) / max(1, len(grams))
-
-
 # ----------------------------------------------------------------------------------- target
-
-
-def greedy_stats(target, prompts) -> dict:
-    """Distinct-token and distinct-4-gram ratios of the target's 48-token greedy continuations of
-    the held-out prompts (a collapsed model loops: its 4-gram ratio falls towards 0)."""
-    cont = tiny.greedy_continue(target, torch.tensor(prompts), 48)[:, len(prompts[0]):]
-    ratios = [distinct_ratio(r.tolist()) for r in cont]
-    ratios4 = [distinct_4gram_ratio(r.tolist()) for r in cont]
-    stats = {"distinct_token_ratio": round(sum(ratios) / len(ratios), 3),
-             "distinct_4gram_ratio": round(sum(ratios4) / len(ratios4), 3)}
-    log(f"target greedy on held-out prompts: {stats}")
-    for r in cont[:3]:
-        log("  " + repr(bytes_vocab.decode(r.tolist())))
-    return stats
 
 
 def target_config():
@@ -348,13 +291,6 @@ class EagleHead(nn.Module):
         return {k: v.detach().contiguous().clone() for k, v in sd.items()}
 
 
-def greedy_pool(target, corpus, starts, gen, n_seqs, prompt_len=48, gen_len=80):
-    chunks = []
-    for _ in range(0, n_seqs, 64):
-        chunks.append(tiny.greedy_continue(target, tiny.sample_windows(corpus, starts, gen, 64, prompt_len), gen_len))
-    return torch.cat(chunks)[:n_seqs]
-
-
 def draft_vocab_map(pool: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(d2t, t2d): the ``size`` most frequent ids of the greedy pool (ties by id), ascending."""
     counts = torch.bincount(pool.flatten(), minlength=bytes_vocab.VOCAB_SIZE).float()
@@ -465,18 +401,18 @@ def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=N
     gen = torch.Generator().manual_seed(SEED)
     from transformers import LlamaForCausalLM
 
-    corpus, _ = corpus_split()
+    corpus, _ = tiny.corpus_split()
     starts = tiny.line_starts(corpus)
-    log(f"corpus: {len(corpus)} training tokens; held-out files: {HELD_OUT_FILES}")
+    log(f"corpus: {len(corpus)} training tokens; held-out files: {tiny.HELD_OUT_FILES}")
     t0 = time.perf_counter()
     target = LlamaForCausalLM(target_config())
     train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen)
     for p in target.parameters():
         p.requires_grad_(False)
-    prompts = held_out_prompts()
-    stats = greedy_stats(target, prompts)
+    prompts = tiny.held_out_prompts()
+    stats = tiny.greedy_stats(target, prompts, log)
 
-    pool = greedy_pool(target, corpus, starts, gen, 512)
+    pool = tiny.greedy_pool(target, corpus, starts, gen, 512)
     log(f"greedy pool {tuple(pool.shape)} ({time.perf_counter() - t0:.0f}s)")
 
     torch.manual_seed(SEED + 1)
@@ -505,21 +441,11 @@ def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=N
     return stats
 
 
-def count(folder: Path) -> int:
-    """Parameters stored in a folder's safetensors (d2t / t2d maps included)."""
-    from safetensors import safe_open
-
-    with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
-        return sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
-
-
 def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
     """surgery/data/pairs/index.yaml: what surgery.pairs reads (data, not code)."""
-    import yaml
-
-    params = {name: count(out / name) for name in ("llama-target",)}
-    params |= {name: count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
-    params["mtp"] = count(out / "mtp" / "target")
+    params = {name: tiny.param_count(out / name) for name in ("llama-target",)}
+    params |= {name: tiny.param_count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
+    params["mtp"] = tiny.param_count(out / "mtp" / "target")
 
     texts = [bytes_vocab.decode(p[1:]) for p in prompts]
     common = {"target": "llama-target", "target_params": params["llama-target"], "target_greedy": stats,
@@ -533,19 +459,8 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
         "mtp": {"method": "mtp", **common, "target": "mtp/target", "draft": "mtp/target",
                 "target_params": params["mtp"], "family": "MiMo (MiMoForCausalLM, Qwen2 layers + model.mtp_layers.0)",
                 "num_nextn_predict_layers": 1},
-        "gemma4-mtp": {"method": "mtp", "target": "../tiny/weights/target", "draft": "../tiny/weights/draft",
-                       "builder": "tools/build_tiny_pair.py"},
     }
-    header = ("# Built-in miniature pairs per recipe family: `surgery apply RECIPE --engine vllm` with no model\n"
-              "# arguments runs these. Folders are relative to this file. Written by tools/build_family_pairs.py\n"
-              "# (gemma4-mtp: tools/build_tiny_pair.py). Prompts are held-out text (files never trained on);\n"
-              "# byte-level vocabulary of all pairs: pad 0, eos 1, bos 2, byte b -> token b + 4.\n")
-    class Plain(yaml.SafeDumper):  # every entry written out in full (no &id001 / *id001 aliases)
-        def ignore_aliases(self, data):
-            return True
-
-    body = yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=110)
-    (out / "index.yaml").write_text(header + body)
+    tiny.update_index(out / "index.yaml", pairs)  # the gemma4-mtp entry is build_tiny_pair's
 
 
 def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
@@ -561,8 +476,8 @@ def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
     target = LlamaForCausalLM.from_pretrained(str(out / "llama-target"), dtype=torch.float32).eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    corpus, _ = corpus_split()
-    pool = greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    corpus, _ = tiny.corpus_split()
+    pool = tiny.greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
     d2t, t2d = draft_vocab_map(pool, DRAFT_VOCAB)
     head = EagleHead(eagle3=True, n_aux=len(AUX_IDS), draft_vocab=DRAFT_VOCAB)
     distil_head(head, target, pool, head_steps, 16, gen, keep=d2t + torch.arange(DRAFT_VOCAB), name="eagle3")
@@ -598,8 +513,8 @@ def build_mimo(out: Path, head_steps=400, progress=None) -> None:
     target = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    corpus, _ = corpus_split()
-    pool = greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    corpus, _ = tiny.corpus_split()
+    pool = tiny.greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
     head = EagleHead(eagle3=False, mimo=True)
     distil_head(head, target, pool, head_steps, 16, gen, name="mimo-mtp")
     sd = load_file(str(src / "model.safetensors"))
@@ -638,8 +553,8 @@ def main(argv=None) -> int:
 
         torch.set_num_threads(1)
         target = LlamaForCausalLM.from_pretrained(str(args.out / "llama-target"), dtype=torch.float32).eval()
-        prompts = held_out_prompts()
-        write_index(args.out, prompts, greedy_stats(target, prompts))
+        prompts = tiny.held_out_prompts()
+        write_index(args.out, prompts, tiny.greedy_stats(target, prompts, log))
         return 0
     stats = build(args.out, args.target_steps, args.head_steps, args.draft_model_steps)
     log(json.dumps(stats))

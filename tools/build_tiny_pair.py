@@ -3,10 +3,15 @@
 
     python tools/build_tiny_pair.py                # into the cache (see surgery.hf.pair.cache_root)
     python tools/build_tiny_pair.py --out DIR      # DIR/target, DIR/draft
-    python tools/build_tiny_pair.py --commit       # into surgery/data/tiny/weights (shipped)
+    python tools/build_tiny_pair.py --commit       # into surgery/data/tiny/weights (shipped) + index entry
+    python tools/build_tiny_pair.py --index-only   # recompute the index entry from the shipped weights
 
 1. Train the target (``Gemma4ForCausalLM``, shipped ``target_config.json``) as a byte-level LM on
-   Python standard-library source (a fixed, sorted file list: present on every machine).
+   Python standard-library source (a fixed, sorted file list: present on every machine), minus the
+   last ``HELD_OUT_FILES`` files: the measurement prompts come from those (``held_out_prompts``,
+   recorded with the target's greedy distinct ratios in surgery/data/pairs/index.yaml, entry
+   ``gemma4-mtp``). Long enough that its greedy text does not collapse into repetition: a looping
+   target makes any draft look good.
 2. Distil the assistant (``Gemma4AssistantForCausalLM``, ``draft_config.json``) from the frozen
    target with the MTP recipe of transformers' ``SinglePositionMultiTokenCandidateGenerator``:
    draft input ``[target embedding of the bonus token ; target last hidden state]``, constant
@@ -16,8 +21,11 @@
    whose second half is the target's own greedy continuation (the text the draft sees at
    inference).
 
-Fixed seeds, CPU, float32, 2 threads: a few minutes. Exact bits depend on the torch build and on
-the Python version's stdlib text, hence the committed weights are the reference copy.
+The corpus split, the held-out prompts and the greedy statistics are shared with
+``tools/build_family_pairs.py`` (it imports this module): one definition for every built-in pair.
+
+Fixed seeds, CPU, float32, one thread: about 25 min of CPU time. Exact bits depend on the torch
+build and on the Python version's stdlib text, hence the committed weights are the reference copy.
 """
 
 from __future__ import annotations
@@ -40,6 +48,11 @@ from surgery.hf import pair  # noqa: E402
 from surgery.hf.kvrouting import cache_kv, default_kv_sources  # noqa: E402
 
 SEED = 1234
+HELD_OUT_FILES = 8  # last files of the sorted corpus list: measurement prompts only, never trained on
+TARGET_STEPS = 1500  # the first pair's 250 left a target whose greedy text looped (held-out 4-gram ratio 0.35)
+DRAFT_STEPS = 300
+PAIR_INDEX = REPO / "surgery" / "data" / "pairs" / "index.yaml"  # this pair's entry: gemma4-mtp
+PAIR_NAME = "gemma4-mtp"
 CORPUS_FILES = (  # stdlib modules present in every CPython 3.9+; missing ones are skipped
     "argparse.py", "ast.py", "base64.py", "bisect.py", "calendar.py", "cmd.py", "code.py",
     "codecs.py", "colorsys.py", "configparser.py", "contextlib.py", "copy.py", "csv.py",
@@ -73,15 +86,39 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------------------- data
 
 
-def load_corpus() -> torch.Tensor:
-    """Token ids of the concatenated corpus files (BOS between files)."""
+def corpus_files() -> list[Path]:
+    """The corpus files present on this machine, in sorted name order."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
+    return [stdlib / n for n in sorted(CORPUS_FILES) if (stdlib / n).is_file()]
+
+
+def corpus_split() -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(training token ids, [held-out file token ids]): the last ``HELD_OUT_FILES`` files of the
+    sorted list are kept out of every training step, so prompts taken from them measure the pairs
+    on text they have never seen (every builder trains on the first part only)."""
+    files = corpus_files()
+    train, held = files[:-HELD_OUT_FILES], files[-HELD_OUT_FILES:]
     ids: list[int] = []
-    for name in sorted(CORPUS_FILES):
-        path = stdlib / name
-        if path.is_file():
-            ids += pair.encode(path.read_text(encoding="utf-8", errors="replace"))
-    return torch.tensor(ids, dtype=torch.long)
+    for f in train:
+        ids += pair.encode(f.read_text(encoding="utf-8", errors="replace"))
+    held_ids = [torch.tensor(pair.encode(f.read_text(encoding="utf-8", errors="replace"))) for f in held]
+    return torch.tensor(ids, dtype=torch.long), held_ids
+
+
+def held_out_prompts(n: int = 8, length: int = 24) -> list[list[int]]:
+    """``n`` prompts (BOS + ``length - 1`` bytes from a line start) from the held-out files,
+    deterministic: the first indented line start of every 97th line."""
+    _, held = corpus_split()
+    prompts = []
+    for ids in held:
+        starts = line_starts(ids)
+        for s in starts[10::97].tolist():
+            text = ids[s : s + length - 1]
+            if len(text) == length - 1 and len(prompts) < n and int(text[0]) == ord(" ") + pair.BYTE_OFFSET:
+                prompts.append([pair.BOS_ID, *text.tolist()])
+        if len(prompts) >= n:
+            break
+    return prompts
 
 
 def line_starts(corpus: torch.Tensor) -> torch.Tensor:
@@ -136,6 +173,32 @@ def greedy_continue(target, prompts: torch.Tensor, n: int) -> torch.Tensor:
         seq.append(tok)
         out = target(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
     return torch.cat(seq, dim=1)
+
+
+def distinct_ratio(tokens: list[int]) -> float:
+    return len(set(tokens)) / max(1, len(tokens))
+
+
+def distinct_4gram_ratio(tokens: list[int]) -> float:
+    grams = [tuple(tokens[i : i + 4]) for i in range(len(tokens) - 3)]
+    return len(set(grams)) / max(1, len(grams))
+
+
+def greedy_stats(target, prompts, say=None, n: int = 48) -> dict:
+    """Distinct-token and distinct-4-gram ratios of the target's ``n``-token greedy continuations
+    of the held-out prompts, averaged over prompts (a collapsed model loops: its 4-gram ratio falls
+    towards 0). A draft of a looping target gets a high acceptance for free, so every pair's
+    acceptance is reported next to these."""
+    say = say or log
+    cont = greedy_continue(target, torch.tensor(prompts), n)[:, len(prompts[0]):]
+    ratios = [distinct_ratio(r.tolist()) for r in cont]
+    ratios4 = [distinct_4gram_ratio(r.tolist()) for r in cont]
+    stats = {"distinct_token_ratio": round(sum(ratios) / len(ratios), 3),
+             "distinct_4gram_ratio": round(sum(ratios4) / len(ratios4), 3)}
+    say(f"target greedy on held-out prompts: {stats}")
+    for r in cont[:3]:
+        say("  " + repr(pair.decode(r.tolist())))
+    return stats
 
 
 # ----------------------------------------------------------------------------------- draft
@@ -203,7 +266,7 @@ def mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps: int):
     return total, accs
 
 
-def greedy_pool(target, corpus, starts, gen, n_seqs: int, prompt_len: int, gen_len: int) -> torch.Tensor:
+def greedy_pool(target, corpus, starts, gen, n_seqs: int, prompt_len: int = 48, gen_len: int = 80) -> torch.Tensor:
     """Windows of (stdlib text prompt + the target's greedy continuation), generated once: the
     continuation is exactly the text the draft has to predict at inference."""
     chunks = []
@@ -272,8 +335,11 @@ def global_head_dim_extra(shipped_json: Path) -> dict:
     return {"global_head_dim": cfg.get("global_head_dim", cfg.get("text_config", {}).get("global_head_dim"))}
 
 
-def build(out_dir: Path, target_steps=250, draft_steps=250, k_steps=3, pool_size=512, progress=None) -> tuple[Path, Path]:
-    """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically."""
+def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_steps=3, pool_size=512, progress=None,
+          info: dict | None = None) -> tuple[Path, Path]:
+    """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically (with the
+    byte-level tokenizer files). ``info``, when given, receives what the pair index records: the
+    held-out prompts, the target's greedy stats on them, seed, steps and sizes."""
     global _progress
     _progress = progress
     torch.set_num_threads(1)  # reproducible sums; also robust on a busy 2-core box (no OMP spin)
@@ -281,19 +347,23 @@ def build(out_dir: Path, target_steps=250, draft_steps=250, k_steps=3, pool_size
     gen = torch.Generator().manual_seed(SEED)
     from transformers import Gemma4AssistantForCausalLM, Gemma4ForCausalLM
 
+    from surgery.hf.tokenizer import write_tokenizer
+
     t_cfg, d_cfg = pair.make_configs()
-    corpus = load_corpus()
+    corpus, _ = corpus_split()
     starts = line_starts(corpus)
-    log(f"corpus: {len(corpus)} tokens from {len(CORPUS_FILES)} stdlib files")
+    log(f"corpus: {len(corpus)} training tokens; last {HELD_OUT_FILES} of {len(corpus_files())} stdlib files held out")
     t0 = time.perf_counter()
 
     target = Gemma4ForCausalLM(t_cfg)
     train_target(target, corpus, starts, target_steps, batch=16, length=128, gen=gen)
     log(f"target trained in {time.perf_counter() - t0:.0f}s")
+    prompts = held_out_prompts()
+    stats = greedy_stats(target, prompts)
 
     torch.manual_seed(SEED + 1)
     draft = Gemma4AssistantForCausalLM(d_cfg)
-    pool = greedy_pool(target, corpus, starts, gen, pool_size, prompt_len=48, gen_len=80)
+    pool = greedy_pool(target, corpus, starts, gen, pool_size)
     log(f"greedy pool: {tuple(pool.shape)} in {time.perf_counter() - t0:.0f}s")
     distil_draft(target, draft, pool, draft_steps, batch=16, k_steps=k_steps, gen=gen)
     err = check_parallel_matches_sequential(target, draft, corpus, starts, gen)
@@ -307,21 +377,97 @@ def build(out_dir: Path, target_steps=250, draft_steps=250, k_steps=3, pool_size
     target_dir, draft_dir = out_dir / "target", out_dir / "draft"
     pair.write_hf_folder(target, target_dir, extra_config=global_head_dim_extra(pair.TARGET_CONFIG_JSON))
     pair.write_hf_folder(draft, draft_dir, extra_config={"text_config": global_head_dim_extra(pair.DRAFT_CONFIG_JSON)})
+    for folder in (target_dir, draft_dir):
+        write_tokenizer(folder)  # serving takes text (surgery.hf.tokenizer); the cache copy skips them
+        (folder / "generation_config.json").unlink(missing_ok=True)  # defaults only; never shipped
+    if info is not None:
+        info.update(index_entry(prompts, stats, target_steps, draft_steps, target_dir, draft_dir))
     return target_dir, draft_dir
+
+
+# ----------------------------------------------------------------------------------- index
+
+INDEX_HEADER = (
+    "# Built-in miniature pairs per recipe family: `surgery apply RECIPE --engine vllm` with no model\n"
+    "# arguments runs these. Folders are relative to this file. Written by tools/build_family_pairs.py\n"
+    "# (gemma4-mtp: tools/build_tiny_pair.py). Prompts are held-out text (files never trained on);\n"
+    "# byte-level vocabulary of all pairs: pad 0, eos 1, bos 2, byte b -> token b + 4.\n"
+)
+
+
+def param_count(folder: Path) -> int:
+    """Parameters stored in a folder's safetensors."""
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
+        return sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
+
+
+def index_entry(prompts, stats, target_steps, draft_steps, target_dir: Path, draft_dir: Path) -> dict:
+    """The gemma4-mtp entry of surgery/data/pairs/index.yaml (the keys this builder computes)."""
+    return {"target_params": param_count(target_dir), "draft_params": param_count(draft_dir),
+            "target_greedy": stats, "seed": SEED, "target_steps": target_steps, "draft_steps": draft_steps,
+            "builder": "tools/build_tiny_pair.py", "prompts": [pair.decode(p[1:]) for p in prompts]}
+
+
+def update_index(path: Path, entries: dict) -> None:
+    """Merge ``entries`` (name -> computed keys) into the pair index and rewrite it. Entries and
+    keys a builder does not compute (another builder's pairs; ``tokenizer``, ``summary``,
+    ``rebuild``) are kept as they are, so each builder owns only its own figures."""
+    import yaml
+
+    current = {}
+    if path.is_file():
+        current = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("pairs") or {}
+    pairs = dict(current)
+    for name, keys in entries.items():
+        pairs[name] = {**(current.get(name) or {}), **keys}
+
+    class Plain(yaml.SafeDumper):  # every entry written out in full (no &id001 / *id001 aliases)
+        def ignore_aliases(self, data):
+            return True
+
+    body = yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=120)
+    path.write_text(INDEX_HEADER + body, encoding="utf-8")
+
+
+def index_only() -> dict:
+    """Recompute the gemma4-mtp entry from the committed weights (no training; the step counts
+    are kept from the current entry)."""
+    import yaml
+    from transformers import Gemma4ForCausalLM
+
+    torch.set_num_threads(1)
+    target_dir, draft_dir = pair.WEIGHTS_DIR / "target", pair.WEIGHTS_DIR / "draft"
+    target = Gemma4ForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
+    prompts = held_out_prompts()
+    stats = greedy_stats(target, prompts)
+    old = ((yaml.safe_load(PAIR_INDEX.read_text(encoding="utf-8")) or {}).get("pairs") or {}).get(PAIR_NAME) or {}
+    return index_entry(prompts, stats, old.get("target_steps"), old.get("draft_steps"), target_dir, draft_dir)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", type=Path, help="output folder (default: the cache)")
-    ap.add_argument("--commit", action="store_true", help="write surgery/data/tiny/weights")
-    ap.add_argument("--target-steps", type=int, default=250)
-    ap.add_argument("--draft-steps", type=int, default=250)
+    ap.add_argument("--commit", action="store_true", help="write surgery/data/tiny/weights and the pair index entry")
+    ap.add_argument("--index-only", action="store_true", help="only rewrite the index entry from the committed weights")
+    ap.add_argument("--target-steps", type=int, default=TARGET_STEPS)
+    ap.add_argument("--draft-steps", type=int, default=DRAFT_STEPS)
     ap.add_argument("--pool", type=int, default=512, help="greedy-continuation windows")
     ap.add_argument("--draft-k", type=int, default=3, help="MTP steps trained per query")
     args = ap.parse_args(argv)
+    if args.index_only:
+        update_index(PAIR_INDEX, {PAIR_NAME: index_only()})
+        log(f"wrote {PAIR_INDEX}")
+        return 0
     out = pair.WEIGHTS_DIR if args.commit else (args.out or pair.cache_root())
-    t_dir, d_dir = build(out, args.target_steps, args.draft_steps, args.draft_k, args.pool)
+    info: dict = {}
+    t_dir, d_dir = build(out, args.target_steps, args.draft_steps, args.draft_k, args.pool, info=info)
     log(f"wrote {t_dir} and {d_dir}")
+    log(f"index entry: {info}")
+    if args.commit:
+        update_index(PAIR_INDEX, {PAIR_NAME: info})
+        log(f"wrote {PAIR_INDEX}")
     return 0
 
 

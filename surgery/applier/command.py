@@ -272,7 +272,7 @@ def run_apply(args, out) -> int:
     import torch  # noqa: F401  (fail early with the real import error if the apply extra is missing)
 
     from ..facts import read_facts
-    from ..hf.pair import DEFAULT_PROMPTS, encode, ensure_tiny_pair, load_pair
+    from ..hf.pair import DEFAULT_PROMPTS, encode, ensure_tiny_pair, held_out_prompts, load_pair
     from ..hf.standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe
@@ -285,6 +285,7 @@ def run_apply(args, out) -> int:
     recipe = load_recipe(args.recipe)
     if (args.target is None) != (args.draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
+    held_out = held_out_prompts() if args.target is None else ()
     if args.target is None:
         progress("preparing the built-in tiny Gemma 4 pair")
         target_dir, draft_dir = ensure_tiny_pair(progress=progress)
@@ -320,7 +321,9 @@ def run_apply(args, out) -> int:
     verification = verify_plan(plan, draft, target, report=report)
     timings["verify_s"] = time.perf_counter() - t
 
-    texts = DEFAULT_PROMPTS[: max(1, args.prompts)]
+    # the built-in pair is measured on text it never trained on; a user's pair on generic code openings
+    texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
+    texts = texts[: max(1, args.prompts)]
     if standalone:
         prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
         check = assisted_check
@@ -329,6 +332,7 @@ def run_apply(args, out) -> int:
     progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens})")
     decode = check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
     decode["prompt_ids"] = prompt_source
+    decode["prompt_set"] = prompt_set
     abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
     progress.done()
     ok = verification.ok and decode["identical"]
@@ -356,7 +360,8 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
         lines.append(f"  [{'pass' if c.ok else 'FAIL'}] {c.op_id}: {c.name}" + (f"  ({c.detail})" if not c.ok else ""))
     d = decode
     lines += ["", f"decoding check (speculative vs plain greedy{'; ' + d['method'] if d.get('method') else ''})",
-              f"  prompts {d['prompts']}, tokens generated {d['tokens']}, draft tokens per step {d['num_draft_tokens']}",
+              f"  prompts {d['prompts']} ({d.get('prompt_set', 'default')}), tokens generated {d['tokens']}, "
+              f"draft tokens per step {d['num_draft_tokens']}",
               f"  output identical to greedy: {'yes' if d['identical'] else 'NO (prompts ' + str(d['mismatched_prompts']) + ')'}",
               f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance rate {d['acceptance_rate']:.1%}",
               f"  target forward passes {d['target_forwards']} vs {d['greedy_target_forwards']} greedy "

@@ -31,6 +31,9 @@ PAD_ID, EOS_ID, BOS_ID = 0, 1, 2
 BYTE_OFFSET = 4
 VOCAB_SIZE = 264
 
+# Generic openings of Python code: prompts for pairs the user brings. The built-in pair was trained
+# on text that contains 11 of them verbatim (hundreds of times), so its acceptance is measured on
+# held_out_prompts() instead.
 DEFAULT_PROMPTS: tuple[str, ...] = (
     "def __init__(self, ",
     "import os\nimport sys\n\n",
@@ -47,6 +50,18 @@ DEFAULT_PROMPTS: tuple[str, ...] = (
 )
 
 Progress = Callable[[str], None] | None
+PAIR_RECIPE = "gemma4-mtp"  # the pair's entry in surgery/data/pairs/index.yaml
+
+
+def held_out_prompts() -> tuple[str, ...]:
+    """The built-in pair's measurement prompts: line starts of the stdlib files its builder kept
+    out of training (``tools/build_tiny_pair.py`` records them in surgery/data/pairs/index.yaml),
+    so an acceptance measured on them is not the pair reciting its training text. Empty when the
+    index lists none (callers fall back to ``DEFAULT_PROMPTS`` and say so)."""
+    from ..pairs import builtin_pair
+
+    entry = builtin_pair(PAIR_RECIPE)
+    return entry.prompts if entry is not None else ()
 
 
 def encode(text: str, bos: bool = True) -> list[int]:

@@ -236,11 +236,15 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
                                     hint="pass --target and --draft folders"))
         target, draft = pair.target, pair.draft
         method = pair.method or method
-    texts = prompts or (pair.prompts if pair is not None else None)
+    builtin = pair is not None and Path(target).resolve() == pair.target and Path(draft).resolve() == pair.draft
+    texts, prompt_set = prompts, "given"
+    if not texts:  # the built-in pair's held-out prompts (text it never trained on), as on the HF path
+        texts = pair.prompts if pair is not None else ()
+        prompt_set = "held-out" if builtin else "held-out of the built-in pair"
     if not texts:
         from ..hf.pair import DEFAULT_PROMPTS
 
-        texts = DEFAULT_PROMPTS
+        texts, prompt_set = DEFAULT_PROMPTS, "default"
     ids = prompt_ids(texts)
     progress("target-only greedy reference")
     reference, ref_s = greedy_reference(target, ids, max_tokens)
@@ -255,7 +259,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
                                 f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
     rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) \
         if ablate else None
-    d = run["decode"]
+    d = dict(run["decode"], prompt_set=prompt_set)
     verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
@@ -402,7 +406,8 @@ def render(result: dict) -> str:
              f"  live wiring: {result['wiring']}",
              f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%} "
-             f"at {d['num_draft_tokens']} draft tokens (per position {d['accepted_per_position']})"]
+             f"at {d['num_draft_tokens']} draft tokens (per position {d['accepted_per_position']}; "
+             f"{d['prompts']} prompts, {d.get('prompt_set', 'given')})"]
     for row in result.get("ablation") or ():
         if row["runs"]:
             lines.append(f"  ablation {row['variant']:<44} acceptance {row['acceptance_rate']:6.1%}  identical "

@@ -138,13 +138,16 @@ def test_draft_model_shares_nothing(runs):
 @pytest.mark.parametrize("recipe, method", [("draft-model", "draft_model"), ("gemma4-mtp", "mtp")])
 def test_cli_apply_engine_vllm_json(capsys, recipe, method):
     """`surgery apply RECIPE --engine vllm --json`: built-in pair, exit 0, the HF report's shape
-    (gemma4-mtp: the Gemma 4 pair through vLLM's Gemma4Proposer, with the recipe's KV map and scales)."""
+    (gemma4-mtp: the Gemma 4 pair through vLLM's Gemma4Proposer, with the recipe's KV map and scales),
+    measured on the pair's held-out prompts (text it never trained on)."""
     from surgery.cli import main
 
     assert main(["apply", recipe, "--engine", "vllm", "--json", "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ok"] and out["verified"] and out["engine"] == "vllm" and out["method"] == method
     assert out["decode"]["identical"] and out["decode"]["acceptance_rate"] >= MIN_ACCEPTANCE
+    assert out["decode"]["prompt_set"] == "held-out"
+    assert out["decode"]["prompts"] == len(builtin_pair(recipe).prompts) >= 4
 
 
 def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pairs):
