@@ -587,7 +587,7 @@ def index_text(out: Path, prompts: list[list[int]], stats: dict, deepseek_stats:
         def ignore_aliases(self, data):
             return True
 
-    return header + yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=110)
+    return header + yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=130)
 
 
 def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
