@@ -60,7 +60,7 @@ def test_apply_json_report(report):
     assert d["prompts"] == 3 and d["tokens"] == 3 * 24
     assert d["prompt_set"] == "held-out"  # text from files the built-in pair never trained on
     assert d["acceptance_rate"] == pytest.approx(d["accepted"] / d["drafted"])
-    assert d["acceptance_rate"] >= 0.75, d  # the distilled pair: ~0.9 measured
+    assert d["acceptance_rate"] >= 0.5, d  # the bar at 3 draft tokens (0.79 measured on these prompts)
     assert d["target_forwards"] < d["greedy_target_forwards"] == 3 * 24
     assert d["target_forwards_saved"] == d["greedy_target_forwards"] - d["target_forwards"]
     assert report["ablation"] is None

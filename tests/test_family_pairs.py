@@ -195,3 +195,29 @@ def test_index_prompts_come_from_files_no_pair_trained_on():
         prompts = builtin_pair(name).prompts
         assert prompts == texts, name
         assert all(t in held_text for t in prompts), name
+
+
+@pytest.mark.parametrize("given, want_set", [(None, "held-out"), (("class A:\n    ",), "given")])
+def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, given, want_set):
+    """`--engine vllm` on a built-in pair decodes the index's held-out prompts (what the HF path
+    uses for gemma4-mtp too) unless prompts are given; the report says which set it was. The
+    engines are stand-ins that record the token ids they were given."""
+    from surgery.hf.pair import encode, held_out_prompts
+    from surgery.vllm import run
+
+    seen = {}
+
+    def reference(target, prompts, max_tokens=run.MAX_TOKENS):
+        seen["ids"] = prompts
+        return [[5] * max_tokens for _ in prompts], 0.0
+
+    def speculative(target, draft, method, prompts, ref, **kw):
+        decode = {"identical": True, "prompts": len(prompts), "drafted": 3, "accepted": 3, "acceptance_rate": 1.0}
+        return {"decode": decode, "plugin": {"verified": True, "engine_checks": []}, "inspect": {}}
+
+    monkeypatch.setattr(run, "greedy_reference", reference)
+    monkeypatch.setattr(run, "speculative_run", speculative)
+    out = run.run_vllm_apply("gemma4-mtp", prompts=given)
+    texts = given or held_out_prompts()
+    assert seen["ids"] == [encode(t) for t in texts] and len(texts) >= (1 if given else 4)
+    assert out["decode"]["prompt_set"] == want_set and out["decode"]["prompts"] == len(texts)

@@ -336,7 +336,7 @@ def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_pla
 
     target, draft = fresh
     assert default_kv_sources(target.config)["sliding_attention"] == 5
-    prompts = [pair.encode(p) for p in pair.DEFAULT_PROMPTS[:2]]
+    prompts = [pair.encode(p) for p in pair.held_out_prompts()[:2]]  # text the pair never trained on
 
     report = surgery.apply(plan, draft, target)
     good = decode_check(target, draft, prompts, 16, 3)
@@ -346,7 +346,7 @@ def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_pla
     bad = decode_check(target, draft, prompts, 16, 3)
 
     assert good["identical"] and bad["identical"], (good["mismatched_prompts"], bad["mismatched_prompts"])
-    assert good["acceptance_rate"] >= 0.7, good  # measured 0.81 here (2 short prompts), ~0.9 over 8
+    assert good["acceptance_rate"] >= 0.5, good  # the bar at 3 draft tokens; 0.70 measured here
     assert bad["acceptance_rate"] <= good["acceptance_rate"] - 0.3, (good["acceptance_rate"], bad["acceptance_rate"])
     assert bad["target_forwards"] > good["target_forwards"]
 

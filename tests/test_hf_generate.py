@@ -62,7 +62,8 @@ def _ids(prompt):
 @pytest.fixture(scope="module")
 def greedy(wired):
     target, _ = wired
-    return {p: target.generate(_ids(p), max_new_tokens=MAX_NEW, do_sample=False) for p in pair.DEFAULT_PROMPTS}
+    prompts = pair.DEFAULT_PROMPTS + pair.held_out_prompts()
+    return {p: target.generate(_ids(p), max_new_tokens=MAX_NEW, do_sample=False) for p in prompts}
 
 
 def _ours(target, draft, ids, **kw):
@@ -70,16 +71,18 @@ def _ours(target, draft, ids, **kw):
     return target.generate(ids, assistant_model=draft, custom_generate=SPEC, do_sample=False, **kw)
 
 
-def test_equals_plain_greedy_on_the_default_prompts(wired, greedy):
+def test_equals_plain_greedy_on_the_default_and_held_out_prompts(wired, greedy):
     target, draft = wired
+    held_out = set(pair.held_out_prompts())
     drafted = accepted = 0
     for prompt, ref in greedy.items():
         out = _ours(target, draft, _ids(prompt), num_assistant_tokens=3)
         assert torch.equal(out, ref), prompt
         stats = SPEC.last_stats
         assert stats.target_forwards < ref.shape[1] - _ids(prompt).shape[1]  # forwards were saved
-        drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
-    assert accepted / drafted >= 0.7, accepted / drafted  # the distilled pair: ~0.9
+        if prompt in held_out:  # acceptance only where the pair never trained (the bar: 50 %)
+            drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
+    assert accepted / drafted >= 0.5, accepted / drafted  # 0.72 measured
 
 
 @pytest.mark.parametrize("how", ["generation_config", "argument"])

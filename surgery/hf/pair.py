@@ -223,7 +223,7 @@ def _remove_leftovers(root: Path) -> None:
 def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
     """Return (target_dir, draft_dir), materialising them in the cache if needed.
 
-    Order: cache hit → copy committed weights → rebuild (minutes on 2 cores). Never downloads.
+    Order: cache hit → copy committed weights → rebuild (~25 min on one CPU thread). Never downloads.
     Safe when several processes call it at once: writers take a file lock and re-check, every
     folder is written in a temporary folder and renamed into place, so no reader sees a partial one.
     """
@@ -239,7 +239,7 @@ def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
         if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
             say(f"tiny pair copied from committed weights into {root}")
             return target_dir, draft_dir
-        say(f"building the tiny pair into {root} (trains for several minutes)")
+        say(f"building the tiny pair into {root} (trains for about 25 minutes)")
         return _load_builder().build(root, progress=say if progress else None)
 
 
