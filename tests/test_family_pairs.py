@@ -24,6 +24,23 @@ def test_index_entry_points_at_complete_folders(recipe):
         assert PAIRS_DIR in folder.parents
 
 
+ZERO_BY_DESIGN = (".bias", "e_score_correction_bias")  # MiMo's zero q/k/v biases; DeepSeek's noaux_tc bias
+
+
+@pytest.mark.parametrize("recipe", SHIPPED)
+def test_no_weight_tensor_is_all_zero(recipe):
+    """Every trained tensor carries weights: an all-zero one is a module that was never initialised
+    (a transformers layer built outside its model keeps torch.empty experts and a zero router) and
+    never learns (a zero MoE expert gets no gradient)."""
+    from safetensors import safe_open
+
+    p = builtin_pair(recipe)
+    for folder in {p.target, p.draft}:
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
+            zero = [k for k in fh.keys() if not k.endswith(ZERO_BY_DESIGN) and not fh.get_tensor(k).any()]
+        assert not zero, (folder, zero)
+
+
 def test_every_listed_pair_is_a_shipped_recipe_and_the_pairs_stay_small():
     from surgery.recipe import load_recipe
 

