@@ -181,7 +181,8 @@ def test_draft_model_shares_nothing(runs):
     assert not w["draft_embed_is_target"] and not w["draft_lm_head_is_target"]
 
 
-@pytest.mark.parametrize("recipe, method", [("draft-model", "draft_model"), ("gemma4-mtp", "mtp")])
+# one CLI run (the Gemma 4 pair, whose engine no other test here starts); draft-model's engine path is in `runs`
+@pytest.mark.parametrize("recipe, method", [("gemma4-mtp", "mtp")])
 def test_cli_apply_engine_vllm_json(capsys, recipe, method):
     """`surgery apply RECIPE --engine vllm --json`: built-in pair, exit 0, the HF report's shape
     (gemma4-mtp: the Gemma 4 pair through vLLM's Gemma4Proposer, with the recipe's KV map and scales),
