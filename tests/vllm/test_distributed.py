@@ -224,6 +224,7 @@ def test_tp2_output_equals_tp1_greedy(tp2, baseline_outputs):
 # --------------------------------------------------------------------------- PP 2: default tiny target
 
 
+@pytest.mark.slow  # opt-in (-m slow) to keep CI within 10 minutes; run before touching the plugin's failure paths
 def test_pp2_own_kv_split_predicted_then_engine_fails(tiny_pair, capfd):
     """The tiny target (s s f s | s f, 2 KV-shared) under PP 2: stage 0 holds layers 0-2, stage 1
     layers 3-5; its own KV-shared layer 5 reads layer 2. validate names it first (SRG350); the real
@@ -241,6 +242,7 @@ def test_pp2_own_kv_split_predicted_then_engine_fails(tiny_pair, capfd):
 # --------------------------------------------------------------------------- TP 2: a fault in one rank
 
 
+@pytest.mark.slow  # opt-in (-m slow) to keep CI within 10 minutes; run before touching the plugin's failure paths
 def test_tp2_fault_in_one_rank_fails_start_no_rank_half_wired(tiny_pair, tmp_path, capfd):
     """Rank 1's apply raises after 5 mutations (dist_worker_ext.FAULT_AFTER): engine start fails
     with SRG403; rank 1 rolled back to exactly vLLM's own wiring (impl names unset, draft scales

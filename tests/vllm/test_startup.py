@@ -193,6 +193,7 @@ def test_plugin_lines_reach_vllms_handler(configs):
     assert get_logger().name.startswith("vllm.")
 
 
+@pytest.mark.slow  # opt-in (-m slow) to keep CI within 10 minutes; run before touching the plugin's failure paths
 def test_hooks_wait_for_a_model_runner_import(tmp_path):
     """register() in a process that never loads a model (the API server, the engine core) imports no
     runner module; importing one (as the worker does) installs the hooks right after it."""
