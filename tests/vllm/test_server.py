@@ -22,6 +22,9 @@ import pytest
 import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
 from openai_server import Server
 
+# A real OpenAI server start (~40 s): opt-in (-m slow) to keep CI within 10 minutes on 2 cores.
+pytestmark = pytest.mark.slow
+
 openai = pytest.importorskip("openai")
 
 REPO = Path(__file__).resolve().parents[2]
