@@ -53,7 +53,6 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import build_family_pairs as fam
 import build_tiny_pair as tiny
@@ -189,15 +188,7 @@ def distil_mtp(mtp, target, pool, steps, batch, gen, k_steps=fam.K_STEPS):
             g["lr"] = tiny.lr_at(step, steps, 3e-3, 30)
         x = pool[torch.randint(len(pool), (batch,), generator=gen)]
         t_logits, first = target_outputs(target, x)
-        q_len = x.shape[1] - k_steps
-        total, accs = 0.0, []
-        for s, logits in enumerate(unroll(mtp, target, x, first, k_steps), start=1):
-            teacher = t_logits[:, s : s + q_len]
-            logp = F.log_softmax(logits, -1)
-            kl = F.kl_div(logp, F.log_softmax(teacher, -1), log_target=True, reduction="none").sum(-1).mean()
-            ce = F.cross_entropy(logp.flatten(0, 1), teacher.argmax(-1).flatten())
-            total = total + kl + ce
-            accs.append((logits.argmax(-1) == teacher.argmax(-1)).float().mean().item())
+        total, accs = fam.unrolled_loss(unroll(mtp, target, x, first, k_steps), t_logits)
         opt.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

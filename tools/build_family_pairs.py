@@ -308,6 +308,24 @@ def draft_vocab_map(pool: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.
     return d2t, t2d
 
 
+def unrolled_loss(per_step, t_logits, keep=None):
+    """(loss, top-1 agreement per step) of the unrolled draft steps: step s at anchor p is scored
+    against the target's distribution at p + s, KL(target || draft) + CE(target argmax); ``keep``
+    restricts the teacher to a reduced draft vocabulary. One definition for every head builder."""
+    q_len = per_step[0].shape[1]
+    total, accs = 0.0, []
+    for s, logits in enumerate(per_step, start=1):
+        teacher = t_logits[:, s : s + q_len]
+        if keep is not None:
+            teacher = teacher[..., keep]
+        logp = F.log_softmax(logits, -1)
+        kl = F.kl_div(logp, F.log_softmax(teacher, -1), log_target=True, reduction="none").sum(-1).mean()
+        ce = F.cross_entropy(logp.flatten(0, 1), teacher.argmax(-1).flatten())
+        total = total + kl + ce
+        accs.append((logits.argmax(-1) == teacher.argmax(-1)).float().mean().item())
+    return total, accs
+
+
 def distil_head(head, target, pool, steps, batch, gen, keep=None, name="head"):
     """KL(target || head) + CE(target argmax) summed over the K unrolled steps."""
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
@@ -321,17 +339,7 @@ def distil_head(head, target, pool, steps, batch, gen, keep=None, name="head"):
         t_logits, t_last, hs = target_features(target, x)
         first = head.fc(torch.cat([hs[i] for i in AUX_IDS], -1)) if head.eagle3 else t_last  # MTP: post-norm too
         per_step = head.unroll(embed, lm_head, x, first, K_STEPS)
-        q_len = x.shape[1] - K_STEPS
-        total, accs = 0.0, []
-        for s, logits in enumerate(per_step, start=1):
-            teacher = t_logits[:, s : s + q_len]
-            if keep is not None:
-                teacher = teacher[..., keep]
-            logp = F.log_softmax(logits, -1)
-            kl = F.kl_div(logp, F.log_softmax(teacher, -1), log_target=True, reduction="none").sum(-1).mean()
-            ce = F.cross_entropy(logp.flatten(0, 1), teacher.argmax(-1).flatten())
-            total = total + kl + ce
-            accs.append((logits.argmax(-1) == teacher.argmax(-1)).float().mean().item())
+        total, accs = unrolled_loss(per_step, t_logits, keep)
         opt.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

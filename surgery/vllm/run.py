@@ -137,6 +137,7 @@ def live_wiring(proposer, target) -> dict:
     d_embed = getattr(inner_d, "embed_tokens", None)
     shared_roles = {}
     if draft is not None:
+        from ..applier.paths import get_path
         from .ablation import role_sites
 
         for role in ("input_embeddings", "lm_head", "mtp_shared_head"):
@@ -144,8 +145,6 @@ def live_wiring(proposer, target) -> dict:
                 sites = role_sites(draft, target_lm, role)
             except SurgeryError:
                 continue
-            from ..applier.paths import get_path
-
             shared_roles[role] = all(get_path(draft, d) is get_path(target_lm, t) for d, t in sites)
     d_head = getattr(draft, "lm_head", None)
     d2t = getattr(draft, "draft_id_to_target_id", None)
