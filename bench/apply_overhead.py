@@ -35,7 +35,7 @@ def unique_bytes(*models) -> int:
 
 
 def shared_module_bytes(plan, draft, target) -> int:
-    from surgery.applier.paths import get_path, role_path
+    from surgery.live.paths import get_path, role_path
 
     total = 0
     for op in plan.ops("share_module"):

@@ -5,9 +5,11 @@ Config-only API (no torch import):
     from surgery import load_recipe, read_facts, resolve, Runtime
     plan = resolve(load_recipe("gemma4-mtp"), read_facts(draft_dir), read_facts(target_dir), Runtime(engine="hf"))
 
-Applying to live models (imports torch lazily): `surgery.applier.apply_plan`, `surgery.applier.verify`.
+Applying to live models (imports torch lazily): `surgery.apply` / `surgery.verify` below (the same as
+`surgery.applier.apply_plan` / `surgery.applier.verify_plan`), with an engine context from
+`surgery.live.hf` / `surgery.live.vllm`.
 """
-from ._version import __version__
+from .version import __version__
 from .diagnostics import Diagnostic, SurgeryError
 from .facts import ModelFacts, facts_from_config, read_facts
 from .plan import Plan, Runtime
@@ -18,18 +20,20 @@ __all__ = ["__version__", "Diagnostic", "SurgeryError", "ModelFacts", "facts_fro
            "Runtime", "Recipe", "load_recipe", "parse_recipe", "resolve", "apply", "verify"]
 
 
-def apply(plan, draft, target, adapter=None, **kwargs):
-    """Apply a plan to live models (atomic; see surgery.applier.core). Imports torch lazily."""
+def apply(plan, draft, target, context=None, **kwargs):
+    """Apply a plan to live models (atomic; see surgery.applier.core). Imports torch lazily.
+    `context`: the engine's (surgery.live.hf.HFContext, the default for an `hf` plan, or
+    surgery.live.vllm.VLLMContext)."""
     from .applier import apply_plan
 
-    return apply_plan(plan, draft, target, adapter=adapter, **kwargs)
+    return apply_plan(plan, draft, target, context=context, **kwargs)
 
 
-def verify(plan, draft, target, adapter=None, **kwargs):
+def verify(plan, draft, target, context=None, **kwargs):
     """Check the plan's invariants on live models; returns a VerifyReport."""
     from .applier import verify_plan
 
-    return verify_plan(plan, draft, target, adapter=adapter, **kwargs)
+    return verify_plan(plan, draft, target, context=context, **kwargs)
 
 
 def __getattr__(name):

@@ -96,7 +96,7 @@ def _parallel_size_or_len(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ._version import __version__
+    from .version import __version__
 
     parser = _Parser(prog="surgery", description="Wire speculative-decoding draft models into their targets, "
                      "from declarative recipes.", epilog=EPILOG_MAIN,

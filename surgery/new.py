@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
+from .version import __version__
 from .diagnostics import Diagnostic, Location, SurgeryError, diag
 from .facts import ModelFacts, read_facts
 from .plan import Runtime

@@ -35,17 +35,15 @@ class Runtime:
         if name == "draft_tp_size":
             return self.tp_size if self.draft_tp_size is None else self.draft_tp_size
         if name == "backend_head_sizes":
-            return _backend_head_sizes().get(self.attention_backend) if self.attention_backend else None
+            if not self.attention_backend:
+                return None
+            from .engines import card
+
+            return (card(self.engine).get("attention_backends") or {}).get(self.attention_backend)
         return getattr(self, name)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def _backend_head_sizes() -> dict:
-    from .resources import load_data
-
-    return load_data("data/attention_backends.yaml") or {}
 
 
 @dataclass(frozen=True)
@@ -178,7 +176,7 @@ def render_table(plan: Plan) -> str:
     by_step: dict[int, list[Operation]] = {}
     for o in plan.operations:
         by_step.setdefault(o.step, []).append(o)
-    from .ops import UNITS
+    from .ops.registry import UNITS
 
     for step, ops in by_step.items():
         lines.extend(UNITS[ops[0].op].render(step, ops))

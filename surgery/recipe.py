@@ -19,7 +19,6 @@ from .yamlload import MAX_BYTES, Loaded, load_yaml_text
 SUPPORTED_VERSION = 1
 RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank",
                  "draft_tp_size", "backend_head_sizes", "device")
-OP_NAMES = ("share_kv", "copy_attrs", "share_module", "keep", "capture_hidden_states", "share_buffer")
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class LayerSetSpec:
 @dataclass(frozen=True)
 class OpSpec:
     index: int
-    kind: str  # one of OP_NAMES
+    kind: str  # a recipe key of surgery.ops.registry (the schema lists the same)
     args: dict[str, Any]
     condition: Condition
     path: tuple

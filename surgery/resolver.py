@@ -7,11 +7,10 @@ operation's condition. Nothing here imports torch, transformers or vllm.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from . import expr as expr_lang
+from .engines import card_location, engine_limits
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
@@ -20,23 +19,9 @@ from .ops.common import compact_ranges
 from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
-ENGINE_LIMITS_FILE = Path(__file__).resolve().parent / "data" / "engine_limits.yaml"
-
-
-@lru_cache(maxsize=1)
-def _engine_limits_table() -> dict:
-    import yaml
-
-    with open(ENGINE_LIMITS_FILE, encoding="utf-8") as fh:
-        return yaml.safe_load(fh) or {}
-
-
-def engine_limits(engine: str) -> dict:
-    """What `engine` cannot do under some runtimes, measured on real engines (surgery/data/engine_limits.yaml)."""
-    return _engine_limits_table().get(engine) or {}
 
 MAX_PARALLEL = 4096
-_MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
+MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
 
 
 class _Env:
@@ -161,7 +146,7 @@ class _Resolver:
 
     def check_engine_runs_spec_decode_under_pp(self) -> None:
         """Every recipe wires a draft, i.e. speculative decoding; an engine runner that cannot start it
-        under pipeline parallelism (surgery/data/engine_limits.yaml `speculative_pp_fails_on_devices`) fails
+        under pipeline parallelism (the engine card's `limits.speculative_pp_fails_on_devices`) fails
         at start whatever the recipe does, so the plan says so first (SRG351): an error on those
         devices, a warning when the device is not known (the CLI does not know where it will run)."""
         rt = self.runtime
@@ -172,12 +157,12 @@ class _Resolver:
         self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size} {where}: its "
                  "V1 model runner creates the drafter on the last pipeline stage only and reads it on every stage "
                  "while initialising the KV cache",
-                 Location(str(ENGINE_LIMITS_FILE), key_path=f"{rt.engine}.speculative_pp_fails_on_devices"),
+                 card_location(rt.engine, "limits.speculative_pp_fails_on_devices"),
                  severity=ERROR if rt.device is not None else WARNING)
 
     def check_target_per_layer_inputs_under_pp(self) -> None:
         """The target's own decoding under pipeline parallelism: an engine whose model code drops the
-        per-layer inputs on later stages (surgery/data/engine_limits.yaml `pp_loses_per_layer_inputs`) starts
+        per-layer inputs on later stages (the engine card's `limits.pp_loses_per_layer_inputs`) starts
         and then decodes wrongly, silently; the plan says so first (SRG352)."""
         rt, t = self.runtime, self.target
         types = engine_limits(rt.engine).get("pp_loses_per_layer_inputs") or []
@@ -255,7 +240,7 @@ class _Resolver:
             for fact in spec.must_match:
                 dv, tv = dl.get(fact), tl.get(fact)
                 if dv != tv:
-                    self.add(_MATCH_CODES[fact], f"map {spec.name}: draft layer {d} {fact}={dv!r} but target layer {t} "
+                    self.add(MATCH_CODES[fact], f"map {spec.name}: draft layer {d} {fact}={dv!r} but target layer {t} "
                              f"{fact}={tv!r}", loc, f"draft: {self.draft.source}; target: {self.target.source}")
             rows.append(MapRow(d, t, dl.layer_type, tl.layer_type, tl.head_dim, tl.num_kv_heads, tl.sliding_window))
         return tuple(rows)
@@ -365,35 +350,9 @@ class _Resolver:
             if value is not True:
                 self.not_taken(op, f"`{cond.when.text}` is false ({self._values_of(cond.when)})")
                 return
-        from .ops import BY_RECIPE_KEY
+        from .ops.registry import BY_RECIPE_KEY
 
         self.ops.extend(BY_RECIPE_KEY[op.kind].expand(self, op))
-
-    def check_share_module(self, op: OpSpec, role: str) -> bool:
-        """Built-in checks for sharing a target module with the draft: the shapes must fit."""
-        loc = self.recipe.location(op.path + ("role",))
-        d, t = self.draft, self.target
-        if role in ("input_embeddings", "lm_head") and d["vocab_size"] != t["vocab_size"]:
-            self.add("SRG313", f"cannot share {role}: draft vocab_size {d['vocab_size']} != target vocab_size "
-                     f"{t['vocab_size']}", loc)
-            return False
-        if role == "input_embeddings":
-            width = d["backbone_hidden_size"] or d["target_hidden_size"] or d["hidden_size"]
-            if width != t["hidden_size"]:
-                self.add("SRG314", f"cannot share input_embeddings: the draft consumes embeddings of width {width} "
-                         f"but the target's are {t['hidden_size']} wide", loc)
-                return False
-        if role in ("lm_head", "mtp_shared_head"):
-            if d["output_vocab_size"] != t["vocab_size"]:
-                self.add("SRG313", f"cannot share lm_head: the draft predicts {d['output_vocab_size']} tokens "
-                         f"(draft_vocab_size), the target head {t['vocab_size']}", loc,
-                         "a reduced-vocabulary draft keeps its own head: use `keep: {role: lm_head}`")
-                return False
-            if d["hidden_size"] != t["hidden_size"]:
-                self.add("SRG314", f"cannot share lm_head: draft hidden_size {d['hidden_size']} != target "
-                         f"hidden_size {t['hidden_size']}", loc, "use `keep: {role: lm_head}`")
-                return False
-        return True
 
     def not_taken(self, op: OpSpec, why: str) -> None:
         cond = op.condition
@@ -418,7 +377,7 @@ class _Resolver:
         """Operations the plan's engine declares it cannot perform (surgery/ops/ registry), said at
         plan time, once per recipe step: apply / engine start will stop on them (SRG322) unless the
         step says `otherwise: skip | warn` or the user opts out of strictness."""
-        from .ops import UNITS
+        from .ops.registry import UNITS
 
         seen: set[int] = set()
         for op in self.ops:

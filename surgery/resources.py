@@ -16,6 +16,11 @@ def _first_existing(*candidates: Path) -> Path:
     return candidates[0]
 
 
+def data_dir() -> Path:
+    """The packaged data folder (`surgery/data`): codes, config defaults, engine cards, pairs."""
+    return _PKG / "data"
+
+
 def schemas_dir() -> Path:
     return _first_existing(_PKG / "schemas", _PKG.parent / "schemas")
 
@@ -27,7 +32,8 @@ def recipes_dir() -> Path:
 @lru_cache(maxsize=32)
 def load_data(relpath: str):
     """A packaged YAML data file by its path under the `surgery` package (`data/codes.yaml`,
-    `vllm/engine.yaml`): the one loader for data files, parsed once per process."""
+    `data/engines/vllm.yaml`): the one loader for data files, parsed once per process. Callers
+    must not mutate what it returns (it is shared)."""
     import yaml
 
     with open(_PKG / relpath, encoding="utf-8") as fh:

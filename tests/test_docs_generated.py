@@ -53,7 +53,8 @@ def test_recipe_reference_is_generated():
 
 
 def test_op_table_says_which_engine_performs_which_op():
-    from surgery.ops import ENGINES, UNITS, implemented
+    from surgery.engines import ENGINES
+    from surgery.ops.registry import UNITS, implemented
 
     table = GEN.operations_markdown()
     for kind, unit in UNITS.items():

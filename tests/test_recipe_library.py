@@ -388,11 +388,11 @@ def _our_decisions(plan, draft_has_own: bool, identical: bool, draft_vocab: int,
     from dataclasses import replace
 
     from surgery.applier import apply_plan
-    from surgery.vllm.adapter import VLLMAdapter
+    from surgery.live.vllm import VLLMContext
 
     draft, target_lm = _eagle_stand_ins(draft_has_own, identical, draft_vocab, target_vocab)
     ops = tuple(o for o in plan.operations if o.op in ("share_module", "keep"))
-    apply_plan(replace(plan, operations=ops), draft, target_lm, VLLMAdapter())
+    apply_plan(replace(plan, operations=ops), draft, target_lm, VLLMContext())
     return draft.model.embed_tokens is target_lm.model.embed_tokens, draft.lm_head is target_lm.lm_head
 
 
@@ -497,7 +497,7 @@ def test_oracle_mtp_sharing_matches_vllm(v32):
     from dataclasses import replace
 
     from surgery.applier import apply_plan
-    from surgery.vllm.adapter import VLLMAdapter
+    from surgery.live.vllm import VLLMContext
 
     draft, target = _mtp_stand_ins(v32)
     proposer = types.SimpleNamespace(model=draft, vllm_config=types.SimpleNamespace(speculative_config=None),
@@ -515,6 +515,6 @@ def test_oracle_mtp_sharing_matches_vllm(v32):
     assert plan.ok
     draft, target = _mtp_stand_ins(v32)
     apply_plan(replace(plan, operations=tuple(o for o in plan.operations if o.op != "keep")), draft, target,
-               VLLMAdapter())
+               VLLMContext())
     assert _mtp_shared(draft, target) == theirs
     assert theirs["shared_head"] and theirs["lm_head"] and theirs["buffers"] == [v32, v32]

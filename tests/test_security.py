@@ -228,8 +228,8 @@ UNSAFE_YAML = {"unsafe_load", "unsafe_load_all", "full_load", "full_load_all", "
                "FullLoader", "CLoader", "CUnsafeLoader", "CFullLoader"}
 # dynamic imports, each reviewed: the module names are literal constants in the same file
 DYNAMIC_IMPORT_OK = {
-    ("surgery/vllm/hooks.py", "_import_attr"),  # LOAD_MODEL_TARGETS / KV_CACHE_TARGETS literal tuples
-    ("surgery/vllm/plugin.py", "_wrap_reload"),  # a literal tuple of two vLLM runner modules
+    ("surgery/vllm/hooks.py", "_import_attr"),  # LOAD_MODEL_TARGETS / RUNNER_TARGETS literal tuples
+    ("surgery/ops/registry.py", "performer"),  # surgery.ops.<registered recipe key>.<engine card name>
     ("surgery/hf/pair.py", "_load_builder"),  # tools/build_tiny_pair.py of this checkout, a fixed path
     ("surgery/vllm/lazy.py", "exec_module"),  # the import system's own loader, for modules Python is importing
 }
@@ -366,23 +366,23 @@ def test_dynamic_import_module_names_are_literals():
     for node in hooks.body:
         target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
                                                                      else None)
-        if isinstance(target, ast.Name) and target.id in ("LOAD_MODEL_TARGETS", "KV_CACHE_TARGETS"):
+        if isinstance(target, ast.Name) and target.id in ("LOAD_MODEL_TARGETS", "RUNNER_TARGETS"):
             consts[target.id] = ast.literal_eval(node.value)
-    assert set(consts) == {"LOAD_MODEL_TARGETS", "KV_CACHE_TARGETS"}
+    assert set(consts) == {"LOAD_MODEL_TARGETS", "RUNNER_TARGETS"}
     for value in consts.values():
         assert all(isinstance(m, str) and m.startswith("vllm.") and isinstance(c, str) for m, c in value)
     calls = [n for n, _ in _functions(hooks) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_import_attr"]
     assert calls and all(isinstance(c.args[0], ast.Name) and c.args[0].id == "module" for c in calls)
     for node, fn in _functions(hooks):  # every `for module, name in X` loop iterates one of the constants
         if isinstance(node, ast.For) and "module" in ast.unparse(node.target):
-            assert ast.unparse(node.iter) in ("targets", "LOAD_MODEL_TARGETS", "KV_CACHE_TARGETS"), ast.unparse(node)
+            assert ast.unparse(node.iter) in ("targets", "LOAD_MODEL_TARGETS", "RUNNER_TARGETS"), ast.unparse(node)
     for node, fn in _functions(hooks):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("_wrap", "_unwrap"):
-            assert ast.unparse(node.args[0]) in ("LOAD_MODEL_TARGETS", "KV_CACHE_TARGETS"), ast.unparse(node)
-    plugin = _tree(PKG / "vllm" / "plugin.py")
-    (loop,) = [n for n, fn in _functions(plugin) if fn == "_wrap_reload" and isinstance(n, ast.For)
-               and "module" in ast.unparse(n.target)]
-    assert all(m.startswith("vllm.") for m, _ in ast.literal_eval(loop.iter))
+            assert ast.unparse(node.args[0]) in ("LOAD_MODEL_TARGETS", "RUNNER_TARGETS"), ast.unparse(node)
+    registry = _tree(PKG / "ops" / "registry.py")
+    (call,) = [n for n, fn in _functions(registry) if isinstance(n, ast.Call)
+               and getattr(n.func, "attr", "") == "import_module"]
+    assert ast.unparse(call.args[0]) == "performer_module(unit, engine)"
     pair = _tree(PKG / "hf" / "pair.py")
     (call,) = [n for n, fn in _functions(pair) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "spec_from_file_location"]

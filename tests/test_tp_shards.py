@@ -10,7 +10,7 @@ from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE  # noqa: E402
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
 from surgery.applier import apply_plan, verify_plan  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
-from surgery.vllm.adapter import VLLMAdapter  # noqa: E402
+from surgery.live.vllm import VLLMContext  # noqa: E402
 
 
 class FakeAttention(torch.nn.Module):
@@ -60,8 +60,8 @@ def test_each_rank_gets_its_shard_of_per_head_scales(tp):
         shard = full.view(tp, -1)[rank]  # what vLLM holds on this rank for a per-head scale
         target = _model("model", t_types, 4 // tp, lambda i: shard * (i + 1))
         draft = _model("draft_model", d_types, 4 // tp, lambda i: torch.tensor(1.0))
-        report = apply_plan(plan, draft, target, VLLMAdapter(is_attention=lambda m: isinstance(m, FakeAttention)))
-        assert verify_plan(plan, draft, target, VLLMAdapter(is_attention=lambda m: isinstance(m, FakeAttention)), report=report).ok
+        report = apply_plan(plan, draft, target, VLLMContext(is_attention=lambda m: isinstance(m, FakeAttention)))
+        assert verify_plan(plan, draft, target, VLLMContext(is_attention=lambda m: isinstance(m, FakeAttention)), report=report).ok
         for d_idx, t_idx in plan.pairs("kv_source"):
             got = draft.model.layers[d_idx].self_attn.attn._k_scale
             assert torch.equal(got, shard * (t_idx + 1))  # this rank's shard, shape follows the target

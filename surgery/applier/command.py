@@ -262,7 +262,7 @@ def _wrong_map_variant(plan, target):
 
 
 def _step_label(plan, step: int) -> str:
-    from ..ops import UNITS
+    from ..ops.registry import UNITS
 
     first = next(o for o in plan.operations if o.step == step)
     return UNITS[first.op].label(first)

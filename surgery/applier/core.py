@@ -1,6 +1,7 @@
 """Engine-neutral apply and verify.
 
-apply_plan runs in two phases. Phase 1 asks the engine adapter to *prepare* every operation:
+apply_plan runs in two phases. Phase 1 asks each operation's performer for the engine
+(surgery/ops/<kind>/<engine>.py, found through the registry) to *prepare* it:
 resolve module paths, check shapes and kinds on the live objects, and return the reversible
 mutations it would perform; nothing is touched, so any failure leaves both models as they were.
 Phase 2 performs the mutations in order with an undo log; if one raises (a bug, an injected fault,
@@ -14,37 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..diagnostics import Diagnostic, SurgeryError, diag
-from ..plan import Operation, Plan
-from .mutations import Mutation
-
-
-class NotApplicable(Exception):
-    """Raised by an adapter's prepare() when the live objects show an operation means nothing
-    here (e.g. an attribute this engine version does not have on either side). It is reported
-    (SRG321 with the reason), never silently dropped."""
-
-
-@dataclass
-class Prepared:
-    """An operation ready to run: its mutations and the checks that prove it afterwards.
-    `decision` says what a load-time policy chose (e.g. `if_draft_has_own: share_if_identical`
-    keeping a head's own weights); it is reported with the result."""
-
-    op: Operation
-    mutations: list[Mutation]
-    checks: list[Callable[[], "Check"]] = field(default_factory=list)
-    decision: str | None = None
-
-
-@dataclass(frozen=True)
-class Check:
-    op_id: str
-    name: str
-    ok: bool
-    detail: str = ""
-
-    def to_dict(self) -> dict:
-        return {"op": self.op_id, "check": self.name, "ok": self.ok, "detail": self.detail}
+from ..live.context import Context
+from ..live.mutations import Mutation
+from ..live.prepared import Check, NotApplicable, Prepared
+from ..ops.base import Operation
+from ..ops.registry import UNITS, performer
+from ..plan import Plan
 
 
 @dataclass
@@ -87,42 +63,26 @@ class ApplyReport:
         return f"{len(self.not_applicable)} not applicable (SRG321: {shown}{more})"
 
 
-class Adapter:
-    """What an engine adapter provides (see surgery/hf/adapter.py and surgery/vllm/adapter.py):
-    `_prepare_<kind>` for every op kind whose unit (surgery/ops/) does not declare this engine
-    refuses it."""
-
-    engine: str = "?"
-
-    def applicable(self, op: Operation) -> str | None:
-        """None if the engine can run this operation, else the reason it means nothing here
-        (from the op unit's declaration)."""
-        from ..ops import UNITS
-
-        unit = UNITS.get(op.op)
-        return unit.refusal(self.engine) if unit is not None else f"unknown operation kind {op.op!r}"
-
-    def prepare(self, op: Operation, draft: Any, target: Any) -> Prepared:
-        """Dispatch to `_prepare_<op kind>`. A kind neither implemented nor declared (the registry
-        test forbids it) is still reported, never silently skipped."""
-        method = getattr(self, f"_prepare_{op.op}", None)
-        if method is None:
-            raise NotApplicable(f"the {self.engine} adapter does not perform {op.op} operations")
-        return method(op, draft, target)
-
-    def static_checks(self, plan: Plan, draft: Any, target: Any) -> list[Diagnostic]:
-        """Whole-model checks before any operation is prepared (layer counts, model kinds)."""
-        return []
+def refusal(op: Operation, engine: str) -> str | None:
+    """None if the engine performs this operation, else the reason it cannot (the op unit's declaration)."""
+    unit = UNITS.get(op.op)
+    return unit.refusal(engine) if unit is not None else f"unknown operation kind {op.op!r}"
 
 
-def _adapter_for(plan: Plan, adapter: Adapter | None) -> Adapter:
-    if adapter is not None:
-        return adapter
+def prepare_op(op: Operation, draft: Any, target: Any, context: Context) -> Prepared:
+    """The engine's performer of this op kind prepares it (raises NotApplicable / SurgeryError)."""
+    return performer(op.op, context.engine).prepare(op, draft, target, context)
+
+
+def _context_for(plan: Plan, context: Context | None) -> Context:
+    if context is not None:
+        return context
     if plan.runtime.engine == "hf":
-        from ..hf.adapter import HFAdapter
+        from ..live.hf import HFContext
 
-        return HFAdapter()
-    raise SurgeryError(diag("SRG011", f"no default adapter for engine {plan.runtime.engine!r}; pass adapter="))
+        return HFContext()
+    raise SurgeryError(diag("SRG011", f"no default context for engine {plan.runtime.engine!r}; pass context= "
+                            "(e.g. surgery.live.vllm.VLLMContext)"))
 
 
 STRICT_OPT_OUTS = ("`surgery apply --no-strict`, SURGERY_STRICT=0, or additional_config "
@@ -143,23 +103,23 @@ def _not_performed(op: Operation, reason: str, engine: str, strict: bool) -> Dia
                      "or opt out: " + STRICT_OPT_OUTS)
 
 
-def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter,
+def prepare_plan(plan: Plan, draft: Any, target: Any, context: Context,
                  strict: bool = True) -> tuple[list[Prepared], list[Diagnostic]]:
     if not plan.ok:
         raise SurgeryError(plan.errors)
-    if plan.runtime.engine != adapter.engine:
+    if plan.runtime.engine != context.engine:
         raise SurgeryError(diag("SRG402", f"the plan was resolved for engine {plan.runtime.engine!r} but is being "
-                                f"applied with the {adapter.engine!r} adapter",
-                                hint=f"resolve with --engine {adapter.engine}"))
-    problems = adapter.static_checks(plan, draft, target)
+                                f"applied with the {context.engine!r} context",
+                                hint=f"resolve with --engine {context.engine}"))
+    problems = context.static_checks(plan, draft, target)
     if problems:
         raise SurgeryError(problems)
     prepared, not_applicable, errors = [], [], []
     for op in plan.operations:
-        reason = adapter.applicable(op)
+        reason = refusal(op, context.engine)
         if reason is None:
             try:
-                prepared.append(adapter.prepare(op, draft, target))
+                prepared.append(prepare_op(op, draft, target, context))
                 continue
             except NotApplicable as exc:
                 reason = str(exc)
@@ -170,21 +130,21 @@ def prepare_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter,
                 errors.append(diag("SRG402", f"{op.id}: the live models do not have what the plan names "
                                    f"({type(exc).__name__}: {exc})"))
                 continue
-        d = _not_performed(op, reason, adapter.engine, strict)
+        d = _not_performed(op, reason, context.engine, strict)
         (errors if d.code == "SRG322" else not_applicable).append(d)
     if errors:
         raise SurgeryError(errors)
     return prepared, not_applicable
 
 
-def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = None,
+def apply_plan(plan: Plan, draft: Any, target: Any, context: Context | None = None,
                fault: Callable[[Operation, Mutation], None] | None = None, strict: bool = True) -> ApplyReport:
     """Apply atomically. Strict (default): an operation the engine cannot perform is an error
     (SRG322) unless its recipe step says `otherwise: skip|warn`. `fault` (tests only) is called
     before each mutation and may raise."""
     start = time.perf_counter()
-    adapter = _adapter_for(plan, adapter)
-    prepared, not_applicable = prepare_plan(plan, draft, target, adapter, strict=strict)
+    context = _context_for(plan, context)
+    prepared, not_applicable = prepare_plan(plan, draft, target, context, strict=strict)
     done: list[Mutation] = []  # every mutation whose apply() was entered, the failing one included
     current: Operation | None = None
     try:
@@ -213,10 +173,11 @@ def apply_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = No
     return ApplyReport([p.op.id for p in prepared], not_applicable, prepared, time.perf_counter() - start)
 
 
-def verify_plan(plan: Plan, draft: Any, target: Any, adapter: Adapter | None = None,
+def verify_plan(plan: Plan, draft: Any, target: Any, context: Context | None = None,
                 report: ApplyReport | None = None) -> VerifyReport:
-    """Check every applied operation's invariants on the live objects."""
-    adapter = _adapter_for(plan, adapter)
+    """Check every applied operation's invariants on the live objects: the checks each performer
+    prepared with the report (`context` only has to fit the plan, as for apply_plan)."""
+    _context_for(plan, context)
     if report is None:
         raise SurgeryError(diag("SRG011", "verify_plan needs the ApplyReport returned by apply_plan"))
     checks: list[Check] = []

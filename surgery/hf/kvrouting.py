@@ -4,7 +4,7 @@ In transformers 5.x every assistant attention is a KV-shared ``Gemma4TextAttenti
 computing K/V it looks up ``shared_kv_states[self.layer_type]``, and the target's attentions with
 ``store_full_length_kv`` publish theirs under their own ``layer_type``. The mask and rotary embedding
 of a layer are chosen from ``config.layer_types[i]`` instead, so ``self_attn.layer_type`` is *only*
-the lookup key. :func:`prepare_share_kv` (the applier's share_kv) leaves transformers' default map
+the lookup key. The share_kv performer (surgery/ops/share_kv/hf.py) leaves transformers' default map
 alone and, for any other target layer j, makes layer j publish under ``kv_key(j)`` and points the
 draft layer at that key: the wired pair runs under transformers' own contract, in its ``generate``
 and in ours (surgery/hf/generate.py).
@@ -17,7 +17,6 @@ as an independent reference.
 from __future__ import annotations
 
 KV_KEY_PREFIX = "surgery.kv."
-LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 def kv_key(j: int) -> str:
@@ -163,42 +162,3 @@ def reads_target_layer(draft_attn, target, j: int) -> tuple[bool, str]:
     others = [i for i, layer in enumerate(cache.layers) if i != j and getattr(layer, "keys", None) is got[0]]
     return False, (f"key {key!r} holds target layer {others[0]}'s K/V, not layer {j}'s" if others
                    else f"key {key!r} does not hold target layer {j}'s K/V")
-
-
-def prepare_share_kv(op, draft, target):
-    """The HF share_kv operation: checks, reversible mutations and the verification check.
-
-    Raises SurgeryError (nothing touched) when the live modules cannot do what the plan says."""
-    from ..applier.core import Check, Prepared
-    from ..applier.mutations import SetAttr
-    from ..applier.paths import attention_path, get_path
-    from ..diagnostics import SurgeryError, diag
-
-    d_path = attention_path("hf", draft, op.draft_layer, "draft")
-    t_path = attention_path("hf", target, op.target_layer, "target")
-    d_attn, t_attn = get_path(draft, d_path), get_path(target, t_path)
-    if not getattr(d_attn, "is_kv_shared_layer", False):
-        raise SurgeryError(diag("SRG402", f"{op.id}: draft {d_path} computes its own K/V (is_kv_shared_layer is "
-                                "False); HF can only redirect KV-shared layers"))
-    if getattr(t_attn, "is_kv_shared_layer", False):
-        raise SurgeryError(diag("SRG307", f"{op.id}: target {t_path} is KV-shared and holds no K/V of its own"))
-    if getattr(d_attn, "head_dim", None) != getattr(t_attn, "head_dim", None):
-        raise SurgeryError(diag("SRG405", f"{op.id}: draft head_dim {getattr(d_attn, 'head_dim', None)} != target "
-                                f"head_dim {getattr(t_attn, 'head_dim', None)} on the live modules"))
-
-    key = publisher_key(t_attn)
-    mutations = []
-    if key is None or parse_kv_key(key) not in (None, op.target_layer):
-        # target layer j publishes nothing today: make it publish under its own key
-        key = kv_key(op.target_layer)
-        mutations += [SetAttr(f"{op.id} (target publishes)", t_attn, "layer_type", key),
-                      SetAttr(f"{op.id} (target publishes)", t_attn, "store_full_length_kv", True)]
-    if d_attn.layer_type != key:
-        mutations.append(SetAttr(op.id, d_attn, "layer_type", key))
-
-    def reads() -> Check:
-        ok, detail = reads_target_layer(d_attn, target, op.target_layer)
-        return Check(op.id, f"draft {d_path} reads target layer {op.target_layer}'s K/V through transformers' "
-                     "shared_kv_states (live target forward)", ok, detail)
-
-    return Prepared(op, mutations, [reads])

@@ -30,12 +30,14 @@ def load_standalone_pair(target_dir, draft_dir, device="cpu", dtype=None):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from ..live.hf import record_missing_keys
+
     kwargs = dict(use_safetensors=True, trust_remote_code=False, dtype=dtype or torch.float32, output_loading_info=True)
     models = []
     for folder in (target_dir, draft_dir):
         model, info = AutoModelForCausalLM.from_pretrained(str(folder), **kwargs)
-        # what the checkpoint did not bring (as surgery/hf/pair.py records it for `must_exist`)
-        model._surgery_missing_keys = frozenset(info.get("missing_keys", ()))
+        # what the checkpoint did not bring (read by `must_exist` and `if_draft_has_own`)
+        record_missing_keys(model, info.get("missing_keys", ()))
         models.append(model.to(device).eval())
     return models[0], models[1]
 

@@ -1,20 +1,17 @@
 """What every operation kind has: a typed, frozen spec and a unit describing it.
 
-An *op unit* (one module per kind in this package) holds everything about one kind of
+An *op unit* (one folder per kind in this package) holds everything about one kind of
 operation: its spec (a frozen `Operation` subclass with only the fields that kind uses), how a recipe step
-expands into concrete specs, how a step renders in the plan table, and, per engine, either an
-implementation (the engine adapter's `_prepare_<kind>` method, surgery/hf/adapter.py and
-surgery/vllm/adapter.py) or a declared reason why that engine cannot perform it. The registry
-(surgery/ops/__init__.py) lists the units; tests/test_op_registry.py fails when an (op kind x
-engine) pair is neither implemented nor declared, or when a spec field is ignored by an adapter.
+expands into concrete specs, how a step renders in the plan table, and, per engine, either a
+performer (`surgery/ops/<kind>/<engine>.py` with `prepare(op, draft, target, context)`) or a
+declared reason why that engine cannot perform it. The registry (surgery/ops/registry.py) checks
+both when a unit is registered; tests/ops/test_registry.py fails when a spec field is ignored by a
+performer.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar
-
-ENGINES = ("hf", "vllm")
-
 
 @dataclass(frozen=True, kw_only=True)
 class Operation:
@@ -51,7 +48,7 @@ class Operation:
 class OpUnit:
     """One operation kind: the recipe key that introduces it, its spec class, expansion,
     rendering, and the engines that refuse it (engine -> reason). An engine not listed in
-    `refused_by` must implement `_prepare_<kind>` in its adapter."""
+    `refused_by` must have a performer module `surgery/ops/<recipe_key>/<engine>.py`."""
 
     kind: str
     recipe_key: str

@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..applier.paths import get_path, has_path, role_paths, split_parent
+from ..engines import card
+from ..live.paths import get_path, has_path, role_paths, split_parent
 from ..diagnostics import SurgeryError, diag
 
 KINDS = ("target", "random")
@@ -35,12 +36,10 @@ def _first(root: Any, candidates: list[str]) -> str | None:
 def role_sites(draft: Any, target: Any, role: str) -> list[tuple[str, str]]:
     """(draft path, target path) of every place the role lives on the live models; per-layer roles
     give one site per layer the draft has."""
-    from ..applier.paths import engine_table
-
-    entry = engine_table()["vllm"]["roles"].get(role)
+    entry = card("vllm")["roles"].get(role)
     if entry is None:
         raise SurgeryError(diag("SRG460", f"ablation rewires role {role!r}, which has no vLLM module "
-                                "(surgery/vllm/engine.yaml roles)", hint="use a role listed there"))
+                                "(the vLLM engine card's roles, surgery/data/engines/vllm.yaml)", hint="use a role listed there"))
     per_layer = any("{i}" in c for c in (entry["draft"] if isinstance(entry, dict) else entry))
     layers = range(MAX_LAYER) if per_layer else (None,)
     sites = []

@@ -14,56 +14,36 @@ written as JSON to `SURGERY_REPORT=path` when set. Findings of severity `error` 
 acceptance; `surgery audit` exits 1 on them. What could not be compared is listed under `not_applicable`,
 never passed over silently.
 
-`write_report` is the one report writer (normal mode uses it too): keys `plan`, `apply`, `verify`,
-`findings`, `not_applicable`.
+`write_report` builds the audit's report (keys `plan`, `apply`, `verify`, `findings`,
+`not_applicable`); surgery/vllm/report.py writes it (atomically, one file per rank).
 """
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..live.values import plain_value, values_equal
+from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language_model
+from . import report, state
+from .log import get_logger
+from .selection import ENV_MODE, plan_from_config
+from .wiring import get_layer_maps, role_module
 
-ENV_MODE = "SURGERY_MODE"
-ENV_REPORT = "SURGERY_REPORT"
 REPORT_FORMAT = 1
-LOGGER_NAME = "vllm.surgery"  # a child of vLLM's "vllm" logger: its handler prints our lines
-
-
-def logger() -> logging.Logger:
-    try:
-        from vllm.logger import init_logger
-
-        return init_logger(LOGGER_NAME)
-    except Exception:  # noqa: BLE001 - vLLM absent: a plain logger of the same name
-        return logging.getLogger(LOGGER_NAME)
-
-
-def selected_mode(vllm_config: Any) -> str:
-    """"audit" or "apply" (the default). additional_config wins over the environment."""
-    extra = getattr(vllm_config, "additional_config", None) or {}
-    sub = extra.get("surgery") if isinstance(extra, dict) else None
-    if isinstance(sub, dict) and sub.get("mode"):
-        return str(sub["mode"]).lower()
-    return (os.environ.get(ENV_MODE) or "apply").lower()
-
-
-def audit_mode(vllm_config: Any) -> bool:
-    return selected_mode(vllm_config) == "audit"
 
 
 # --------------------------------------------------------------------------- the report
 
 
-def write_report(path: str | os.PathLike | None = None, *, plan: Any = None, apply: Any = None, verify: Any = None,
+def write_report(path: str | Path | None = None, *, plan: Any = None, apply: Any = None, verify: Any = None,
                  findings: list | None = None, not_applicable: list | None = None, mode: str = "apply",
                  extra: dict | None = None) -> str | None:
     """Write the plugin's JSON report to `path` (default: $SURGERY_REPORT; nothing when neither is set).
     Atomic (temp file + rename) so a reader never sees half a report. Returns the path written."""
-    path = path or os.environ.get(ENV_REPORT)
-    if not path:
+    path = Path(path) if path else report.report_path(report.worker_rank())
+    if path is None:
         return None
     data = {
         "format": REPORT_FORMAT,
@@ -75,9 +55,7 @@ def write_report(path: str | os.PathLike | None = None, *, plan: Any = None, app
         "not_applicable": list(not_applicable or []),
         **(extra or {}),
     }
-    from .report import write_json_atomic  # the one atomic writer (normal mode's report uses it too)
-
-    write_json_atomic(Path(path), data)
+    report.write_json_atomic(path, data)
     return str(path)
 
 
@@ -117,33 +95,8 @@ class Audit:
                 "ok": not self.errors}
 
 
-def _target_lm(target_model: Any) -> Any:
-    if target_model is not None and hasattr(target_model, "get_language_model"):
-        try:
-            return target_model.get_language_model()
-        except Exception:  # noqa: BLE001
-            return target_model
-    return target_model
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if isinstance(a, list) or isinstance(b, list):
-        la = a if isinstance(a, list) else [a]
-        lb = b if isinstance(b, list) else [b]
-        if len(la) == 1 and len(lb) > 1:
-            la = la * len(lb)
-        if len(lb) == 1 and len(la) > 1:
-            lb = lb * len(la)
-        return len(la) == len(lb) and all(_same_value(x, y) for x, y in zip(la, lb))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(b)))
-    return a == b
-
-
 def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
     """Compare vLLM's stock wiring (right after the draft is loaded) with the plan."""
-    from .hooks import _value, get_layer_maps
-
     plan = audit.plan
     maps = get_layer_maps(proposer, target_model)
     for op in plan.ops("share_kv"):
@@ -176,8 +129,8 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
             audit.na(op.id, f"{op.attr} absent on the live layers of this vLLM")
             continue
         audit.count("copy_attr")
-        dv, tv = _value(getattr(d, op.attr)), _value(getattr(t, op.attr))
-        if not _same_value(dv, tv):
+        dv, tv = plain_value(getattr(d, op.attr)), plain_value(getattr(t, op.attr))
+        if not values_equal(dv, tv, broadcast=True, rel_tol=1e-6):
             latent = "" if audit.quantized_cache else " (latent: the cache is not quantized now, so unused)"
             audit.add("load", "SRG701", f"draft layer {op.draft_layer} {op.attr} = {dv} but target layer "
                       f"{op.target_layer}, whose cache it reads, has {tv}{latent}", where,
@@ -187,15 +140,12 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
 
 def _audit_modules(audit: Audit, proposer: Any, target_model: Any) -> None:
     draft = proposer.model
-    target_lm = _target_lm(target_model)
-    d_embed = getattr(getattr(draft, "model", None), "embed_tokens", None)
-    t_embed = getattr(getattr(target_lm, "model", None), "embed_tokens", None)
-    d_head, t_head = getattr(draft, "lm_head", None), getattr(target_lm, "lm_head", None)
+    target_lm = target_language_model(target_model)
     plan = audit.plan
     for op in plan.ops("share_module") + plan.ops("keep"):
         if op.layer is not None or op.role not in ("input_embeddings", "lm_head"):
             continue
-        mine, theirs = (d_embed, t_embed) if op.role == "input_embeddings" else (d_head, t_head)
+        mine, theirs = role_module(draft, op.role, "draft"), role_module(target_lm, op.role, "target")
         if mine is None or theirs is None:
             audit.na(op.id, f"{op.role}: no such module on the live {'draft' if mine is None else 'target'}")
             continue
@@ -235,8 +185,6 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None
     """After the KV caches are bound: cache identity of shared layers; the target's aux layers."""
     import torch
 
-    from .hooks import get_layer_maps
-
     plan = audit.plan
     maps = get_layer_maps(proposer, target_model) if plan.ops("share_kv") else None
     for op in plan.ops("share_kv"):
@@ -258,32 +206,22 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None
         if tuple(sorted(set(live))) != want:
             audit.add("kv_cache", "SRG707", f"the target captures hidden states of layers {list(live)}; the head's "
                       f"config / recipe says {list(want)} ({op.id})", "aux_hidden_state_layers")
-        from .adapter import _aux_holder, embedding_capture_is_copied
-
-        holder = _aux_holder(target_model)
+        holder = aux_holder(target_model)
         if 0 in live and holder is not None and not embedding_capture_is_copied(holder):
             audit.add("kv_cache", "SRG709", f"aux layer 0 (the embeddings) is handed to the head by reference: the "
                       f"first decoder layer's in-place add-RMSNorm overwrites it before the head reads it ({op.id})",
                       "_maybe_add_hidden_state")
 
 
-def config_findings(audit: Audit, proposer: Any) -> None:
-    """Field checks of surgery/checks/field.py with what the engine really runs (its method)."""
+def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
+    """Field checks of surgery/checks/field.py with what the engine really runs (its method), on
+    the facts the plan was resolved from."""
     from ..checks.field import field_checks
-    from ..recipe import load_recipe
-    from .plugin import _model_facts, selected_recipe
 
-    vllm_config = proposer.vllm_config
     spec = proposer.speculative_config
-    try:
-        recipe = load_recipe(selected_recipe(vllm_config))
-        draft = _model_facts(spec.draft_model_config.model, spec.draft_model_config.hf_config, "draft")
-        target = _model_facts(vllm_config.model_config.model, vllm_config.model_config.hf_config, "target")
-    except Exception as exc:  # noqa: BLE001 - a config the plan was resolved from cannot vanish; say so if it does
-        audit.na("field_checks", f"{type(exc).__name__}: {exc}")
-        return
-    for d in field_checks(audit.plan, recipe, draft, target, method=getattr(spec, "method", None), method_given=True,
-                          max_model_len=getattr(vllm_config.model_config, "max_model_len", None)):
+    for d in field_checks(audit.plan, selection.recipe, selection.draft, selection.target,
+                          method=getattr(spec, "method", None), method_given=True,
+                          max_model_len=getattr(proposer.vllm_config.model_config, "max_model_len", None)):
         audit.findings.append(("load", d))
 
 
@@ -291,7 +229,7 @@ def config_findings(audit: Audit, proposer: Any) -> None:
 
 
 def _log(audit: Audit, stage: str) -> None:
-    log = logger()
+    log = get_logger()
     new = [d for s, d in audit.findings if s == stage]
     for d in new:
         level = {ERROR: logging.ERROR, WARNING: logging.WARNING}.get(d.severity, logging.INFO)
@@ -302,24 +240,8 @@ def _log(audit: Audit, stage: str) -> None:
              sum(d.severity == ERROR for d in new), len(audit.not_applicable))
 
 
-def _rank_path() -> str | None:
-    """$SURGERY_REPORT for rank 0; `<path>.rank<N>` for the other ranks of a multi-GPU engine (each rank
-    wires its own drafter, and ranks can disagree: vllm#50158)."""
-    path = os.environ.get(ENV_REPORT)
-    if not path:
-        return None
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and dist.get_rank() > 0:
-            return f"{path}.rank{dist.get_rank()}"
-    except Exception:  # noqa: BLE001 - no process group: a single rank
-        pass
-    return path
-
-
 def _write(audit: Audit, stage: str) -> None:
-    write_report(_rank_path(), plan=audit.plan, apply=None, verify=None, mode="audit",
+    write_report(plan=audit.plan, apply=None, verify=None, mode="audit",
                  findings=[{**d.to_dict(), "stage": s} for s, d in audit.findings],
                  not_applicable=audit.not_applicable, extra={"stage": stage, "checked": audit.checked,
                                                              "ok": not audit.errors})
@@ -327,26 +249,26 @@ def _write(audit: Audit, stage: str) -> None:
 
 def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
     from ..diagnostics import SurgeryError
-    from .plugin import plan_for
 
     try:
-        plan = plan_for(proposer)
+        selection = plan_from_config(proposer.vllm_config, proposer.speculative_config)
     except SurgeryError as exc:  # audit observes; a recipe that does not load is reported, not raised
         for d in exc.diagnostics:
-            logger().error("spec-surgery audit: %s", d.render())
+            get_logger().error("spec-surgery audit: %s", d.render())
         write_report(mode="audit", findings=exc.diagnostics,
                      not_applicable=[{"check": "all", "reason": "the recipe could not be resolved"}])
         return None
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
-        logger().error("spec-surgery audit: could not resolve the recipe against this engine: %s: %s",
+        get_logger().error("spec-surgery audit: could not resolve the recipe against this engine: %s: %s",
                        type(exc).__name__, exc)
         write_report(mode="audit", not_applicable=[{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}])
         return None
-    if plan is None:
-        logger().warning("spec-surgery audit: %s=audit but no recipe selected (SURGERY_RECIPE or "
+    if selection is None:
+        get_logger().warning("spec-surgery audit: %s=audit but no recipe selected (SURGERY_RECIPE or "
                          "additional_config.surgery.recipe): nothing to compare vLLM's wiring with", ENV_MODE)
         write_report(mode="audit", not_applicable=[{"check": "all", "reason": "no recipe selected"}])
         return None
+    plan = selection.plan
     audit = Audit(plan)
     for d in plan.diagnostics:
         if d.severity in (ERROR, WARNING):
@@ -355,20 +277,19 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
         audit_after_load(audit, proposer, target_model)
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
         audit.na("after_load", f"{type(exc).__name__}: {exc}")
-    config_findings(audit, proposer)
-    proposer._surgery_audit = audit
-    proposer._surgery_audit_target = target_model
+    config_findings(audit, proposer, selection)
+    state.record(proposer, audit=audit, audit_target=target_model)
     _log(audit, "load")
     _write(audit, "load")
     return audit
 
 
 def after_kv_cache_bound(proposer: Any, is_profiling: bool) -> Audit | None:
-    audit = getattr(proposer, "_surgery_audit", None)
+    audit = state.recorded(proposer, "audit")
     if audit is None or is_profiling:
         return audit
     try:
-        audit_after_kv_cache(audit, proposer, getattr(proposer, "_surgery_audit_target", None))
+        audit_after_kv_cache(audit, proposer, state.recorded(proposer, "audit_target"))
     except Exception as exc:  # noqa: BLE001
         audit.na("after_kv_cache", f"{type(exc).__name__}: {exc}")
     _log(audit, "kv_cache")

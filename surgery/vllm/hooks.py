@@ -1,4 +1,6 @@
-"""Hook points into vLLM's speculative-decoding draft loading (legacy V1 runner).
+"""Hook points into vLLM: wrapping the methods where a draft is loaded, KV caches are bound and
+weights are reloaded, and running the registered callbacks there. (What the wired models look
+like afterwards: surgery/vllm/wiring.py.)
 
 Everything here imports vLLM lazily, inside functions, so ``surgery`` stays
 importable without vLLM. Findings behind this module: ``bench/vllm_probe/FINDINGS.md``.
@@ -27,26 +29,21 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from . import state
+
 __all__ = [
-    "LayerMaps",
     "LOAD_MODEL_TARGETS",
-    "KV_CACHE_TARGETS",
-    "SCALE_TENSOR_ATTRS",
-    "SCALE_FLOAT_ATTRS",
-    "SCALE_CPU_ATTRS",
+    "RUNNER_TARGETS",
     "install_load_model_hook",
     "install_kv_cache_hook",
+    "install_reload_hook",
     "remove_hook",
     "uninstall_all",
     "installed_targets",
-    "get_layer_maps",
-    "set_kv_sharing_target",
-    "describe_wiring",
-    "find_live_runner",
-    "find_live_drafter",
+    "missing_targets",
+    "target_model_of",
 ]
 
 # (module, class) whose ``load_model(self, target_model)`` loads and wires a draft.
@@ -62,21 +59,19 @@ LOAD_MODEL_TARGETS: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu.spec_decode.gemma4.speculator", "Gemma4Speculator"),
 )
 
-# (module, class) whose ``initialize_kv_cache(self, kv_cache_config, ...)`` binds KV caches.
-KV_CACHE_TARGETS: tuple[tuple[str, str], ...] = (
+# The model-runner classes, the one list of them: (module, class) whose
+# ``initialize_kv_cache(self, kv_cache_config, ...)`` binds KV caches and whose
+# ``reload_weights(self, ...)`` reloads weights (where the class defines it; a subclass that
+# inherits it is covered by its base's wrapper).
+RUNNER_TARGETS: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner"),
     ("vllm.v1.worker.cpu_model_runner", "CPUModelRunner"),
     ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner"),
 )
 
-# KV-scale attributes on vllm.model_executor.layers.attention.Attention
-SCALE_TENSOR_ATTRS = ("_k_scale", "_v_scale")  # registered buffers (or nn.Parameter under quant)
-SCALE_FLOAT_ATTRS = ("_k_scale_float", "_v_scale_float")  # python floats, read by CPU/FlashInfer kernels
-SCALE_CPU_ATTRS = ("_k_scale_cpu", "_v_scale_cpu")  # plain attribute, 0-d float32 CPU tensors
-
 _WRAP_MARK = "__surgery_hook__"
 _lock = threading.RLock()
-_callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "kv": []}
+_callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "kv": [], "reload": []}
 _tls = threading.local()
 
 
@@ -140,7 +135,7 @@ def _make_load_model_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
         outermost = _enter("load", self) == 1
         try:
             if outermost:
-                self._surgery_target_model = target_model
+                state.record(self, target_model=target_model)
                 for cb in list(_callbacks["before"]):
                     cb(self, target_model)
             result = orig(self, target_model, *args, **kwargs)
@@ -171,6 +166,18 @@ def _make_kv_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(initialize_kv_cache, _WRAP_MARK, orig)
     return initialize_kv_cache
+
+
+def _make_reload_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def reload_weights(self, *args, **kwargs):
+        result = orig(self, *args, **kwargs)
+        for cb in list(_callbacks["reload"]):
+            cb(self)
+        return result
+
+    setattr(reload_weights, _WRAP_MARK, orig)
+    return reload_weights
 
 
 def _wrap(targets, method: str, factory) -> list[str]:
@@ -229,7 +236,16 @@ def install_kv_cache_hook(callback: Callable[[Any, Any, bool], Any]) -> list[str
     with _lock:
         if callback not in _callbacks["kv"]:
             _callbacks["kv"].append(callback)
-        return _wrap(KV_CACHE_TARGETS, "initialize_kv_cache", _make_kv_wrapper)
+        return _wrap(RUNNER_TARGETS, "initialize_kv_cache", _make_kv_wrapper)
+
+
+def install_reload_hook(callback: Callable[[Any], Any]) -> list[str]:
+    """Run ``callback(model_runner)`` after the runner's ``reload_weights`` returned (the runners
+    that define it). Idempotent."""
+    with _lock:
+        if callback not in _callbacks["reload"]:
+            _callbacks["reload"].append(callback)
+        return _wrap(RUNNER_TARGETS, "reload_weights", _make_reload_wrapper)
 
 
 def remove_hook(callback: Callable[..., Any]) -> None:
@@ -246,13 +262,15 @@ def uninstall_all() -> None:
         for cbs in _callbacks.values():
             cbs.clear()
         _unwrap(LOAD_MODEL_TARGETS, "load_model")
-        _unwrap(KV_CACHE_TARGETS, "initialize_kv_cache")
+        _unwrap(RUNNER_TARGETS, "initialize_kv_cache")
+        _unwrap(RUNNER_TARGETS, "reload_weights")
 
 
 def installed_targets() -> list[str]:
     """Qualified names of methods currently wrapped by this module."""
     out = []
-    for targets, method in ((LOAD_MODEL_TARGETS, "load_model"), (KV_CACHE_TARGETS, "initialize_kv_cache")):
+    for targets, method in ((LOAD_MODEL_TARGETS, "load_model"), (RUNNER_TARGETS, "initialize_kv_cache"),
+                            (RUNNER_TARGETS, "reload_weights")):
         for module, name in targets:
             cls = _import_attr(module, name)
             fn = cls.__dict__.get(method) if cls is not None else None
@@ -261,233 +279,6 @@ def installed_targets() -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- layers
-
-
-@dataclass
-class LayerMaps:
-    """Draft and target attention layers of one live engine, keyed by layer index."""
-
-    draft: dict[int, Any] = field(default_factory=dict)  # index -> Attention
-    target: dict[int, Any] = field(default_factory=dict)
-    draft_names: dict[int, str] = field(default_factory=dict)  # index -> full layer name
-    target_names: dict[int, str] = field(default_factory=dict)
-    static_forward_context: dict[str, Any] = field(default_factory=dict)
-
-    def by_name(self, name: str) -> Any:
-        return self.static_forward_context[name]
-
-
-def _attention_modules(module) -> dict[str, Any]:
-    """``{layer_name: Attention}`` for every vLLM attention layer under ``module``."""
-    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-
-    out = {}
-    for _, sub in module.named_modules():
-        if isinstance(sub, AttentionLayerBase) and getattr(sub, "layer_name", None):
-            out[sub.layer_name] = sub
-    return out
-
-
-def get_layer_maps(proposer, target_model=None) -> LayerMaps:
-    """Draft and target attention layers of a live drafter (after its load_model).
-
-    Names are the ``Attention.layer_name`` strings (= ``static_forward_context``
-    keys): target ``model.layers.{i}.self_attn.attn`` (``Gemma4ForCausalLM``) or
-    ``language_model.model.layers.{i}.self_attn.attn`` (multimodal wrapper); draft
-    ``draft_model.layers.{i}.self_attn.attn`` (``Gemma4MTP`` builds its inner model
-    with prefix ``draft_model``).
-    """
-    from vllm.model_executor.models.utils import extract_layer_index
-
-    sfc = proposer.vllm_config.compilation_config.static_forward_context
-    draft_layers = _attention_modules(proposer.model)
-    if target_model is None:
-        target_model = getattr(proposer, "_surgery_target_model", None)
-    if target_model is not None:
-        target_layers = _attention_modules(target_model)
-    else:  # everything registered that is not the draft's
-        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-
-        target_layers = {
-            n: m for n, m in sfc.items() if isinstance(m, AttentionLayerBase) and n not in draft_layers
-        }
-    maps = LayerMaps(static_forward_context=sfc)
-    for names, layers, dst, dst_names in (
-        (draft_layers, draft_layers, maps.draft, maps.draft_names),
-        (target_layers, target_layers, maps.target, maps.target_names),
-    ):
-        for name in sorted(names, key=extract_layer_index):
-            idx = extract_layer_index(name)
-            if idx in dst:
-                raise ValueError(f"two attention layers with index {idx}: {dst_names[idx]}, {name}")
-            dst[idx] = layers[name]
-            dst_names[idx] = name
-    return maps
-
-
-def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=None, *, sync_impl: bool = True) -> None:
-    """Point ``attn`` at ``target_layer_name`` the way ``Attention.__init__`` would.
-
-    Re-runs vLLM's constructor check ``validate_kv_sharing_target`` (not the same
-    layer; target registered in the static forward context; same ``attn_type``),
-    sets ``attn.kv_sharing_target_layer_name`` and, unless ``sync_impl=False``, the
-    backend impl's own copy ``attn.impl.kv_sharing_target_layer_name`` (vLLM's
-    legacy Gemma4 proposer leaves the impl copy at ``None``). Must run before
-    ``get_kv_cache_spec`` (i.e. in a load_model hook) to affect cache allocation.
-    """
-    from vllm.model_executor.layers.attention.attention import validate_kv_sharing_target
-
-    if static_forward_context is None:
-        from vllm.config import get_current_vllm_config
-
-        static_forward_context = get_current_vllm_config().compilation_config.static_forward_context
-    validate_kv_sharing_target(attn.layer_name, target_layer_name, static_forward_context)
-    from .adapter import kv_sharing_mutations
-
-    for m in kv_sharing_mutations(attn.layer_name, attn, target_layer_name, sync_impl=sync_impl):
-        m.apply()
-
-
-# --------------------------------------------------------------------------- describe
-
-
-def _kind(module, name: str) -> str:
-    import torch
-
-    if name in module._parameters:
-        return "parameter"
-    if name in module._buffers:
-        return "buffer"
-    if not hasattr(module, name):
-        return "missing"
-    val = getattr(module, name)
-    return "tensor_attr" if isinstance(val, torch.Tensor) else "attr"
-
-
-def _value(v):
-    import torch
-
-    if isinstance(v, torch.Tensor):
-        v = v.detach().to("cpu", torch.float32)
-        return v.item() if v.numel() == 1 and v.dim() == 0 else v.flatten().tolist()
-    return v
-
-
-def _scale_info(attn) -> dict[str, dict[str, Any]]:
-    import torch
-
-    out = {}
-    for name in SCALE_TENSOR_ATTRS + SCALE_CPU_ATTRS + SCALE_FLOAT_ATTRS:
-        v = getattr(attn, name, None)
-        info: dict[str, Any] = {"kind": _kind(attn, name), "value": _value(v)}
-        if isinstance(v, torch.Tensor):
-            info.update(shape=tuple(v.shape), dtype=str(v.dtype), device=str(v.device))
-        out[name] = info
-    return out
-
-
-def _view_key(t) -> tuple | None:
-    import torch
-
-    if not isinstance(t, torch.Tensor) or t.numel() == 0:
-        return None
-    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-
-
-def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
-    """Plain-data snapshot of how the draft is wired into the target.
-
-    Per draft layer: its ``kv_sharing_target_layer_name`` (layer and impl copy), the
-    target index it points at, whether its bound ``kv_cache`` *is* the target
-    layer's tensor (and, weaker, the same view: data_ptr/shape/stride/dtype; note
-    ``data_ptr`` alone is NOT evidence: with the hybrid allocator all KV-cache
-    groups' layers can start at the same pointer), and the KV-scale attributes of
-    both layers with their registration kind (buffer/parameter/...).
-    """
-    import torch
-
-    maps = get_layer_maps(proposer, target_model)
-    if target_model is None:
-        target_model = getattr(proposer, "_surgery_target_model", None)
-    sfc = maps.static_forward_context
-    target_name_to_idx = {n: i for i, n in maps.target_names.items()}
-
-    layers = []
-    for idx, attn in maps.draft.items():
-        tname = getattr(attn, "kv_sharing_target_layer_name", None)
-        tattn = sfc.get(tname) if tname else None
-        kv = getattr(attn, "kv_cache", None)
-        tkv = getattr(tattn, "kv_cache", None) if tattn is not None else None
-        layers.append(
-            {
-                "draft_index": idx,
-                "draft_layer_name": maps.draft_names[idx],
-                "sliding_window": getattr(attn, "sliding_window", None),
-                "head_size": getattr(attn, "head_size", None),
-                "num_kv_heads": getattr(attn, "num_kv_heads", None),
-                "kv_cache_dtype": getattr(attn, "kv_cache_dtype", None),
-                "kv_sharing_target_layer_name": tname,
-                "impl_kv_sharing_target_layer_name": getattr(
-                    getattr(attn, "impl", None), "kv_sharing_target_layer_name", None
-                ),
-                "target_index": target_name_to_idx.get(tname),
-                "target_sliding_window": getattr(tattn, "sliding_window", None),
-                "kv_cache_bound": isinstance(kv, torch.Tensor) and kv.numel() > 0,
-                "kv_cache_is_target": tkv is not None and kv is tkv,
-                "kv_cache_same_view": _view_key(kv) is not None and _view_key(kv) == _view_key(tkv),
-                "kv_cache_data_ptr": kv.data_ptr() if isinstance(kv, torch.Tensor) and kv.numel() else None,
-                "scales": _scale_info(attn),
-                "target_scales": _scale_info(tattn) if tattn is not None else None,
-            }
-        )
-
-    draft_model = proposer.model
-    draft_inner = getattr(draft_model, "model", None)
-    target_lm = target_model
-    if target_model is not None and hasattr(target_model, "get_language_model"):
-        try:
-            target_lm = target_model.get_language_model()
-        except Exception:  # noqa: BLE001
-            target_lm = target_model
-    target_inner = getattr(target_lm, "model", None)
-    d_embed = getattr(draft_inner, "embed_tokens", None)
-    t_embed = getattr(target_inner, "embed_tokens", None)
-    lm_head = getattr(draft_model, "lm_head", None)
-    return {
-        "proposer_class": type(proposer).__name__,
-        "draft_model_class": type(draft_model).__name__,
-        "target_model_class": type(target_model).__name__ if target_model is not None else None,
-        "draft_layer_names": dict(maps.draft_names),
-        "target_layer_names": dict(maps.target_names),
-        "layers": layers,
-        "embed_tokens_shared": d_embed is not None and d_embed is t_embed,
-        "draft_embed_shape": tuple(d_embed.weight.shape) if d_embed is not None else None,
-        "draft_lm_head_is_target_lm_head": lm_head is not None and lm_head is getattr(target_lm, "lm_head", None),
-        "draft_lm_head_shape": tuple(lm_head.weight.shape) if lm_head is not None else None,
-    }
-
-
-# --------------------------------------------------------------------------- live objects
-
-
-def find_live_runner(llm):
-    """The model runner of an in-process ``vllm.LLM`` (``VLLM_ENABLE_V1_MULTIPROCESSING=0``).
-
-    Path: ``llm.llm_engine.engine_core`` (InprocClient) ``.engine_core`` (EngineCore)
-    ``.model_executor`` (UniProcExecutor) ``.driver_worker`` (WorkerWrapperBase)
-    ``.worker`` (CPUWorker) ``.model_runner`` (CPUModelRunner). With multiprocessing
-    use ``llm.collective_rpc(fn)`` instead: ``fn(worker)`` runs in each worker.
-    """
-    client = llm.llm_engine.engine_core
-    core = getattr(client, "engine_core", None)
-    if core is None:
-        raise RuntimeError(
-            f"{type(client).__name__} is not in-process; set VLLM_ENABLE_V1_MULTIPROCESSING=0 "
-            "or use LLM.collective_rpc"
-        )
-    return core.model_executor.driver_worker.worker.model_runner
-
-
-def find_live_drafter(llm):
-    return find_live_runner(llm).drafter
+def target_model_of(proposer: Any) -> Any:
+    """The target model the wrapped ``load_model`` was called with (None before it ran)."""
+    return state.recorded(proposer, "target_model")

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import state
+from .hooks import target_model_of
+
 __all__ = ["wiring", "worker_wiring", "runner_wiring", "surgery_summary"]
 
 
@@ -27,12 +30,12 @@ def _scales(info: dict | None) -> dict | None:
 
 def surgery_summary(proposer: Any) -> dict | None:
     """The plugin's results stored on the proposer (None if no recipe was applied)."""
-    plan = getattr(proposer, "_surgery_plan", None)
+    plan = state.recorded(proposer, "plan")
     if plan is None:
         return None
-    report = getattr(proposer, "_surgery_report", None)
-    ver = getattr(proposer, "_surgery_verify", None)
-    kv = getattr(proposer, "_surgery_kv_checks", None)
+    report = state.recorded(proposer, "report")
+    ver = state.recorded(proposer, "verify")
+    kv = state.recorded(proposer, "kv_checks")
     return {
         "recipe": plan.recipe,
         "recipe_file": plan.recipe_file,
@@ -45,7 +48,7 @@ def surgery_summary(proposer: Any) -> dict | None:
         # SRG321: operations this engine did not perform, each with its reason
         "not_applicable": [d.to_dict() for d in report.not_applicable] if report is not None else None,
         "decisions": dict(report.decisions) if report is not None else None,
-        "hint_problems": [d.to_dict() for d in getattr(proposer, "_surgery_hint_problems", None) or []],
+        "hint_problems": [d.to_dict() for d in state.recorded(proposer, "hint_problems") or []],
         "apply_seconds": report.seconds if report is not None else None,
         "verification": None if ver is None else {
             "ok": ver.ok, "checks": len(ver.checks), "failed": [c.to_dict() for c in ver.failed]},
@@ -56,12 +59,12 @@ def surgery_summary(proposer: Any) -> dict | None:
 
 def runner_wiring(runner: Any) -> dict:
     """Wiring summary of one model runner (legacy ``drafter`` or V2 ``speculator``)."""
-    from .hooks import describe_wiring
+    from .wiring import describe_wiring
 
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     if proposer is None or getattr(proposer, "model", None) is None:
         return {"speculative": False, "layers": [], "shared_modules": {}, "surgery": None}
-    target = getattr(proposer, "_surgery_target_model", None) or getattr(runner, "model", None)
+    target = target_model_of(proposer) or getattr(runner, "model", None)
     w = describe_wiring(proposer, target)
     shared_cache = dict(getattr(runner, "shared_kv_cache_layers", {}) or {})
     layers = []
@@ -111,7 +114,7 @@ def wiring(llm: Any) -> dict:
     except Exception as exc:  # noqa: BLE001 - e.g. an executor that cannot ship the callable
         errors.append(f"collective_rpc: {type(exc).__name__}: {exc}")
     if not results:
-        from .hooks import find_live_runner
+        from .wiring import find_live_runner
 
         results = [runner_wiring(find_live_runner(llm))]
         via = "in_process_runner"

@@ -2,8 +2,9 @@
 
 Written by the process that applied the recipe (the vLLM worker) after load and again after the KV
 caches are bound; each write replaces the whole file atomically (temp file in the same folder, then
-`os.replace`), so a reader never sees half a report. Keys (stable; other writers such as the audit
-mode add to `findings` through `update`):
+`os.replace`), so a reader never sees half a report. This module is the one writer and the one
+place the per-rank path is decided; the audit mode (surgery/vllm/audit.py) writes its own keys
+through `write`. Keys of the apply report (stable):
 
     stage           "loaded" | "kv_bound"
     recipe, recipe_file, verified (bool: apply verification and, once bound, the KV-cache checks)
@@ -24,6 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from . import state
 
 ENV_REPORT = "SURGERY_REPORT"
 KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",
@@ -90,7 +93,8 @@ def update(path: Path, **changes: Any) -> dict:
     return data
 
 
-def _worker_rank() -> int | None:
+def worker_rank() -> int | None:
+    """This process's rank in vLLM's world group (None outside an initialised worker: one rank)."""
     try:
         from vllm.distributed import get_world_group
 
@@ -99,16 +103,11 @@ def _worker_rank() -> int | None:
         return None
 
 
-def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
-    """Write the report of the plan stored on a live proposer (by the plugin); keeps findings
-    already recorded for it. A failure to write is a visible coded warning, not a stopped engine:
-    the report is for monitoring, the engine it describes is fine."""
-    path = report_path(_worker_rank() if rank is None else rank)
-    plan = getattr(proposer, "_surgery_plan", None)
-    if path is None or plan is None:
+def write(data: dict, path: Path | None) -> Path | None:
+    """Write one report atomically. A failure to write is a visible coded warning, not a stopped
+    engine: the report is for monitoring, the engine it describes is fine."""
+    if path is None:
         return None
-    data = build_report(plan, getattr(proposer, "_surgery_report", None), getattr(proposer, "_surgery_verify", None),
-                        getattr(proposer, "_surgery_kv_checks", None), getattr(proposer, "_surgery_findings", None))
     try:
         write_json_atomic(path, data)
     except OSError as exc:
@@ -119,3 +118,15 @@ def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
                                                       f"{exc.strerror or exc}").render())
         return None
     return path
+
+
+def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
+    """Write the report of the plan stored on a live proposer (by the plugin); keeps findings
+    already recorded for it."""
+    path = report_path(worker_rank() if rank is None else rank)
+    plan = state.recorded(proposer, "plan")
+    if path is None or plan is None:
+        return None
+    data = build_report(plan, state.recorded(proposer, "report"), state.recorded(proposer, "verify"),
+                        state.recorded(proposer, "kv_checks"), state.recorded(proposer, "findings"))
+    return write(data, path)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
+from . import state
 
 NUM_SPEC = 3
 MAX_TOKENS = 48
@@ -126,19 +127,22 @@ def live_wiring(proposer, target) -> dict:
     (EAGLE-3), whether the draft's input embedding / lm_head ARE the target's modules, and for
     DeepSeek-style MTP drafts the layer numbers of the MTP layers and whether each one's
     ``shared_head.head`` (what computes its logits) is the target's lm_head."""
-    target_lm = target.get_language_model() if hasattr(target, "get_language_model") else target
+    from ..live.paths import get_path
+    from ..live.vllm import target_language_model
+    from .ablation import role_sites
+    from .wiring import role_module
+
+    target_lm = target_language_model(target)
     draft = getattr(proposer, "model", None)
-    inner_t = getattr(target_lm, "model", target_lm)
     inner_d = getattr(draft, "model", draft)
 
     def same(a, b):
         return a is not None and b is not None and (a is b or getattr(a, "weight", 0) is getattr(b, "weight", 1))
 
-    d_embed = getattr(inner_d, "embed_tokens", None)
+    d_embed = role_module(draft, "input_embeddings", "draft")
+    t_head = role_module(target_lm, "lm_head", "target")
     shared_roles = {}
     if draft is not None:
-        from ..applier.paths import get_path
-        from .ablation import role_sites
 
         for role in ("input_embeddings", "lm_head", "mtp_shared_head"):
             try:
@@ -146,9 +150,9 @@ def live_wiring(proposer, target) -> dict:
             except SurgeryError:
                 continue
             shared_roles[role] = all(get_path(draft, d) is get_path(target_lm, t) for d, t in sites)
-    d_head = getattr(draft, "lm_head", None)
+    d_head = role_module(draft, "lm_head", "draft")
     d2t = getattr(draft, "draft_id_to_target_id", None)
-    aux = getattr(inner_t, "aux_hidden_state_layers", None)
+    aux = getattr(getattr(target_lm, "model", target_lm), "aux_hidden_state_layers", None)
     d_layers = getattr(inner_d, "layers", None)
     mtp = ({int(k): layer.shared_head.head for k, layer in d_layers.items() if hasattr(layer, "shared_head")}
            if hasattr(d_layers, "items") else {})
@@ -156,13 +160,13 @@ def live_wiring(proposer, target) -> dict:
         "method": getattr(getattr(proposer, "speculative_config", None), "method", None),
         "draft_class": type(draft).__name__,
         "target_aux_layers": list(aux) if aux is not None else None,
-        "draft_embed_is_target": same(d_embed, getattr(inner_t, "embed_tokens", None)),
-        "draft_lm_head_is_target": same(d_head, getattr(target_lm, "lm_head", None)),
+        "draft_embed_is_target": same(d_embed, role_module(target_lm, "input_embeddings", "target")),
+        "draft_lm_head_is_target": same(d_head, t_head),
         "draft_lm_head_rows": int(d_head.weight.shape[0]) if d_head is not None and hasattr(d_head, "weight") else None,
         "draft_d2t": d2t.detach().cpu().tolist() if d2t is not None else None,
         "shared_roles": shared_roles,
         "draft_mtp_layers": sorted(mtp) if mtp else None,
-        "draft_shared_heads_are_target": [same(mtp[i], getattr(target_lm, "lm_head", None)) for i in sorted(mtp)]
+        "draft_shared_heads_are_target": [same(mtp[i], t_head) for i in sorted(mtp)]
         if mtp else None,
     }
 
@@ -220,9 +224,9 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         decode = decode_summary(reference, outs, spec_counters(llm), num_spec)
         decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
         plugin = {"verified": None}
-        if proposer is not None and getattr(proposer, "_surgery_verify", None) is not None:
-            v = proposer._surgery_verify
-            rep, plan = proposer._surgery_report, proposer._surgery_plan
+        v = state.recorded(proposer, "verify") if proposer is not None else None
+        if v is not None:
+            rep, plan = state.recorded(proposer, "report"), state.recorded(proposer, "plan")
             plugin = {"verified": v.ok, "checks": len(v.checks), "failed": [f"{c.op_id}: {c.name}" for c in v.failed],
                       "applied": list(rep.applied),
                       "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
@@ -320,7 +324,7 @@ AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 
 def plan_steps(plan) -> list[dict]:
     """One entry per recipe step of the plan: step number, op kind, role, label."""
-    from ..ops import UNITS
+    from ..ops.registry import UNITS
 
     out: dict[int, dict] = {}
     for op in plan.operations:

@@ -22,16 +22,16 @@ import functools
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..diagnostics import Diagnostic, SurgeryError, diag
+from ..engines import card
 from .log import get_logger
+from .selection import load_selected_recipe, plan_from_config, selected_recipe
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
 WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")
 _MARK = "__surgery_config_check__"
-_METHODS_FILE = Path(__file__).resolve().parent.parent / "data" / "vllm_methods.yaml"
 
 
 def _wrap_class():
@@ -70,23 +70,10 @@ def install() -> bool:
     return True
 
 
-def uninstall() -> None:
-    _, _, method = WRAP_TARGET
-    try:
-        cls = _wrap_class()
-    except Exception:  # noqa: BLE001
-        return
-    fn = cls.__dict__.get(method)
-    if fn is not None and getattr(fn, _MARK, False):
-        setattr(cls, method, fn.__wrapped_original__)
-
-
 def accepted_methods() -> dict[str, list[str]]:
-    """Recipe `engine.vllm.method` hint -> vLLM methods (after vLLM's normalisation) that run it."""
-    import yaml
-
-    with open(_METHODS_FILE, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """Recipe `engine.vllm.method` hint -> vLLM methods (after vLLM's normalisation) that run it
+    (the vLLM engine card's `methods`)."""
+    return card("vllm")["methods"]
 
 
 def _warn(d: Diagnostic) -> None:
@@ -111,16 +98,12 @@ def method_diagnostic(recipe: Any, method: str | None) -> Diagnostic | None:
 def check_engine_config(vllm_config: Any):
     """Read, schema-check and resolve the selected recipe against a freshly built VllmConfig.
     Returns the plan (None when no recipe is selected or there is nothing to resolve against)."""
-    from ..recipe import load_recipe
-    from ..resolver import resolve
-    from .plugin import _model_facts, runtime_of, selected_recipe
-
     recipe_ref = selected_recipe(vllm_config)
     if recipe_ref is None:
         return None
     log = get_logger()
     try:
-        recipe = load_recipe(recipe_ref)  # a bad recipe is an error even when nothing would apply it
+        recipe = load_selected_recipe(recipe_ref)  # a bad recipe is an error even when nothing would apply it
         spec = getattr(vllm_config, "speculative_config", None)
         if spec is None:
             _warn(diag("SRG030", f"recipe {recipe.name} is selected but the engine has no speculative config: "
@@ -135,10 +118,7 @@ def check_engine_config(vllm_config: Any):
             _warn(diag("SRG030", f"recipe {recipe.name} is selected but speculative method {spec.method!r} has no "
                        "draft model: nothing will be applied"))
             return None
-        target_cfg = vllm_config.model_config
-        draft = _model_facts(draft_cfg.model, draft_cfg.hf_config, "draft")
-        target = _model_facts(target_cfg.model, target_cfg.hf_config, "target")
-        plan = resolve(recipe, draft, target, runtime_of(vllm_config))
+        plan = plan_from_config(vllm_config, spec).plan
     except SurgeryError:
         _print_block_if_uncaught()
         raise

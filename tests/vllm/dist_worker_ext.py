@@ -60,10 +60,10 @@ def _set_scales(proposer, target_model) -> None:
     import torch
     from vllm.model_executor.models.utils import extract_layer_index
 
-    from surgery.vllm import hooks
+    from surgery.vllm import hooks, wiring
 
     rank = tp_rank()
-    for name, attn in hooks._attention_modules(target_model).items():
+    for name, attn in wiring._attention_modules(target_model).items():
         i = extract_layer_index(name)
         with torch.no_grad():
             for a in ("_k_scale", "_v_scale", "_k_scale_cpu", "_v_scale_cpu"):
@@ -96,7 +96,7 @@ def _error_text(exc: BaseException) -> str:
 def _wrap_plugin_callbacks() -> None:
     """Replace the plugin's registered callbacks, in place in the hook lists, by wrappers that
     time them and (with ENV_STATE_DIR) record each rank's outcome and wiring."""
-    from surgery.vllm import hooks, plugin
+    from surgery.vllm import hooks, live_apply, wiring
 
     state_dir = os.environ.get(ENV_STATE_DIR)
     timings_dir = os.environ.get(ENV_TIMINGS_DIR)
@@ -106,7 +106,7 @@ def _wrap_plugin_callbacks() -> None:
             with open(Path(timings_dir) / f"rank{global_rank()}.jsonl", "a") as f:
                 f.write(json.dumps({"rank": global_rank(), "callback": name, "seconds": seconds}) + "\n")
 
-    def after(proposer, target_model, _orig=plugin._after_draft_loaded):
+    def after(proposer, target_model, _orig=live_apply.after_draft_loaded):
         t = time.perf_counter()
         error = None
         try:
@@ -117,7 +117,7 @@ def _wrap_plugin_callbacks() -> None:
         if state_dir:
             rank = global_rank()
             state = {"rank": rank, "tp_rank": tp_rank(), "error": None if error is None else _error_text(error),
-                     "wiring": _jsonable(hooks.describe_wiring(proposer, target_model))}
+                     "wiring": _jsonable(wiring.describe_wiring(proposer, target_model))}
             (Path(state_dir) / f"rank{rank}.json").write_text(json.dumps(state))
             if error is not None:  # let the other ranks record theirs before the engine tears down
                 from vllm.distributed import get_world_group
@@ -129,14 +129,14 @@ def _wrap_plugin_callbacks() -> None:
         if error is not None:
             raise error
 
-    def kv(runner, kv_cache_config, is_profiling, _orig=plugin._after_kv_cache_bound):
+    def kv(runner, kv_cache_config, is_profiling, _orig=live_apply.after_kv_cache_bound):
         t = time.perf_counter()
         try:
             return _orig(runner, kv_cache_config, is_profiling)
         finally:
             record_timing("after_kv_cache_bound", time.perf_counter() - t)
 
-    for kind, orig, wrapper in (("after", plugin._after_draft_loaded, after), ("kv", plugin._after_kv_cache_bound, kv)):
+    for kind, orig, wrapper in (("after", live_apply.after_draft_loaded, after), ("kv", live_apply.after_kv_cache_bound, kv)):
         lst = hooks._callbacks[kind]
         if orig not in lst:
             raise RuntimeError(f"surgery plugin callback {orig.__name__} is not registered in this worker")
@@ -160,9 +160,9 @@ def _install() -> None:
 def _fault_dispatch(orig, fault_rank: str):
     """apply_plan with a fault after FAULT_AFTER mutations on global rank `fault_rank` only (the
     rank is known only once the worker's distributed state exists: decided at apply time)."""
-    def apply_plan(plan, draft, target, adapter=None, fault=None, **kwargs):
+    def apply_plan(plan, draft, target, context=None, fault=None, **kwargs):
         if str(global_rank()) != fault_rank:
-            return orig(plan, draft, target, adapter, fault=fault, **kwargs)
+            return orig(plan, draft, target, context, fault=fault, **kwargs)
         count = {"n": 0}
 
         def boom(op, mutation):
@@ -170,7 +170,7 @@ def _fault_dispatch(orig, fault_rank: str):
             if count["n"] > FAULT_AFTER:
                 raise RuntimeError(f"injected fault on rank {global_rank()} at {op.id}")
 
-        return orig(plan, draft, target, adapter, fault=boom, **kwargs)
+        return orig(plan, draft, target, context, fault=boom, **kwargs)
 
     return apply_plan
 

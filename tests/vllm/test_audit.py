@@ -26,7 +26,7 @@ from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
 from surgery.vllm import audit as vaudit  # noqa: E402
-from surgery.vllm import hooks  # noqa: E402
+from surgery.vllm import hooks, log as vlog, selection, wiring  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -81,7 +81,7 @@ def audited(tiny_pair, tmp_path_factory):
         if is_profiling or "proposer" not in seen:
             return
         proposer, target_model = seen["proposer"], seen["target_model"]
-        seen["wiring"] = hooks.describe_wiring(proposer, target_model)
+        seen["wiring"] = wiring.describe_wiring(proposer, target_model)
         seen["shipped"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=True)
         seen["shipped_fp8"] = run_audit(shipped_plan(target, draft, "fp8"), proposer, target_model, kv=False)
         d = proposer.model
@@ -190,7 +190,7 @@ def test_report_file_has_the_shared_keys(audited):
 def test_findings_visible_in_vllms_own_log(audited):
     """Our lines go through a logger under `vllm.`: vLLM's own "vllm" logger (and its handler) sees them."""
     assert "StreamHandler" in audited.vllm_handlers  # vLLM's own handler prints what reaches "vllm"
-    mine = [r for r in audited.records if r.name == vaudit.LOGGER_NAME]
+    mine = [r for r in audited.records if r.name == vlog.NAME]
     assert any("SRG702" in r.getMessage() and r.levelno == logging.ERROR for r in mine)
     assert any("spec-surgery audit (no changes made" in r.getMessage() for r in mine)
 
@@ -234,11 +234,11 @@ def test_lm_head_replaced_and_placeholder_embedding_found(audited):
 
 def test_mode_selection(monkeypatch):
     monkeypatch.delenv("SURGERY_MODE", raising=False)
-    assert vaudit.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "audit"}}))
-    assert not vaudit.audit_mode(SimpleNamespace(additional_config={}))
+    assert selection.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "audit"}}))
+    assert not selection.audit_mode(SimpleNamespace(additional_config={}))
     monkeypatch.setenv("SURGERY_MODE", "audit")
-    assert vaudit.audit_mode(SimpleNamespace(additional_config=None))
-    assert not vaudit.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "apply"}}))
+    assert selection.audit_mode(SimpleNamespace(additional_config=None))
+    assert not selection.audit_mode(SimpleNamespace(additional_config={"surgery": {"mode": "apply"}}))
 
 
 def test_write_report_is_shared_and_atomic(tmp_path, monkeypatch):
@@ -280,7 +280,7 @@ def test_aux_layer_0_captured_by_reference_is_reported():
     from vllm.model_executor.models.interfaces import EagleModelMixin
 
     from surgery.facts import facts_from_config
-    from surgery.vllm.adapter import CopyEmbeddingCapture
+    from surgery.ops.capture_hidden_states.vllm import CopyEmbeddingCapture
 
     class Inner(torch.nn.Module, EagleModelMixin):
         pass

@@ -14,7 +14,8 @@ pytest.importorskip("vllm")
 
 from vllm.model_executor.models.interfaces import EagleModelMixin  # noqa: E402
 
-from surgery.vllm.adapter import CopyEmbeddingCapture, embedding_capture_is_copied  # noqa: E402
+from surgery.live.vllm import embedding_capture_is_copied  # noqa: E402
+from surgery.ops.capture_hidden_states.vllm import CopyEmbeddingCapture  # noqa: E402
 
 
 class Inner(torch.nn.Module, EagleModelMixin):
@@ -55,7 +56,8 @@ def test_copy_keeps_the_embeddings_and_undo_restores_vllm():
 
 
 def test_applier_adds_the_copy_only_when_layer_0_is_captured():
-    from surgery.vllm.adapter import VLLMAdapter
+    from surgery.live.vllm import VLLMContext
+    from surgery.ops.registry import performer
 
     class Target(torch.nn.Module):
         def __init__(self):
@@ -65,8 +67,8 @@ def test_applier_adds_the_copy_only_when_layer_0_is_captured():
     class Op:
         id, op, layers = "capture_hidden_states:aux_layers", "capture_hidden_states", (0, 7, 8)
 
-    prepared = VLLMAdapter()._prepare_capture_hidden_states(Op, None, Target())
+    prepared = performer("capture_hidden_states", "vllm").prepare(Op, None, Target(), VLLMContext())
     assert any(isinstance(m, CopyEmbeddingCapture) for m in prepared.mutations)
     Op.layers = (2, 4, 5)
-    prepared = VLLMAdapter()._prepare_capture_hidden_states(Op, None, Target())
+    prepared = performer("capture_hidden_states", "vllm").prepare(Op, None, Target(), VLLMContext())
     assert not any(isinstance(m, CopyEmbeddingCapture) for m in prepared.mutations)

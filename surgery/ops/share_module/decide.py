@@ -1,18 +1,21 @@
-"""Load-time decisions both engine adapters take the same way (one place each):
+"""The load-time side of share_module, the same for every engine:
 
-- `if_draft_has_own` of share_module: `share` (always), `share_if_identical` (share when the draft
-  brings no weights of its own or identical ones: the live tensors are compared; a head's own,
-  different weights are never overwritten), `keep` (share only when the draft brings none);
-- `must_exist` of keep: the draft checkpoint must have brought its own weights for the role.
+- `if_draft_has_own`: `share` (always), `share_if_identical` (share when the draft brings no
+  weights of its own or identical ones: the live tensors are compared; a head's own, different
+  weights are never overwritten), `keep` (share only when the draft brings none);
+- once a performer found the two modules and decided: the reversible rebinding and its checks.
 
-Whether the draft "brings its own" is engine knowledge the adapter passes in: vLLM's EAGLE models
-set `has_own_embed_tokens` / `has_own_lm_head` while loading the checkpoint; surgery's HF loader
-records the checkpoint's missing keys. None means the engine cannot tell.
+Whether the draft "brings its own" is engine knowledge the performer gets from its context
+(surgery/live/hf.py, surgery/live/vllm.py); None means the engine cannot tell.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+from ...live.mutations import SetAttr
+from ...live.paths import get_path, split_parent
+from ...live.prepared import Check, Prepared
 
 
 @dataclass(frozen=True)
@@ -52,24 +55,19 @@ def decide_share(policy: str | None, draft_mod: Any, target_mod: Any, draft_has_
                                 "kept (never overwritten)")
 
 
-def must_exist_problem(role: str, draft_has_own: bool | None) -> str | None:
-    """None when the draft checkpoint brought its own weights for the role; else why not."""
-    if draft_has_own is True:
-        return None
-    if draft_has_own is False:
-        return f"the draft checkpoint has no weights for {role} (must_exist: true)"
-    return f"the engine cannot tell whether the draft checkpoint brought weights for {role} (must_exist: true)"
-
-
-def prepare_module_share(op: Any, draft: Any, d_path: str, t_path: str, d_mod: Any, t_mod: Any,
-                         decision: ShareDecision):
-    """The one share_module preparation both engine adapters use once they have found the two
-    modules and decided: either rebind the draft's module to the target's (checked by identity), or
-    keep the draft's own (checked: still its own, not the target's). Reversible, like every mutation."""
-    from .core import Check, Prepared
-    from .mutations import SetAttr
-    from .paths import get_path, split_parent
-
+def prepare_module_share(op: Any, draft: Any, target: Any, ctx: Any,
+                         fits: Callable[[Any, Any], None] | None = None) -> Prepared:
+    """Find the role's two modules through the context, run the performer's own `fits(draft_mod,
+    target_mod)` check (raises to refuse), decide, and prepare either the rebinding of the draft's
+    module to the target's (checked by identity) or keeping the draft's own (checked: still its
+    own, not the target's)."""
+    d_path = ctx.role_path(draft, op, "draft")
+    t_path = ctx.role_path(target, op, "target")
+    t_mod = get_path(target, t_path)
+    d_mod = get_path(draft, d_path)
+    if fits is not None:
+        fits(d_mod, t_mod)
+    decision = decide_share(op.if_draft_has_own, d_mod, t_mod, ctx.draft_has_own(draft, op.role, d_path))
     if not decision.share:
         def kept() -> Check:
             now = get_path(draft, d_path)
@@ -85,4 +83,3 @@ def prepare_module_share(op: Any, draft: Any, d_path: str, t_path: str, d_mod: A
                      f"id(draft)={id(now):#x} id(target)={id(t_mod):#x}")
 
     return Prepared(op, [SetAttr(op.id, parent, name, t_mod)], [identical], decision=decision.why)
-

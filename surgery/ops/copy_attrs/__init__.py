@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Operation, OpUnit
-from .common import group_by_target, step_fields
+from ..base import Operation, OpUnit
+from ..common import group_by_target, step_fields
 
 
 @dataclass(frozen=True, kw_only=True)

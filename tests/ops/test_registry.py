@@ -1,7 +1,7 @@
-"""The operation registry (surgery/ops/): every (op kind x engine) pair is implemented by the
-engine's adapter or declared not applicable with a reason, never neither and never both; and no
-adapter that claims an op ignores a field of its spec (change the field: the prepared result
-changes, or the adapter refuses)."""
+"""The operation registry (surgery/ops/registry.py): every (op kind x engine) pair has a performer
+or is declared not applicable with a reason, never neither and never both; and no performer
+ignores a field of its spec (change the field: the prepared result changes, or the performer
+refuses, from a base the performer prepares)."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,16 +11,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from surgery.applier.core import NotApplicable, prepare_plan  # noqa: E402
+from surgery.applier.core import prepare_op, prepare_plan  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
-from surgery.ops import ENGINES, UNITS, adapter_class, implemented  # noqa: E402
+from surgery.engines import ENGINES  # noqa: E402
+from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
+from surgery.live.prepared import NotApplicable  # noqa: E402
+from surgery.live.vllm import VLLMContext  # noqa: E402
+from surgery.ops.registry import RECIPE_KEYS, UNITS, implemented, performer, performer_module, register  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
 from surgery.ops.copy_attrs import CopyAttr  # noqa: E402
 from surgery.ops.keep import Keep  # noqa: E402
 from surgery.ops.share_buffer import ShareBuffer  # noqa: E402
 from surgery.ops.share_kv import ShareKV  # noqa: E402
 from surgery.ops.share_module import ShareModule  # noqa: E402
-from surgery.recipe import OP_NAMES  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ registry
@@ -35,8 +38,44 @@ def test_every_kind_is_implemented_or_declared_for_every_engine(kind, engine):
         assert len(refused) > 20  # a reason a user can act on, not a placeholder
 
 
+def test_every_kind_is_implemented_or_declared_for_every_engine_by_its_files(kind, engine):
+    """`implemented` is the performer file itself: a declared refusal has none, a performer is one."""
+    import importlib.util
+
+    unit = UNITS[kind]
+    has_file = importlib.util.find_spec(performer_module(unit, engine)) is not None
+    assert has_file == implemented(engine, kind)
+    if has_file:
+        assert callable(performer(kind, engine).prepare)
+
+
+test_every_kind_is_implemented_or_declared_for_every_engine_by_its_files = pytest.mark.parametrize(
+    "engine", ENGINES)(pytest.mark.parametrize("kind", sorted(UNITS))(
+        test_every_kind_is_implemented_or_declared_for_every_engine_by_its_files))
+
+
+def test_registration_refuses_a_unit_that_declares_wrongly():
+    """Checked when registered: a refusal for an engine that has a performer, or a unit with
+    neither, is refused with what is wrong (no registry that lists a unit the engines ignore)."""
+    share_kv = UNITS["share_kv"]
+    both = dataclasses.replace(share_kv, kind="share_kv2", recipe_key="share_kv",
+                               spec=type("S", (), {"kind": "share_kv2"}), refused_by={"hf": "x" * 30})
+    with pytest.raises(ValueError, match="registered twice"):
+        register(both)
+    fresh = dataclasses.replace(share_kv, kind="brand_new", recipe_key="brand_new",
+                                spec=type("S", (), {"kind": "brand_new"}), refused_by={})
+    with pytest.raises(ValueError, match="neither a performer"):
+        register(fresh)
+    assert "brand_new" not in UNITS
+
+
 def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
-    assert {u.recipe_key for u in UNITS.values()} == set(OP_NAMES)
+    """The op list is the registry's; the recipe schema names the same op keys (one list, checked)."""
+    from surgery.resources import load_schema
+
+    schema = load_schema("recipe.schema.json")
+    keys = set(schema["$defs"]["op"]["properties"])  # an op is a mapping with exactly one of these keys
+    assert keys == set(RECIPE_KEYS) == {u.recipe_key for u in UNITS.values()}
     for unit in UNITS.values():
         assert dataclasses.is_dataclass(unit.spec) and unit.spec.__dataclass_params__.frozen
         assert unit.spec.kind == unit.kind
@@ -53,7 +92,7 @@ def test_declared_refusal_is_an_error_unless_the_step_allows_it():
     op = CopyAttr(id="copy_attr:kv_source:_k_scale:0<-13", step=1, map="kv_source", draft_layer=0, target_layer=13,
                   attr="_k_scale", mode="assign")
     strict_plan = dataclasses.replace(plan, operations=(op,))
-    adapter = adapter_class("hf")()
+    adapter = HFContext()
     adapter.static_checks = lambda *a: []
     with pytest.raises(SurgeryError) as exc:
         prepare_plan(strict_plan, None, None, adapter)
@@ -144,7 +183,7 @@ def _hf_model(n, shared_from):
 def hf_pair():
     torch.manual_seed(0)
     draft, target = _hf_model(4, 0), _hf_model(4, 4)
-    draft._surgery_missing_keys = frozenset({"lm_head.weight"})
+    record_missing_keys(draft, {"lm_head.weight"})
     return draft, target
 
 
@@ -176,12 +215,11 @@ def _val(v):
 
 
 def outcome(engine, spec, draft, target):
-    """What the adapter would do with `spec`: its mutations (what, where, to which value), its
+    """What the performer would do with `spec`: its mutations (what, where, to which value), its
     load-time decision and its checks' names; or the refusal."""
-    adapter = adapter_class(engine)(is_attention=lambda m: isinstance(m, VAttention)) if engine == "vllm" \
-        else adapter_class(engine)()
+    context = VLLMContext(is_attention=lambda m: isinstance(m, VAttention)) if engine == "vllm" else HFContext()
     try:
-        p = adapter.prepare(spec, draft, target)
+        p = prepare_op(spec, draft, target, context)
     except (SurgeryError, NotApplicable) as exc:
         return ("refused", type(exc).__name__)
     muts = tuple((type(m).__name__, id(getattr(m, "obj", getattr(m, "holder", getattr(m, "tensor", None)))),
@@ -202,11 +240,14 @@ CASES = [(kind, engine, f.name) for kind in sorted(UNITS) for engine in ENGINES 
 
 @pytest.mark.parametrize("kind, engine, field", CASES)
 def test_no_spec_field_is_ignored(kind, engine, field):
+    """From a base the performer prepares (never a refused one: a refused base would make every
+    change look "noticed"), changing the field changes what is prepared or refuses it."""
     spec = SPECS[kind]
-    if kind in ("share_module", "keep") and field == "layer":
-        spec = dataclasses.replace(spec, role="mtp_shared_head", layer=3)
+    if kind in ("share_module", "keep") and field == "layer" and engine == "vllm":
+        spec = dataclasses.replace(spec, role="mtp_shared_head", layer=3)  # a per-layer role on vLLM
     draft, target = PAIRS[engine]()
     base = outcome(engine, spec, draft, target)
+    assert base[0] == "prepared", f"{engine} performer refuses the base spec of {kind}: {base}"
     current = getattr(spec, field)
     others = [v for v in ALTERNATIVES[field] if v != current]
     assert others, f"no alternative value for {kind}.{field}"
@@ -214,7 +255,7 @@ def test_no_spec_field_is_ignored(kind, engine, field):
     for value in others:
         got = outcome(engine, dataclasses.replace(spec, **{field: value}), draft, target)
         changed.append(got != base)
-    assert any(changed) or base[0] == "refused", f"{engine} adapter ignores {kind}.{field}: {base}"
+    assert any(changed), f"{engine} performer ignores {kind}.{field}: {base}"
 
 
 def test_refusal_is_said_at_plan_time():

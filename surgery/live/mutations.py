@@ -10,8 +10,10 @@ from typing import Any
 _MISSING = object()
 
 
-def _registration(module: Any, name: str) -> str:
-    """How `name` is registered on an nn.Module: parameter, buffer (persistent or not), or plain attribute."""
+def registration(module: Any, name: str) -> str:
+    """How `name` is registered on an nn.Module: `parameter`, `buffer` / `buffer_np` (persistent or
+    not), `attribute` (plain, or absent). The one classifier: appliers keep a draft's kind with it,
+    the wiring description reports it."""
     params = getattr(module, "_parameters", {})
     buffers = getattr(module, "_buffers", {})
     if name in params:
@@ -65,7 +67,7 @@ class SetAttr(Mutation):
 
     def apply(self) -> None:
         self._old = getattr(self.obj, self.name, _MISSING)
-        self._old_kind = _registration(self.obj, self.name)
+        self._old_kind = registration(self.obj, self.name)
         self._recorded = True  # from here on undo() can restore, even if the rebind below fails half-way
         set_registered(self.obj, self.name, self.value, self.kind or self._old_kind)
 

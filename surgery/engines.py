@@ -1,0 +1,43 @@
+"""The engines surgery knows, and what it knows about each: one card per engine, as data.
+
+A card (`surgery/data/engines/<engine>.yaml`) holds everything engine-specific that is not code:
+where each role's module lives on a live model, the load-time flags an engine sets, the
+speculative methods and attention backends it has, the limits measured on it. The engine list is
+the set of cards: adding an engine starts with adding its card (docs/architecture.md), and every
+list of engines in the code (CLI choices, the op registry's performer check, the generated docs)
+is this one.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .resources import data_dir, load_data
+
+CARDS = "data/engines"
+
+
+@lru_cache(maxsize=1)
+def engine_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in (data_dir() / "engines").glob("*.yaml")))
+
+
+ENGINES: tuple[str, ...] = engine_names()
+
+
+def card(engine: str) -> dict:
+    """The engine's card (parsed once per process). KeyError for an engine without one."""
+    if engine not in ENGINES:
+        raise KeyError(f"no engine card for {engine!r} (engines: {', '.join(ENGINES)})")
+    return load_data(f"{CARDS}/{engine}.yaml")
+
+
+def engine_limits(engine: str) -> dict:
+    """What `engine` cannot do under some runtimes, measured on real engines (the card's `limits`)."""
+    return card(engine).get("limits") or {} if engine in ENGINES else {}
+
+
+def card_location(engine: str, key_path: str):
+    """Where a card entry is, for diagnostics that cite engine data."""
+    from .diagnostics import Location
+
+    return Location(str(data_dir() / "engines" / f"{engine}.yaml"), key_path=key_path)

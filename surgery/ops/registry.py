@@ -1,0 +1,77 @@
+"""The operation registry: the op kinds, each a folder (surgery/ops/<recipe key>/) that holds its
+spec, expansion, plan-time checks, rendering and one performer per engine that performs it.
+
+    from surgery.ops.registry import UNITS, performer
+    UNITS["share_kv"].refusal("hf")            # None: the HF performer exists
+    performer("share_kv", "vllm").prepare      # surgery/ops/share_kv/vllm.py
+
+The registry sits above the op packages and imports them; nothing in an op package imports it,
+and it never imports a performer or an engine (performers are found by module name, on first
+use). Each unit is checked when it is registered: every engine either has a performer file or is
+named in the unit's `refused_by` with a reason, never both, never neither.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+from ..engines import ENGINES
+from . import capture_hidden_states, copy_attrs, keep, share_buffer, share_kv, share_module
+from .base import OpUnit
+
+UNITS: dict[str, OpUnit] = {}
+BY_RECIPE_KEY: dict[str, OpUnit] = {}
+
+
+def performer_module(unit: OpUnit, engine: str) -> str:
+    return f"{__package__}.{unit.recipe_key}.{engine}"
+
+
+def has_performer(unit: OpUnit, engine: str) -> bool:
+    """Whether the performer file exists (looked up, not imported: no torch, no engine here)."""
+    try:
+        return importlib.util.find_spec(performer_module(unit, engine)) is not None
+    except ModuleNotFoundError:  # the op's own package is missing
+        return False
+
+
+def register(unit: OpUnit) -> OpUnit:
+    """Add an op kind, checking what it declares (as PEFT's `register_peft_method` does)."""
+    if unit.kind in UNITS or unit.recipe_key in BY_RECIPE_KEY:
+        raise ValueError(f"op kind {unit.kind!r} / recipe key {unit.recipe_key!r} registered twice")
+    if unit.spec.kind != unit.kind:
+        raise ValueError(f"op {unit.kind}: its spec {unit.spec.__name__} says kind {unit.spec.kind!r}")
+    unknown = set(unit.refused_by) - set(ENGINES)
+    if unknown:
+        raise ValueError(f"op {unit.kind} refuses unknown engine(s) {sorted(unknown)} (engines: {', '.join(ENGINES)})")
+    for engine in ENGINES:
+        has = has_performer(unit, engine)
+        refused = engine in unit.refused_by
+        if has == refused:
+            raise ValueError(f"op {unit.kind} x {engine}: " + (
+                "has a performer and a declared refusal" if has else
+                f"neither a performer ({performer_module(unit, engine)}) nor a declared refusal"))
+    UNITS[unit.kind] = unit
+    BY_RECIPE_KEY[unit.recipe_key] = unit
+    return unit
+
+
+for _package in (share_kv, copy_attrs, share_module, keep, capture_hidden_states, share_buffer):
+    register(_package.UNIT)
+
+RECIPE_KEYS: tuple[str, ...] = tuple(BY_RECIPE_KEY)  # the op names a recipe may use, in registry order
+
+
+def implemented(engine: str, kind: str) -> bool:
+    """Whether `engine` performs `kind`: it has the performer (registration checked that exactly
+    the engines without a declared refusal have one)."""
+    return kind in UNITS and has_performer(UNITS[kind], engine)
+
+
+def performer(kind: str, engine: str) -> ModuleType:
+    """The module whose `prepare(op, draft, target, context)` performs `kind` on `engine`."""
+    unit = UNITS[kind]
+    if unit.refusal(engine) is not None:
+        raise KeyError(f"{engine} does not perform {kind}: {unit.refusal(engine)}")
+    return importlib.import_module(performer_module(unit, engine))

@@ -1,0 +1,83 @@
+"""share_module: the draft uses the target's module for a role (embedding, lm_head, shared_head, ...).
+
+Everything about this op kind is in this folder:
+- here: the spec, how a recipe step expands into specs, the plan-time checks (`check_fits`:
+  the shapes must fit, from the two configs), how a step renders in the plan table;
+- `decide.py`: the load-time decision `if_draft_has_own` takes on the live weights, and the
+  reversible rebinding both engines perform once they found the two modules;
+- `hf.py`, `vllm.py`: the performers, one per engine (finding the modules, engine-specific checks).
+No engine refuses it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..base import Operation, OpUnit
+from ..common import layers_note, op_layers, step_fields
+
+@dataclass(frozen=True, kw_only=True)
+class ShareModule(Operation):
+    kind = "share_module"
+    BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set", "source")  # source: always `target` (schema)
+
+    role: str
+    source: str = "target"
+    layer: int | None = None  # per-layer roles (mtp_shared_head) expanded over a layer set
+    layer_set: str | None = None
+    if_draft_has_own: str | None = None  # None = share
+
+
+def expand(resolver, step) -> list[ShareModule]:
+    role = step.args["role"]
+    if not check_fits(resolver, step, role):
+        return []
+    out = []
+    for layer in op_layers(resolver, step):
+        suffix = f":{layer}" if layer is not None else ""
+        out.append(ShareModule(id=f"share_module:{role}{suffix}", role=role, source=step.args.get("from", "target"),
+                               layer=layer, layer_set=step.args.get("layers"),
+                               if_draft_has_own=step.args.get("if_draft_has_own"), **step_fields(step)))
+    return out
+
+
+def check_fits(resolver, step, role: str) -> bool:
+    """Plan-time checks for sharing a target module with the draft: the shapes must fit (from the
+    two configs). False (with the diagnostic added) when they do not: the step expands to nothing."""
+    loc = resolver.recipe.location(step.path + ("role",))
+    d, t = resolver.draft, resolver.target
+    if role in ("input_embeddings", "lm_head") and d["vocab_size"] != t["vocab_size"]:
+        resolver.add("SRG313", f"cannot share {role}: draft vocab_size {d['vocab_size']} != target vocab_size "
+                     f"{t['vocab_size']}", loc)
+        return False
+    if role == "input_embeddings":
+        width = d["backbone_hidden_size"] or d["target_hidden_size"] or d["hidden_size"]
+        if width != t["hidden_size"]:
+            resolver.add("SRG314", f"cannot share input_embeddings: the draft consumes embeddings of width {width} "
+                         f"but the target's are {t['hidden_size']} wide", loc)
+            return False
+    if role in ("lm_head", "mtp_shared_head"):
+        if d["output_vocab_size"] != t["vocab_size"]:
+            resolver.add("SRG313", f"cannot share lm_head: the draft predicts {d['output_vocab_size']} tokens "
+                         f"(draft_vocab_size), the target head {t['vocab_size']}", loc,
+                         "a reduced-vocabulary draft keeps its own head: use `keep: {role: lm_head}`")
+            return False
+        if d["hidden_size"] != t["hidden_size"]:
+            resolver.add("SRG314", f"cannot share lm_head: draft hidden_size {d['hidden_size']} != target "
+                         f"hidden_size {t['hidden_size']}", loc, "use `keep: {role: lm_head}`")
+            return False
+    return True
+
+
+def render(step: int, ops: list[ShareModule]) -> list[str]:
+    first = ops[0]
+    policy = {"share_if_identical": " (at load: kept if the draft brings distinct weights of its own)",
+              "keep": " (at load: only if the draft brings none of its own)"}.get(first.if_draft_has_own or "", "")
+    return [f"  [{step}] share_module {first.role}{layers_note(ops)}: draft uses the target's module{policy}"]
+
+
+UNIT = OpUnit(
+    kind="share_module", recipe_key="share_module", spec=ShareModule, expand=expand, render=render,
+    label=lambda o: f"share_module {o.role}",
+    summary="the draft uses the target's module for a role; `if_draft_has_own` decided on the live weights",
+    refused_by={},
+)

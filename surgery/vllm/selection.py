@@ -1,0 +1,157 @@
+"""Which recipe the user selected for this vLLM engine, in which mode, how strictly, and its plan.
+
+Selection is explicit, never guessed: `SURGERY_RECIPE=<path or shipped name>` or
+`additional_config={"surgery": {"recipe": ...}}` (additional_config wins); `SURGERY_MODE=audit` /
+`{"mode": "audit"}` observes instead of applying; `SURGERY_STRICT=0` / `{"strict": false}` reports
+instead of failing on operations vLLM cannot perform.
+
+The plugin (worker, after the draft is loaded), the start-up check (where vLLM builds its
+config) and the audit all need the recipe, both models' facts and the plan. They get them from
+`plan_from_config`, which reads each checkpoint's config.json once per process (keyed by the file
+and its modification) and resolves once per runtime.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_RECIPE = "SURGERY_RECIPE"
+ENV_STRICT = "SURGERY_STRICT"  # "0": report (not fail on) operations vLLM cannot perform and failed verification
+ENV_MODE = "SURGERY_MODE"
+
+_facts_cache: dict[tuple, Any] = {}
+_recipe_cache: dict[tuple, Any] = {}
+_plan_cache: dict[tuple, Any] = {}
+
+
+def _surgery_config(vllm_config: Any) -> dict:
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    sub = extra.get("surgery") if isinstance(extra, dict) else None
+    return sub if isinstance(sub, dict) else {}
+
+
+def selected_recipe(vllm_config: Any) -> str | None:
+    sub = _surgery_config(vllm_config)
+    if sub.get("recipe"):
+        return str(sub["recipe"])
+    return os.environ.get(ENV_RECIPE) or None
+
+
+def strict(vllm_config: Any) -> bool:
+    """Strict unless the user opts out: SURGERY_STRICT=0 or additional_config {"surgery": {"strict": false}}."""
+    if _surgery_config(vllm_config).get("strict") is False:
+        return False
+    return os.environ.get(ENV_STRICT, "1") != "0"
+
+
+def selected_mode(vllm_config: Any) -> str:
+    """"audit" or "apply" (the default). additional_config wins over the environment."""
+    sub = _surgery_config(vllm_config)
+    if sub.get("mode"):
+        return str(sub["mode"]).lower()
+    return (os.environ.get(ENV_MODE) or "apply").lower()
+
+
+def audit_mode(vllm_config: Any) -> bool:
+    return selected_mode(vllm_config) == "audit"
+
+
+def _file_key(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+def model_facts(path_or_id: str, hf_config: Any, side: str):
+    """Facts from the checkpoint's own config.json (vLLM rewrites the draft's live config, e.g.
+    gemma4_assistant -> gemma4_mtp with num_kv_shared_layers forced to 0); from the live config
+    only where there is no file. Cached per file version."""
+    from ..facts import facts_from_config, read_facts
+
+    p = Path(str(path_or_id))
+    config_file = p / "config.json" if (p / "config.json").exists() else p if p.suffix == ".json" else None
+    if config_file is not None:
+        key = ("file", _file_key(config_file))
+        if key not in _facts_cache:
+            _facts_cache[key] = read_facts(p)
+        return _facts_cache[key]
+    cfg = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(hf_config)
+    text = json.dumps(cfg, default=str, sort_keys=True)
+    key = ("config", side, str(path_or_id), text)
+    if key not in _facts_cache:
+        _facts_cache[key] = facts_from_config(json.loads(text), f"{side}:{path_or_id}")
+    return _facts_cache[key]
+
+
+def load_selected_recipe(ref: str):
+    """The recipe named by `ref` (path or shipped name), parsed once per file version."""
+    from ..recipe import find_recipe, load_recipe
+
+    try:
+        key = (ref, _file_key(Path(find_recipe(ref))))
+    except Exception:  # noqa: BLE001 - load_recipe reports the problem with its code
+        return load_recipe(ref)
+    if key[1] is None or key not in _recipe_cache:
+        _recipe_cache[key] = load_recipe(ref)
+    return _recipe_cache[key]
+
+
+def parallel_ranks() -> tuple[int | None, int | None]:
+    """This process's pipeline stage and tensor-parallel rank from vLLM's process groups.
+    (`parallel_config.rank` is the GLOBAL rank: under TP 2 rank 1 would claim pp stage 1, and a recipe
+    condition on `pp_rank` would decide differently per TP rank; tests/vllm/test_distributed.py.)
+    None outside an initialised worker."""
+    try:
+        from vllm.distributed import get_pp_group, get_tensor_model_parallel_rank
+
+        return int(get_pp_group().rank_in_group), int(get_tensor_model_parallel_rank())
+    except Exception:  # noqa: BLE001 - groups not initialised (stand-ins, offline resolution)
+        return None, None
+
+
+def runtime_of(vllm_config: Any):
+    from ..plan import Runtime
+
+    par = vllm_config.parallel_config
+    backend = getattr(getattr(vllm_config, "attention_config", None), "backend", None)
+    pp_rank, tp_rank = parallel_ranks()
+    return Runtime(engine="vllm", pp_size=int(par.pipeline_parallel_size), tp_size=int(par.tensor_parallel_size),
+                   kv_cache_dtype=str(vllm_config.cache_config.cache_dtype),
+                   attention_backend=getattr(backend, "name", None) if backend is not None else None,
+                   pp_rank=pp_rank, tp_rank=tp_rank)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The selected recipe, both models' facts and the plan for this engine's runtime."""
+
+    recipe: Any
+    draft: Any
+    target: Any
+    plan: Any
+
+
+def plan_from_config(vllm_config: Any, speculative_config: Any = None) -> Selection | None:
+    """None when no recipe is selected. Raises SurgeryError when the recipe does not load; the
+    plan may carry errors (callers decide: the start-up check and the plugin refuse, the audit
+    reports). `speculative_config` defaults to the engine config's."""
+    from ..resolver import resolve
+
+    ref = selected_recipe(vllm_config)
+    if ref is None:
+        return None
+    recipe = load_selected_recipe(ref)
+    spec = speculative_config if speculative_config is not None else vllm_config.speculative_config
+    draft_cfg, target_cfg = spec.draft_model_config, vllm_config.model_config
+    draft = model_facts(draft_cfg.model, draft_cfg.hf_config, "draft")
+    target = model_facts(target_cfg.model, target_cfg.hf_config, "target")
+    runtime = runtime_of(vllm_config)
+    key = (id(recipe), id(draft), id(target), runtime)
+    if key not in _plan_cache:
+        _plan_cache[key] = resolve(recipe, draft, target, runtime)
+    return Selection(recipe, draft, target, _plan_cache[key])

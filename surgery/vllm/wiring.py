@@ -1,0 +1,249 @@
+"""What a live vLLM engine's draft wiring looks like: its attention layers by index, a plain-data
+description of how the draft reads the target (KV sharing per layer, cache identity, KV scales in
+their three representations, shared embedding / head), and the way to the live objects of an
+in-process `vllm.LLM`. Read-only, except `set_kv_sharing_target` (wiring one layer by hand).
+
+Everything here imports vLLM lazily, inside functions, so ``surgery`` stays importable without it.
+Findings behind it: ``bench/vllm_probe/FINDINGS.md``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..live.mutations import registration
+from ..live.paths import get_path, role_paths
+from ..live.values import plain_value
+from ..live.vllm import kv_sharing_mutations, target_language_model
+from .hooks import target_model_of
+
+__all__ = ["LayerMaps", "SCALE_TENSOR_ATTRS", "SCALE_FLOAT_ATTRS", "SCALE_CPU_ATTRS", "get_layer_maps",
+           "set_kv_sharing_target", "describe_wiring", "role_module", "find_live_runner", "find_live_drafter"]
+
+# KV-scale attributes on vllm.model_executor.layers.attention.Attention
+SCALE_TENSOR_ATTRS = ("_k_scale", "_v_scale")  # registered buffers (or nn.Parameter under quant)
+SCALE_FLOAT_ATTRS = ("_k_scale_float", "_v_scale_float")  # python floats, read by CPU/FlashInfer kernels
+SCALE_CPU_ATTRS = ("_k_scale_cpu", "_v_scale_cpu")  # plain attribute, 0-d float32 CPU tensors
+
+
+def role_module(model: Any, role: str, side: str) -> Any | None:
+    """The live module for a role (paths from the vLLM engine card), or None where the model has none."""
+    if model is None:
+        return None
+    for path in role_paths("vllm", role, side) or ():
+        try:
+            return get_path(model, path)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            continue
+    return None
+
+
+@dataclass
+class LayerMaps:
+    """Draft and target attention layers of one live engine, keyed by layer index."""
+
+    draft: dict[int, Any] = field(default_factory=dict)  # index -> Attention
+    target: dict[int, Any] = field(default_factory=dict)
+    draft_names: dict[int, str] = field(default_factory=dict)  # index -> full layer name
+    target_names: dict[int, str] = field(default_factory=dict)
+    static_forward_context: dict[str, Any] = field(default_factory=dict)
+
+    def by_name(self, name: str) -> Any:
+        return self.static_forward_context[name]
+
+
+def _attention_modules(module) -> dict[str, Any]:
+    """``{layer_name: Attention}`` for every vLLM attention layer under ``module``."""
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+    out = {}
+    for _, sub in module.named_modules():
+        if isinstance(sub, AttentionLayerBase) and getattr(sub, "layer_name", None):
+            out[sub.layer_name] = sub
+    return out
+
+
+def get_layer_maps(proposer, target_model=None) -> LayerMaps:
+    """Draft and target attention layers of a live drafter (after its load_model).
+
+    Names are the ``Attention.layer_name`` strings (= ``static_forward_context``
+    keys): target ``model.layers.{i}.self_attn.attn`` (``Gemma4ForCausalLM``) or
+    ``language_model.model.layers.{i}.self_attn.attn`` (multimodal wrapper); draft
+    ``draft_model.layers.{i}.self_attn.attn`` (``Gemma4MTP`` builds its inner model
+    with prefix ``draft_model``).
+    """
+    from vllm.model_executor.models.utils import extract_layer_index
+
+    sfc = proposer.vllm_config.compilation_config.static_forward_context
+    draft_layers = _attention_modules(proposer.model)
+    if target_model is None:
+        target_model = target_model_of(proposer)
+    if target_model is not None:
+        target_layers = _attention_modules(target_model)
+    else:  # everything registered that is not the draft's
+        from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+        target_layers = {
+            n: m for n, m in sfc.items() if isinstance(m, AttentionLayerBase) and n not in draft_layers
+        }
+    maps = LayerMaps(static_forward_context=sfc)
+    for names, layers, dst, dst_names in (
+        (draft_layers, draft_layers, maps.draft, maps.draft_names),
+        (target_layers, target_layers, maps.target, maps.target_names),
+    ):
+        for name in sorted(names, key=extract_layer_index):
+            idx = extract_layer_index(name)
+            if idx in dst:
+                raise ValueError(f"two attention layers with index {idx}: {dst_names[idx]}, {name}")
+            dst[idx] = layers[name]
+            dst_names[idx] = name
+    return maps
+
+
+def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=None, *, sync_impl: bool = True) -> None:
+    """Point ``attn`` at ``target_layer_name`` the way ``Attention.__init__`` would.
+
+    Re-runs vLLM's constructor check ``validate_kv_sharing_target`` (not the same
+    layer; target registered in the static forward context; same ``attn_type``),
+    sets ``attn.kv_sharing_target_layer_name`` and, unless ``sync_impl=False``, the
+    backend impl's own copy ``attn.impl.kv_sharing_target_layer_name`` (vLLM's
+    legacy Gemma4 proposer leaves the impl copy at ``None``). Must run before
+    ``get_kv_cache_spec`` (i.e. in a load_model hook) to affect cache allocation.
+    """
+    from vllm.model_executor.layers.attention.attention import validate_kv_sharing_target
+
+    if static_forward_context is None:
+        from vllm.config import get_current_vllm_config
+
+        static_forward_context = get_current_vllm_config().compilation_config.static_forward_context
+    validate_kv_sharing_target(attn.layer_name, target_layer_name, static_forward_context)
+    for m in kv_sharing_mutations(attn.layer_name, attn, target_layer_name, sync_impl=sync_impl):
+        m.apply()
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def _kind(module, name: str) -> str:
+    """How the attribute is held, for the wiring description: the registration classifier's kind
+    (persistent or not, a buffer is a buffer here), and for plain attributes whether it is a tensor."""
+    import torch
+
+    kind = registration(module, name)
+    if kind != "attribute":
+        return "buffer" if kind == "buffer_np" else kind
+    if not hasattr(module, name):
+        return "missing"
+    return "tensor_attr" if isinstance(getattr(module, name), torch.Tensor) else "attr"
+
+
+def _scale_info(attn) -> dict[str, dict[str, Any]]:
+    import torch
+
+    out = {}
+    for name in SCALE_TENSOR_ATTRS + SCALE_CPU_ATTRS + SCALE_FLOAT_ATTRS:
+        v = getattr(attn, name, None)
+        info: dict[str, Any] = {"kind": _kind(attn, name), "value": plain_value(v)}
+        if isinstance(v, torch.Tensor):
+            info.update(shape=tuple(v.shape), dtype=str(v.dtype), device=str(v.device))
+        out[name] = info
+    return out
+
+
+def _view_key(t) -> tuple | None:
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return None
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
+    """Plain-data snapshot of how the draft is wired into the target.
+
+    Per draft layer: its ``kv_sharing_target_layer_name`` (layer and impl copy), the
+    target index it points at, whether its bound ``kv_cache`` *is* the target
+    layer's tensor (and, weaker, the same view: data_ptr/shape/stride/dtype; note
+    ``data_ptr`` alone is NOT evidence: with the hybrid allocator all KV-cache
+    groups' layers can start at the same pointer), and the KV-scale attributes of
+    both layers with their registration kind (buffer/parameter/...).
+    """
+    import torch
+
+    maps = get_layer_maps(proposer, target_model)
+    if target_model is None:
+        target_model = target_model_of(proposer)
+    sfc = maps.static_forward_context
+    target_name_to_idx = {n: i for i, n in maps.target_names.items()}
+
+    layers = []
+    for idx, attn in maps.draft.items():
+        tname = getattr(attn, "kv_sharing_target_layer_name", None)
+        tattn = sfc.get(tname) if tname else None
+        kv = getattr(attn, "kv_cache", None)
+        tkv = getattr(tattn, "kv_cache", None) if tattn is not None else None
+        layers.append(
+            {
+                "draft_index": idx,
+                "draft_layer_name": maps.draft_names[idx],
+                "sliding_window": getattr(attn, "sliding_window", None),
+                "head_size": getattr(attn, "head_size", None),
+                "num_kv_heads": getattr(attn, "num_kv_heads", None),
+                "kv_cache_dtype": getattr(attn, "kv_cache_dtype", None),
+                "kv_sharing_target_layer_name": tname,
+                "impl_kv_sharing_target_layer_name": getattr(
+                    getattr(attn, "impl", None), "kv_sharing_target_layer_name", None
+                ),
+                "target_index": target_name_to_idx.get(tname),
+                "target_sliding_window": getattr(tattn, "sliding_window", None),
+                "kv_cache_bound": isinstance(kv, torch.Tensor) and kv.numel() > 0,
+                "kv_cache_is_target": tkv is not None and kv is tkv,
+                "kv_cache_same_view": _view_key(kv) is not None and _view_key(kv) == _view_key(tkv),
+                "kv_cache_data_ptr": kv.data_ptr() if isinstance(kv, torch.Tensor) and kv.numel() else None,
+                "scales": _scale_info(attn),
+                "target_scales": _scale_info(tattn) if tattn is not None else None,
+            }
+        )
+
+    draft_model = proposer.model
+    target_lm = target_language_model(target_model)
+    d_embed = role_module(draft_model, "input_embeddings", "draft")
+    t_embed = role_module(target_lm, "input_embeddings", "target")
+    lm_head, t_head = role_module(draft_model, "lm_head", "draft"), role_module(target_lm, "lm_head", "target")
+    return {
+        "proposer_class": type(proposer).__name__,
+        "draft_model_class": type(draft_model).__name__,
+        "target_model_class": type(target_model).__name__ if target_model is not None else None,
+        "draft_layer_names": dict(maps.draft_names),
+        "target_layer_names": dict(maps.target_names),
+        "layers": layers,
+        "embed_tokens_shared": d_embed is not None and d_embed is t_embed,
+        "draft_embed_shape": tuple(d_embed.weight.shape) if d_embed is not None else None,
+        "draft_lm_head_is_target_lm_head": lm_head is not None and lm_head is t_head,
+        "draft_lm_head_shape": tuple(lm_head.weight.shape) if lm_head is not None else None,
+    }
+
+
+# --------------------------------------------------------------------------- live objects
+
+
+def find_live_runner(llm):
+    """The model runner of an in-process ``vllm.LLM`` (``VLLM_ENABLE_V1_MULTIPROCESSING=0``).
+
+    Path: ``llm.llm_engine.engine_core`` (InprocClient) ``.engine_core`` (EngineCore)
+    ``.model_executor`` (UniProcExecutor) ``.driver_worker`` (WorkerWrapperBase)
+    ``.worker`` (CPUWorker) ``.model_runner`` (CPUModelRunner). With multiprocessing
+    use ``llm.collective_rpc(fn)`` instead: ``fn(worker)`` runs in each worker.
+    """
+    client = llm.llm_engine.engine_core
+    core = getattr(client, "engine_core", None)
+    if core is None:
+        raise RuntimeError(
+            f"{type(client).__name__} is not in-process; set VLLM_ENABLE_V1_MULTIPROCESSING=0 "
+            "or use LLM.collective_rpc"
+        )
+    return core.model_executor.driver_worker.worker.model_runner
+
+
+def find_live_drafter(llm):
+    return find_live_runner(llm).drafter

@@ -1,0 +1,240 @@
+"""The house rules of the package, read off its source with `ast` (docs/architecture.md):
+
+- no import cycle inside `surgery/` or `tools/`, imports inside functions included;
+- no underscore name imported or read across modules (each private name is its module's own);
+- the layers import only downwards: the kernel (`surgery/live/`) knows no op and no engine
+  integration; an op package knows no performer, no registry and no applier; a performer knows
+  no applier; the registry imports op packages, never a performer or an engine.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "surgery"
+TOOLS = ROOT / "tools"
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for the package and for tools/ (whose scripts import each other
+    by bare name, with tools/ on sys.path)."""
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    for path in TOOLS.glob("*.py"):
+        out[path.stem] = path
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in MODULES.items()}
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _resolve_from(name: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if _is_package(name) else name.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _known(dotted: str) -> str | None:
+    while dotted and dotted not in MODULES:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def imports_of(name: str) -> list[tuple[str, list[str], ast.AST]]:
+    """(module imported, names taken from it, node) for every import statement in the module,
+    at any depth. `from pkg import sub` where `sub` is a module is an import of `pkg.sub`."""
+    out = []
+    for node in ast.walk(TREES[name]):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _known(alias.name)
+                if target:
+                    out.append((target, [], node))
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_from(name, node)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                if sub in MODULES:
+                    out.append((sub, [], node))
+                elif _known(base):
+                    out.append((_known(base), [alias.name], node))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {name: {t for t, _, _ in imports_of(name) if t != name} for name in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), plus self-loops."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_in_the_package_or_tools():
+    found = cycles(import_graph())
+    assert not found, "import cycles (imports inside functions count):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The check itself: a loop through a function-level import is a cycle."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _private(attr: str) -> bool:
+    return attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+
+
+def _defined_private_names() -> dict[str, set[str]]:
+    """Private names each module defines: functions, classes, methods, module and class constants."""
+    out = {}
+    for name, tree in TREES.items():
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _private(node.name):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(target, ast.Name) and _private(target.id):
+                        names.add(target.id)
+        out[name] = names
+    return out
+
+
+def private_uses() -> list[str]:
+    defined = _defined_private_names()
+    everywhere = set().union(*defined.values())
+    problems = []
+    for name, tree in TREES.items():
+        module_aliases = {}
+        for target, taken, node in imports_of(name):
+            where = f"{MODULES[name].relative_to(ROOT)}:{node.lineno}"
+            for t in taken:
+                if _private(t):
+                    problems.append(f"{where}: imports {t} from {target}")
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _known(alias.name) and alias.asname:
+                        module_aliases[alias.asname] = _known(alias.name)
+            elif not taken:
+                for alias in node.names:
+                    module_aliases[alias.asname or alias.name] = target
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _private(node.attr):
+                continue
+            where = f"{MODULES[name].relative_to(ROOT)}:{node.lineno}"
+            owner = node.value.id if isinstance(node.value, ast.Name) else None
+            if owner in module_aliases:
+                problems.append(f"{where}: reads {module_aliases[owner]}.{node.attr}")
+            elif node.attr.startswith("_surgery"):
+                problems.append(f"{where}: names the stashed attribute {node.attr} (use its owner's accessors)")
+            elif owner not in ("self", "cls") and node.attr in everywhere and node.attr not in defined[name]:
+                problems.append(f"{where}: reads {node.attr}, private to another module")
+    return problems
+
+
+def test_no_underscore_name_is_used_across_modules():
+    problems = private_uses()
+    assert not problems, "\n".join(problems)
+
+
+LAYER_RULES = [
+    # (importer prefix, forbidden import prefixes, why)
+    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.cli", "surgery.checks"),
+     "the kernel knows no op and no engine integration"),
+    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.applier"), "the registry never imports an engine"),
+    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.cli"), "the applier is engine-neutral"),
+    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+]
+
+
+def _op_package_rules():
+    """Each op package (`surgery/ops/<kind>/__init__.py`) imports no performer, no registry, no
+    applier; each performer (`<kind>/<engine>.py`) no applier and no registry."""
+    rules = []
+    for name in MODULES:
+        parts = name.split(".")
+        if len(parts) == 3 and parts[:2] == ["surgery", "ops"] and _is_package(name):
+            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in ("hf", "vllm"))
+            rules.append((name, performers + ("surgery.ops.registry", "surgery.applier"),
+                          "an op's spec knows no performer"))
+        if len(parts) == 4 and parts[:2] == ["surgery", "ops"]:
+            rules.append((name, ("surgery.ops.registry", "surgery.applier"), "a performer knows no applier"))
+    return rules
+
+
+def layer_violations() -> list[str]:
+    problems = []
+    graph = import_graph()
+    for importer, forbidden, why in LAYER_RULES + _op_package_rules():
+        for name, targets in graph.items():
+            if name != importer and not name.startswith(importer + "."):
+                continue
+            if importer.count(".") == 3 and name != importer:  # a performer rule names one module
+                continue
+            for t in targets:
+                if any(t == f or t.startswith(f + ".") for f in forbidden):
+                    problems.append(f"{name} imports {t}: {why}")
+    return problems
+
+
+def test_layers_import_downwards_only():
+    problems = layer_violations()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("kind", sorted(m.split(".")[2] for m in MODULES if m.count(".") == 2
+                                        and m.startswith("surgery.ops.") and _is_package(m)))
+def test_each_op_kind_is_one_folder_with_its_performers(kind):
+    """Spec, expansion, checks and rendering in the package; a performer per engine that performs it."""
+    from surgery.engines import ENGINES
+    from surgery.ops.registry import BY_RECIPE_KEY
+
+    unit = BY_RECIPE_KEY[kind]
+    folder = PKG / "ops" / kind
+    for engine in ENGINES:
+        assert (folder / f"{engine}.py").exists() == (unit.refusal(engine) is None), (kind, engine)
