@@ -40,7 +40,7 @@ V_SCALE = 0.5
 
 def set_target_scales(proposer, target_model):
     """Before the draft is built: distinctive KV scales on every target attention layer."""
-    for attn in hooks._attention_modules(target_model).values():
+    for attn in wiring._attention_modules(target_model).values():
         with torch.no_grad():
             attn._k_scale.fill_(K_SCALE)
             attn._v_scale.fill_(V_SCALE)

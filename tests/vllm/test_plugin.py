@@ -71,7 +71,7 @@ def make_scale_setter(per_head: dict | None):
     def set_scales(proposer, target_model):
         from vllm.model_executor.models.utils import extract_layer_index
 
-        for name, attn in hooks._attention_modules(target_model).items():
+        for name, attn in wiring._attention_modules(target_model).items():
             i = extract_layer_index(name)
             with torch.no_grad():
                 for a in TENSOR + CPU:

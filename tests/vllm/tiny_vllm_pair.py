@@ -199,7 +199,7 @@ def wiring_only(target, draft, before=None, **extra) -> dict:
 
     Returns {"wiring": wiring.describe_wiring(...), "proposer": ..., "target_model": ...}; the
     live modules stay usable as plain objects (no KV cache is bound)."""
-    from surgery.vllm import wiring
+    from surgery.vllm import hooks, wiring
 
     seen = {}
 
