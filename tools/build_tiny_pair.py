@@ -39,12 +39,12 @@ import torch
 import torch.nn.functional as F
 
 TOOLS = Path(__file__).resolve().parent
-if str(TOOLS) not in sys.path:  # loaded by path (surgery.hf.pair, tests): pairkit sits next to this file
+if str(TOOLS) not in sys.path:  # loaded by path (tests): pairkit sits next to this file
     sys.path.insert(0, str(TOOLS))
 
 from pairkit import (  # noqa: E402  (pairkit also puts the repository on sys.path)
     HELD_OUT_FILES, PAIR_INDEX, corpus_files, corpus_split, distil, greedy_pool, greedy_stats, held_out_prompts,
-    line_starts, param_count, sample_windows, train_lm, update_index, write_hf_folder,
+    line_starts, logger, param_count, sample_windows, train_lm, update_index, write_hf_folder,
 )
 
 from surgery import bytevocab  # noqa: E402
@@ -56,15 +56,7 @@ TARGET_STEPS = 1500  # the first pair's 250 left a target whose greedy text loop
 DRAFT_STEPS = 300
 PAIR_NAME = "gemma4-mtp"  # this pair's entry in pairkit.PAIR_INDEX
 
-
-_progress = None  # set by build(progress=...) when called from surgery.hf.pair
-
-
-def log(msg: str) -> None:
-    if _progress is not None:
-        _progress(msg)
-    else:
-        print(f"[build_tiny_pair] {msg}", flush=True)
+log = logger("build_tiny_pair")
 
 
 # ----------------------------------------------------------------------------------- draft
@@ -182,13 +174,11 @@ def global_head_dim_extra(shipped_json: Path) -> dict:
     return {"global_head_dim": cfg.get("global_head_dim", cfg.get("text_config", {}).get("global_head_dim"))}
 
 
-def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_steps=3, pool_size=512, progress=None,
+def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_steps=3, pool_size=512,
           info: dict | None = None) -> tuple[Path, Path]:
     """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically (with the
     byte-level tokenizer files). ``info``, when given, receives what the pair index records: the
     held-out prompts, the target's greedy stats on them, seed, steps and sizes."""
-    global _progress
-    _progress = progress
     torch.set_num_threads(1)  # reproducible sums; also robust on a busy 2-core box (no OMP spin)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)

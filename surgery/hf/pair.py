@@ -7,9 +7,12 @@ Its vocabulary is surgery/bytevocab.py; its loader surgery/hf/loader.py; its pro
 entry surgery/pairs.py (``GEMMA_PAIR``).
 
 Nothing is ever downloaded. The pair lives in a cache folder (``~/.cache/spec-surgery/tiny-gemma4``,
-override with ``SURGERY_CACHE``) as two ordinary HF folders. When missing they are copied from the
-weights committed in ``surgery/data/tiny/weights/`` or, failing that, rebuilt by
-``tools/build_tiny_pair.py`` (train the target as a byte-level LM, distil the assistant from it).
+override with ``SURGERY_CACHE``) as two ordinary HF folders, copied from the weights committed in
+``surgery/data/tiny/weights/``. An install without those weights uses a cache that
+``tools/build_tiny_pair.py`` built (it trains the target as a byte-level LM and distils the
+assistant from it). The package never runs that script itself: the build recipe is not part of the
+wheel, and library code that executes a repository file found by path is a code-execution path an
+installed package should not have; a missing pair is SRG001, whose hint names the command.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..diagnostics import Location, fail
 from ..folders import is_complete, staged_dir
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny"
@@ -127,7 +131,8 @@ def _remove_leftovers(root: Path) -> None:
 def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
     """Return (target_dir, draft_dir), materialising them in the cache if needed.
 
-    Order: cache hit → copy committed weights → rebuild (~25 min on one CPU thread). Never downloads.
+    Order: cache hit → copy committed weights → SRG001 (never downloads, never trains: building the
+    pair is ``python tools/build_tiny_pair.py``, about 25 minutes, which writes this very cache).
     Safe when several processes call it at once: writers take a file lock and re-check, every
     folder is written in a temporary folder and renamed into place, so no reader sees a partial one.
     """
@@ -143,20 +148,7 @@ def ensure_tiny_pair(progress: Progress = None) -> tuple[Path, Path]:
         if _copy_committed("target", target_dir) and _copy_committed("draft", draft_dir):
             say(f"tiny pair copied from committed weights into {root}")
             return target_dir, draft_dir
-        say(f"building the tiny pair into {root} (trains for about 25 minutes)")
-        return _load_builder().build(root, progress=say if progress else None)
-
-
-def _load_builder():
-    """``tools/build_tiny_pair.py`` of this checkout (the build recipe is not part of the wheel)."""
-    import importlib.util
-
-    script = DATA_DIR.parents[2] / "tools" / "build_tiny_pair.py"
-    if not script.is_file():
-        raise FileNotFoundError(
-            f"tiny pair missing from {cache_root()} and from {WEIGHTS_DIR}, and no build script at {script}"
-        )
-    spec = importlib.util.spec_from_file_location("surgery_build_tiny_pair", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    raise fail("SRG001", f"the tiny Gemma 4 pair is neither in {root} nor in {WEIGHTS_DIR} (committed weights)",
+               Location(str(WEIGHTS_DIR)),
+               hint="build it into the cache with `python tools/build_tiny_pair.py` (from a checkout, about 25 "
+                    "minutes on one CPU thread), or reinstall spec-surgery: the tiny weights travel inside the wheel")
