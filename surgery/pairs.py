@@ -5,6 +5,8 @@ speculative method, sizes, the seed and builder that made them, the held-out pro
 acceptance is measured on, the wrong-wiring ablation rows of that family, and for serving the
 tokenizer kind and a one-line summary. Built by tools/build_family_pairs.py; the Gemma 4 pair
 (surgery/data/tiny, tools/build_tiny_pair.py) is listed too, so a family's pair registers without code.
+The prompts a pair is measured on live here as well: the index's held-out prompts, and
+``DEFAULT_PROMPTS`` for pairs the user brings.
 
 `export` writes DIR/target and DIR/draft as ordinary model folders (config.json, model.safetensors,
 tokenizer files): what `vllm ... --model DIR/target --speculative-config '{"model": "DIR/draft", ...}'`
@@ -15,16 +17,35 @@ complete.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .diagnostics import Location, SurgeryError, diag
+from .folders import is_complete, staged_dir
 
 PAIRS_DIR = Path(__file__).resolve().parent / "data" / "pairs"
 INDEX = PAIRS_DIR / "index.yaml"
 ABLATIONS = PAIRS_DIR / "ablations.yaml"  # hand-written rows; index.yaml is the builders' output
 SIDES = ("target", "draft")
+GEMMA_PAIR = "gemma4-mtp"  # the tiny Gemma 4 pair's entry (surgery/data/tiny, surgery/hf/pair.py)
+
+# Generic openings of Python code: prompts for pairs the user brings. The Gemma 4 pair was trained
+# on text that contains 11 of them verbatim (hundreds of times), so its acceptance is measured on
+# held_out_prompts() instead.
+DEFAULT_PROMPTS: tuple[str, ...] = (
+    "def __init__(self, ",
+    "import os\nimport sys\n\n",
+    "    def __repr__(self):\n        return ",
+    "class ",
+    "    if not isinstance(",
+    "        raise ValueError(",
+    "for i in range(",
+    "    return self.",
+    "        try:\n            ",
+    "from collections import ",
+    "# Copyright ",
+    "def get(self, key, default=None):\n    ",
+)
 
 
 @dataclass(frozen=True)
@@ -80,23 +101,29 @@ def builtin_pair(recipe: str, path: Path = INDEX) -> BuiltinPair | None:
                        info={k: v for k, v in entry.items() if k not in ("prompts", "ablations")})
 
 
-def _rebuild_tiny_gemma4():
+def held_out_prompts() -> tuple[str, ...]:
+    """The Gemma 4 pair's measurement prompts: line starts of the stdlib files its builder kept
+    out of training (``tools/build_tiny_pair.py`` records them in the index), so an acceptance
+    measured on them is not the pair reciting its training text. Empty when the index lists none
+    (callers fall back to ``DEFAULT_PROMPTS`` and say so)."""
+    entry = builtin_pair(GEMMA_PAIR)
+    return entry.prompts if entry is not None else ()
+
+
+def _tiny_gemma4_cache():
     from .hf.pair import ensure_tiny_pair
 
     return ensure_tiny_pair()
 
 
-# builders a registry entry may name under `rebuild` (for pairs whose weights are not committed)
-_REBUILDERS = {"tiny-gemma4": _rebuild_tiny_gemma4}
+# where a registry entry's `rebuild` finds a pair whose weights are not committed (an install without
+# them): the tiny Gemma 4 pair's cache, which tools/build_tiny_pair.py writes
+_REBUILDERS = {"tiny-gemma4": _tiny_gemma4_cache}
 
 
 def builtin_pairs() -> dict[str, dict]:
     """recipe name -> its index entry (paths relative to PAIRS_DIR)."""
     return dict(load_index().get("pairs") or {})
-
-
-def _complete(folder: Path) -> bool:
-    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
 def _unknown(name: str) -> SurgeryError:
@@ -116,7 +143,7 @@ def source_folders(name: str) -> tuple[Path, Path, dict]:
     if entry is None:
         raise _unknown(name)
     target, draft = (PAIRS_DIR / entry["target"]).resolve(), (PAIRS_DIR / entry["draft"]).resolve()
-    if not (_complete(target) and _complete(draft)):
+    if not (is_complete(target) and is_complete(draft)):
         ref = entry.get("rebuild")
         if not ref:
             raise SurgeryError(diag("SRG001", f"the built-in pair {name} is missing from {target.parent}",
@@ -129,7 +156,6 @@ def source_folders(name: str) -> tuple[Path, Path, dict]:
 
 def export(name: str, dest: str | Path, force: bool = False) -> dict:
     """Write the built-in pair `name` as DEST/target and DEST/draft; returns what was written."""
-    from .hf.pair import _replace_dir
     from .hf.tokenizer import FILES as TOKENIZER_FILES
     from .hf.tokenizer import write_tokenizer
 
@@ -142,15 +168,11 @@ def export(name: str, dest: str | Path, force: bool = False) -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[str]] = {}
     for side, src in zip(SIDES, (target, draft)):
-        tmp = Path(tempfile.mkdtemp(prefix=f".{side}-", dir=dest))
-        try:
+        with staged_dir(outs[side]) as tmp:
             for f in sorted(src.iterdir()):
                 if f.is_file() and not f.name.startswith("."):
                     shutil.copyfile(f, tmp / f.name)
             if entry.get("tokenizer") == "byte" and not all((tmp / f).is_file() for f in TOKENIZER_FILES):
                 write_tokenizer(tmp)
             written[side] = sorted(f.name for f in tmp.iterdir())
-            _replace_dir(tmp, outs[side])
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return {"pair": name, "target": str(outs["target"]), "draft": str(outs["draft"]), "files": written}

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from surgery.applier.command import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
-from surgery.hf import pair  # noqa: E402
+from surgery import bytevocab  # noqa: E402
 
 RECIPE = str(Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.yaml")
 QUICK = ["--prompts", "1", "--max-new-tokens", "6", "--no-progress"]
@@ -154,7 +154,7 @@ def test_output_differing_from_greedy_exits_1(monkeypatch):
 
     def corrupted(*args, **kwargs):
         res = real(*args, **kwargs)
-        res.tokens[-1] = (res.tokens[-1] + 1) % pair.VOCAB_SIZE
+        res.tokens[-1] = (res.tokens[-1] + 1) % bytevocab.VOCAB_SIZE
         return res
 
     monkeypatch.setattr(specdec, "speculative_generate", corrupted)

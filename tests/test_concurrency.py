@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery import Runtime, facts_from_config, load_recipe, resolve
+from surgery import Runtime, facts_from_config, folders, load_recipe, resolve
 from surgery.facts import read_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,7 +188,7 @@ def _assert_cache_clean(cache: Path) -> None:
 def test_cache_built_by_several_processes_at_once(tmp_path, n_procs):
     from surgery.hf import pair
 
-    if not pair._is_complete(pair.WEIGHTS_DIR / "target"):
+    if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
     errors, reads = _run_cache_race(tmp_path, n_procs, rounds=3)
     assert not errors, errors[:5]
@@ -201,7 +201,7 @@ def test_cache_repaired_concurrently_after_a_crash(tmp_path):
     writers clean the leftover up and install complete folders."""
     from surgery.hf import pair
 
-    if not pair._is_complete(pair.WEIGHTS_DIR / "target"):
+    if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
     root = tmp_path / "tiny-gemma4"
     (root / ".target-deadbeef").mkdir(parents=True)
@@ -218,7 +218,7 @@ def test_stale_cache_replaced_while_others_read(tmp_path):
     lock; concurrent callers all end with the committed bytes."""
     from surgery.hf import pair
 
-    if not pair._is_complete(pair.WEIGHTS_DIR / "target"):
+    if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
     root = tmp_path / "tiny-gemma4"
     for name in ("target", "draft"):
@@ -234,7 +234,7 @@ def test_folder_writes_go_through_a_temp_dir_and_rename(tmp_path, monkeypatch):
     """No torn file: the destination only ever appears by os.replace of a complete temp folder."""
     from surgery.hf import pair
 
-    if not pair._is_complete(pair.WEIGHTS_DIR / "target"):
+    if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
     monkeypatch.setenv("SURGERY_CACHE", str(tmp_path))
     seen = []

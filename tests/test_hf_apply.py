@@ -21,7 +21,9 @@ from surgery.applier import apply_plan, rollback, verify_plan  # noqa: E402
 from surgery.applier.core import prepare_plan  # noqa: E402
 from surgery.live.hf import HFContext  # noqa: E402
 from surgery.live.mutations import SetAttr  # noqa: E402
-from surgery.hf import pair  # noqa: E402
+from surgery import bytevocab  # noqa: E402
+from surgery.hf.loader import load_pair  # noqa: E402
+from surgery.pairs import held_out_prompts  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.yaml"
@@ -75,7 +77,7 @@ def wrong_plan(dirs, tmp_path_factory):
 @pytest.fixture
 def fresh(dirs):
     """A freshly loaded, unwired (target, draft); ~0.2 s once transformers is imported."""
-    return pair.load_pair(*dirs)
+    return load_pair(*dirs)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def test_explicit_map_logits_equal_reference_from_named_target_layers(dirs, plan
     assert surgery.verify(explicit_plan, draft, target, report=report).ok
     assert [a.self_attn.layer_type for a in draft.model.layers] != ["sliding_attention"] * 3 + ["full_attention"]
 
-    ids = torch.tensor([pair.encode(PROMPT)])
+    ids = torch.tensor([bytevocab.encode(PROMPT)])
     assert ids.shape[1] > target.config.sliding_window
     cache = DynamicCache()
     target(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -206,7 +208,7 @@ def test_explicit_map_logits_equal_reference_from_named_target_layers(dirs, plan
 
     # Reference: an UNWIRED fresh draft; its layer_type keys are set by hand to plain keys that
     # point straight at the named target layers' tensors (0 -> 2, 1 -> 3, 2 -> 2, full 3 -> 4).
-    _, ref_draft = pair.load_pair(*dirs)
+    _, ref_draft = load_pair(*dirs)
     for layer, key in zip(ref_draft.model.layers, ("L2", "L3", "L2", "full_attention")):
         layer.self_attn.layer_type = key
     by_hand = {"L2": kv[2], "L3": kv[3], "full_attention": kv[4], "sliding_attention": kv[2]}
@@ -214,7 +216,7 @@ def test_explicit_map_logits_equal_reference_from_named_target_layers(dirs, plan
     torch.testing.assert_close(wired, reference, rtol=0, atol=1e-6)
 
     # A uniform table needs no hand-set keys at all: plain transformers type lookup.
-    _, plain = pair.load_pair(*dirs)
+    _, plain = load_pair(*dirs)
     uniform = dataclasses.replace(explicit_plan, operations=tuple(
         dataclasses.replace(o, target_layer=3) if o.op == "share_kv" and o.target_layer != 4 else o
         for o in explicit_plan.operations))
@@ -239,7 +241,7 @@ def test_explicit_map_logits_equal_reference_from_named_target_layers(dirs, plan
 
 @pytest.fixture(scope="module")
 def atomic_pair(dirs):
-    return pair.load_pair(*dirs)
+    return load_pair(*dirs)
 
 
 def _mutation_sequence(plan, target, draft) -> list[str]:
@@ -336,7 +338,7 @@ def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_pla
 
     target, draft = fresh
     assert default_kv_sources(target.config)["sliding_attention"] == 5
-    prompts = [pair.encode(p) for p in pair.held_out_prompts()[:2]]  # text the pair never trained on
+    prompts = [bytevocab.encode(p) for p in held_out_prompts()[:2]]  # text the pair never trained on
 
     report = surgery.apply(plan, draft, target)
     good = decode_check(target, draft, prompts, 16, 3)
@@ -399,7 +401,7 @@ def test_wired_draft_runs_in_transformers_own_mtp_drafting(dirs, explicit_plan, 
 
     target, draft = fresh
     surgery.apply(explicit_plan, draft, target)
-    ids = torch.tensor([pair.encode(PROMPT)])
+    ids = torch.tensor([bytevocab.encode(PROMPT)])
     cache = DynamicCache(config=target.config)  # what transformers' generate uses (sliding layers windowed)
     out = target(input_ids=ids, past_key_values=cache, use_cache=True, output_hidden_states=True,
                  return_shared_kv_states=True)
@@ -415,7 +417,7 @@ def test_wired_draft_runs_in_transformers_own_mtp_drafting(dirs, explicit_plan, 
     full = DynamicCache()
     target(input_ids=ids, past_key_values=full, use_cache=True)
     kv = {j: (full.layers[j].keys, full.layers[j].values) for j in (2, 3, 4, 5)}
-    _, ref_draft = pair.load_pair(*dirs)
+    _, ref_draft = load_pair(*dirs)
     for layer, key in zip(ref_draft.model.layers, ("L2", "L3", "L2", "full_attention")):
         layer.self_attn.layer_type = key
     reference = _mtp_step_logits(target, ref_draft, ids, {"L2": kv[2], "L3": kv[3], "full_attention": kv[4],

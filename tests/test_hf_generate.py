@@ -15,7 +15,10 @@ pytest.importorskip("transformers")
 import surgery  # noqa: E402
 import surgery.hf  # noqa: E402
 from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
+from surgery import bytevocab  # noqa: E402
 from surgery.hf import pair  # noqa: E402
+from surgery.hf.loader import load_pair  # noqa: E402
+from surgery.pairs import DEFAULT_PROMPTS, held_out_prompts  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,7 +41,7 @@ def _plan(dirs, tmp_path_factory=None, pairs=None):
 
 
 def _wired(dirs, plan):
-    target, draft = pair.load_pair(*dirs)
+    target, draft = load_pair(*dirs)
     report = surgery.apply(plan, draft, target)
     assert surgery.verify(plan, draft, target, report=report).ok
     return target, draft
@@ -56,13 +59,13 @@ def wrong_wired(dirs, tmp_path_factory):
 
 
 def _ids(prompt):
-    return torch.tensor([pair.encode(prompt)])
+    return torch.tensor([bytevocab.encode(prompt)])
 
 
 @pytest.fixture(scope="module")
 def greedy(wired):
     target, _ = wired
-    prompts = pair.DEFAULT_PROMPTS + pair.held_out_prompts()
+    prompts = DEFAULT_PROMPTS + held_out_prompts()
     return {p: target.generate(_ids(p), max_new_tokens=MAX_NEW, do_sample=False) for p in prompts}
 
 
@@ -73,7 +76,7 @@ def _ours(target, draft, ids, **kw):
 
 def test_equals_plain_greedy_on_the_default_and_held_out_prompts(wired, greedy):
     target, draft = wired
-    held_out = set(pair.held_out_prompts())
+    held_out = set(held_out_prompts())
     drafted = accepted = 0
     for prompt, ref in greedy.items():
         out = _ours(target, draft, _ids(prompt), num_assistant_tokens=3)
@@ -88,7 +91,7 @@ def test_equals_plain_greedy_on_the_default_and_held_out_prompts(wired, greedy):
 @pytest.mark.parametrize("how", ["generation_config", "argument"])
 def test_draft_token_count_from_config_or_argument(wired, greedy, how):
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[0]
+    prompt = DEFAULT_PROMPTS[0]
     kw = {"num_assistant_tokens": 5} if how == "generation_config" else {"num_draft_tokens": 5}
     out = _ours(target, draft, _ids(prompt), **kw)
     assert torch.equal(out, greedy[prompt])
@@ -103,7 +106,7 @@ def test_explicit_non_default_map_is_honoured(wired, wrong_wired, greedy):
     rates = {}
     for name, (target, draft) in (("good", wired), ("wrong", wrong_wired)):
         drafted = accepted = 0
-        for prompt in pair.DEFAULT_PROMPTS[:4]:
+        for prompt in DEFAULT_PROMPTS[:4]:
             assert torch.equal(_ours(target, draft, _ids(prompt), num_assistant_tokens=3), greedy[prompt]), prompt
             drafted, accepted = drafted + SPEC.last_stats.drafted, accepted + SPEC.last_stats.accepted
         rates[name] = accepted / drafted
@@ -113,14 +116,14 @@ def test_explicit_non_default_map_is_honoured(wired, wrong_wired, greedy):
 @pytest.mark.parametrize("max_new", [1, 2, 7])
 def test_stops_at_max_new_tokens(wired, greedy, max_new):
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[1]
+    prompt = DEFAULT_PROMPTS[1]
     out = _ours(target, draft, _ids(prompt), max_new_tokens=max_new, num_assistant_tokens=5)
     assert torch.equal(out, greedy[prompt][:, : _ids(prompt).shape[1] + max_new])
 
 
 def test_stops_at_max_length(wired, greedy):
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[2]
+    prompt = DEFAULT_PROMPTS[2]
     n = _ids(prompt).shape[1]
     out = target.generate(_ids(prompt), assistant_model=draft, custom_generate=SPEC, do_sample=False,
                           max_length=n + 9, num_assistant_tokens=4)
@@ -131,7 +134,7 @@ def test_stops_at_eos_inside_an_accepted_run(wired, greedy):
     """EOS = a token greedy emits mid-sequence: both stop right after its first occurrence, even
     when it lands inside a run of accepted drafts."""
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[0]
+    prompt = DEFAULT_PROMPTS[0]
     n = _ids(prompt).shape[1]
     new = greedy[prompt][0, n:].tolist()
     eos = new[5]
@@ -148,10 +151,10 @@ def test_custom_stopping_criteria_and_logits_processor(wired):
 
     class StopAfterNewline(StoppingCriteria):
         def __call__(self, input_ids, scores, **kwargs):
-            return torch.tensor([input_ids[0, -1].item() == pair.encode("\n", bos=False)[0]])
+            return torch.tensor([input_ids[0, -1].item() == bytevocab.encode("\n", bos=False)[0]])
 
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[2]
+    prompt = DEFAULT_PROMPTS[2]
     kw = dict(max_new_tokens=40, do_sample=False, repetition_penalty=1.3,
               stopping_criteria=StoppingCriteriaList([StopAfterNewline()]))
     ref = target.generate(_ids(prompt), **kw)
@@ -173,7 +176,7 @@ def test_streamer_gets_prompt_then_every_new_token_once(wired, greedy):
             self.ended += 1
 
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[3]
+    prompt = DEFAULT_PROMPTS[3]
     streamer = Collect()
     out = _ours(target, draft, _ids(prompt), streamer=streamer, num_assistant_tokens=3)
     assert streamer.puts[0] == _ids(prompt)[0].tolist()  # generate itself puts the prompt
@@ -184,7 +187,7 @@ def test_streamer_gets_prompt_then_every_new_token_once(wired, greedy):
 
 def test_return_dict_in_generate(wired, greedy):
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[0]
+    prompt = DEFAULT_PROMPTS[0]
     out = _ours(target, draft, _ids(prompt), return_dict_in_generate=True, num_assistant_tokens=3)
     assert torch.equal(out.sequences, greedy[prompt])
 
@@ -195,7 +198,7 @@ def _code(excinfo) -> list[str]:
 
 def test_refusals_are_coded(wired, dirs):
     target, draft = wired
-    ids = _ids(pair.DEFAULT_PROMPTS[0])
+    ids = _ids(DEFAULT_PROMPTS[0])
     with pytest.raises(SurgeryError) as exc:  # a batch
         _ours(target, draft, ids.repeat(2, 1))
     assert _code(exc) == ["SRG430"]
@@ -205,7 +208,7 @@ def test_refusals_are_coded(wired, dirs):
     with pytest.raises(SurgeryError) as exc:  # no assistant
         target.generate(ids, custom_generate=SPEC, max_new_tokens=4)
     assert _code(exc) == ["SRG432"]
-    _, unwired = pair.load_pair(*dirs)  # placeholder embedding still in place
+    _, unwired = load_pair(*dirs)  # placeholder embedding still in place
     with pytest.raises(SurgeryError) as exc:
         _ours(target, unwired, ids)
     assert _code(exc) == ["SRG432"]
@@ -228,7 +231,7 @@ def _ordered_draft(dirs, seed=0):
     centroids and a random token ordering (a permutation)."""
     from transformers import Gemma4AssistantForCausalLM
 
-    target, _ = pair.load_pair(*dirs)
+    target, _ = load_pair(*dirs)
     _, draft_cfg = pair.make_configs()
     draft_cfg.use_ordered_embeddings = True
     torch.manual_seed(seed)
@@ -244,7 +247,7 @@ def test_hoisted_step_equals_the_assistants_forward(wired, dirs, head):
     from surgery.hf import fastdraft
 
     target, draft = wired if head == "lm_head" else _ordered_draft(dirs)
-    ids = _ids(pair.DEFAULT_PROMPTS[4])
+    ids = _ids(DEFAULT_PROMPTS[4])
     out = target(input_ids=ids, output_hidden_states=True, return_shared_kv_states=True)
     kv, position = out.shared_kv_states, torch.tensor([[ids.shape[1]]])
     g = torch.Generator().manual_seed(1)
@@ -266,7 +269,7 @@ def test_centroid_head_ties_resolve_like_argmax(dirs):
     from surgery.hf import fastdraft
 
     target, draft = _ordered_draft(dirs, seed=3)
-    ids = _ids(pair.DEFAULT_PROMPTS[5])
+    ids = _ids(DEFAULT_PROMPTS[5])
     out = target(input_ids=ids, output_hidden_states=True, return_shared_kv_states=True)
     kv, position = out.shared_kv_states, torch.tensor([[ids.shape[1]]])
     x = torch.randn(1, 1, 2 * draft.config.backbone_hidden_size, generator=torch.Generator().manual_seed(2))
@@ -297,7 +300,7 @@ def test_a_hoisted_step_that_disagrees_falls_back_aloud(dirs, greedy, monkeypatc
     target, draft = _wired(dirs, _plan(dirs))
     real_step = fastdraft.step
     monkeypatch.setattr(fastdraft, "step", lambda *a: (real_step(*a)[0] + 1, real_step(*a)[1]))
-    prompt = pair.DEFAULT_PROMPTS[0]
+    prompt = DEFAULT_PROMPTS[0]
     with pytest.warns(UserWarning, match="assistant's own forward"):
         out = _ours(target, draft, _ids(prompt), num_assistant_tokens=3)
     assert torch.equal(out, greedy[prompt])
@@ -309,7 +312,7 @@ def test_direct_call_without_generate(wired, greedy):
     from transformers import GenerationConfig
 
     target, draft = wired
-    prompt = pair.DEFAULT_PROMPTS[1]
+    prompt = DEFAULT_PROMPTS[1]
     n = _ids(prompt).shape[1]
     out = SPEC(target, _ids(prompt), assistant_model=draft, num_draft_tokens=3,
                generation_config=GenerationConfig(max_new_tokens=10, do_sample=False))

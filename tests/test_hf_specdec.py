@@ -10,7 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from surgery import bytevocab  # noqa: E402
 from surgery.hf import pair  # noqa: E402
+from surgery.hf.loader import load_pair  # noqa: E402
+from surgery.pairs import DEFAULT_PROMPTS, GEMMA_PAIR, held_out_prompts  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402
 from surgery.hf.specdec import greedy_generate, speculative_generate  # noqa: E402
 
@@ -21,7 +24,7 @@ LONG_PROMPTS = (
     "def parse(args):\n    result = []\n    for arg in args:\n        if arg.startswith('-'):\n"
     "            result.append(arg[1:])\n        else:\n            raise ValueError(",
 )
-PROMPTS = pair.DEFAULT_PROMPTS[:6] + LONG_PROMPTS
+PROMPTS = DEFAULT_PROMPTS[:6] + LONG_PROMPTS
 MAX_NEW = 32
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,7 +36,7 @@ def pair_dirs():
 
 @pytest.fixture(scope="module")
 def models(pair_dirs):
-    target, draft = pair.load_pair(*pair_dirs)
+    target, draft = load_pair(*pair_dirs)
     # What the applier's share_module(input_embeddings) does: the draft reads the target's table.
     draft.set_input_embeddings(target.get_input_embeddings())
     return target, draft
@@ -77,13 +80,13 @@ def routed(draft, mapping: dict[int, int], target=None):
 @pytest.fixture(scope="module")
 def greedy_ref(models):
     target, _ = models
-    return {p: greedy_generate(target, pair.encode(p), MAX_NEW) for p in PROMPTS}
+    return {p: greedy_generate(target, bytevocab.encode(p), MAX_NEW) for p in PROMPTS}
 
 
 def _spec(models, mapping, k, prompts=PROMPTS, max_new=MAX_NEW):
     target, draft = models
     with routed(draft, mapping, target):
-        return {p: speculative_generate(target, draft, pair.encode(p), max_new, k) for p in prompts}
+        return {p: speculative_generate(target, draft, bytevocab.encode(p), max_new, k) for p in prompts}
 
 
 def _rate(results) -> float:
@@ -92,9 +95,9 @@ def _rate(results) -> float:
 
 def test_tokenizer_roundtrip():
     text = "def f(x):\n    return 'é' + x\n"
-    ids = pair.encode(text)
-    assert ids[0] == pair.BOS_ID and max(ids) < pair.VOCAB_SIZE
-    assert pair.decode(ids) == text
+    ids = bytevocab.encode(text)
+    assert ids[0] == bytevocab.BOS_ID and max(ids) < bytevocab.VOCAB_SIZE
+    assert bytevocab.decode(ids) == text
 
 
 def test_pair_shapes_mimic_gemma4(models):
@@ -127,7 +130,7 @@ def test_speculative_equals_greedy_with_wrong_map(models, greedy_ref):
 @pytest.mark.parametrize("max_new", [1, 2, 7])
 def test_stops_exactly_at_max_new_tokens(models, max_new):
     target, draft = models
-    prompt = pair.encode(PROMPTS[0])
+    prompt = bytevocab.encode(PROMPTS[0])
     with routed(draft, correct_map(target, draft), target):
         res = speculative_generate(target, draft, prompt, max_new, 5)
     assert res.tokens == greedy_generate(target, prompt, max_new)
@@ -146,12 +149,12 @@ def test_target_greedy_on_held_out_prompts_does_not_loop(models):
     from surgery.pairs import builtin_pair
 
     target, _ = models
-    texts = pair.held_out_prompts()
-    conts = [greedy_generate(target, pair.encode(t), 48) for t in texts]
+    texts = held_out_prompts()
+    conts = [greedy_generate(target, bytevocab.encode(t), 48) for t in texts]
     grams = [_distinct_4gram_ratio(c) for c in conts]
     tokens = [len(set(c)) / len(c) for c in conts]
     assert sum(grams) / len(grams) >= 0.5 and sorted(grams)[len(grams) // 2] >= 0.5, grams
-    recorded = builtin_pair(pair.PAIR_RECIPE).info["target_greedy"]
+    recorded = builtin_pair(GEMMA_PAIR).info["target_greedy"]
     assert recorded["distinct_4gram_ratio"] == pytest.approx(sum(grams) / len(grams), abs=6e-4)
     assert recorded["distinct_token_ratio"] == pytest.approx(sum(tokens) / len(tokens), abs=6e-4)
 
@@ -159,7 +162,7 @@ def test_target_greedy_on_held_out_prompts_does_not_loop(models):
 def test_distilled_acceptance_and_wrong_map_drop(models):
     """On the held-out prompts (text the pair never trained on), as `surgery apply` measures:
     >= 50 % at 3 draft tokens; a shape-compatible wrong KV map loses acceptance."""
-    prompts = pair.held_out_prompts()
+    prompts = held_out_prompts()
     good = _rate(_spec(models, correct_map(*models), 3, prompts, 48))
     bad = _rate(_spec(models, wrong_map(*models), 3, prompts, 48))
     assert good >= 0.5, good
@@ -180,7 +183,7 @@ def test_explicit_map_reads_that_target_layer(models):
     from transformers import DynamicCache
 
     target, draft = models
-    ids = torch.tensor([pair.encode(LONG_PROMPTS[0])])
+    ids = torch.tensor([bytevocab.encode(LONG_PROMPTS[0])])
     cache = DynamicCache()
     target(input_ids=ids, past_key_values=cache, use_cache=True)
     kv = {j: (cache.layers[j].keys, cache.layers[j].values) for j in range(len(cache.layers))}
@@ -201,13 +204,13 @@ def test_routing_to_kv_shared_target_layer_is_refused(models):
 
     target, draft = models
     cache = DynamicCache()
-    target(input_ids=torch.tensor([pair.encode("x = 1")]), past_key_values=cache, use_cache=True)
+    target(input_ids=torch.tensor([bytevocab.encode("x = 1")]), past_key_values=cache, use_cache=True)
     with routed(draft, {0: 7}), pytest.raises(ValueError, match="not a non-KV-shared"):
         build_shared_kv_states(cache, target.config, draft)
 
 
 def test_unwired_draft_embedding_is_a_clear_error(models, pair_dirs):
     target, _ = models
-    _, fresh = pair.load_pair(*pair_dirs)
+    _, fresh = load_pair(*pair_dirs)
     with pytest.raises(ValueError, match="placeholder embedding"):
-        speculative_generate(target, fresh, pair.encode("def f("), 8, 3)
+        speculative_generate(target, fresh, bytevocab.encode("def f("), 8, 3)

@@ -12,6 +12,7 @@ import pytest
 from surgery import pairs
 from surgery.cli import main
 from surgery.diagnostics import SurgeryError
+from surgery import bytevocab
 from surgery.hf import pair as tiny
 from surgery.recipe import load_recipe
 from surgery.vllm import report as rep
@@ -62,9 +63,9 @@ def test_tokenizer_is_the_pairs_byte_encoding():
     tok = build_tokenizer()
     for text in TEXTS:
         ids = tok.encode(text).ids
-        assert ids == tiny.encode(text), text
-        assert tok.decode(ids) == text == tiny.decode(ids)
-    assert tok.get_vocab_size() <= tiny.VOCAB_SIZE
+        assert ids == bytevocab.encode(text), text
+        assert tok.decode(ids) == text == bytevocab.decode(ids)
+    assert tok.get_vocab_size() <= bytevocab.VOCAB_SIZE
     cfg = json.loads((tiny.WEIGHTS_DIR / "target" / "config.json").read_text())
     assert max(tok.get_vocab().values()) < cfg["vocab_size"]
 
@@ -74,9 +75,9 @@ def test_transformers_loads_the_exported_tokenizer(tmp_path):
     out = pairs.export("gemma4-mtp", tmp_path)
     tok = transformers.AutoTokenizer.from_pretrained(out["target"])
     for text in TEXTS[:3]:
-        assert tok(text).input_ids == tiny.encode(text)
+        assert tok(text).input_ids == bytevocab.encode(text)
         assert tok.decode(tok(text).input_ids, skip_special_tokens=True) == text
-    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (tiny.BOS_ID, tiny.EOS_ID, tiny.PAD_ID)
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (bytevocab.BOS_ID, bytevocab.EOS_ID, bytevocab.PAD_ID)
 
 
 # --------------------------------------------------------------------------- surgery pair export

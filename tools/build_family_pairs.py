@@ -10,9 +10,9 @@ MTP; DeepSeek-V3 target + MTP layer).
 
 One shared target (transformers ``LlamaForCausalLM``, byte-level vocabulary of the Gemma 4 pair:
 pad 0, eos 1, bos 2, byte b -> b + 4) trained as a next-byte LM on Python standard-library source
-(the corpus of ``tools/build_tiny_pair.py``, whose ``corpus_split`` keeps the last ``HELD_OUT_FILES``
-of that file list out of every training step: the measurement prompts are line starts from those
-files, ``held_out_prompts``; the same split and prompts as the Gemma 4 pair).
+(tools/pairkit.py, the corpus of the Gemma 4 pair too: its ``corpus_split`` keeps the last
+``HELD_OUT_FILES`` of that file list out of every training step; the measurement prompts are line
+starts from those files, ``held_out_prompts``; the same split and prompts for every pair).
 
 Drafts are trained the way their family is, on windows ``stdlib prompt + the target's greedy
 continuation`` (the text a draft has to predict at inference), against the frozen target's
@@ -57,19 +57,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parent.parent
-for p in (str(REPO), str(REPO / "tools")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:  # imported by path (tests): its siblings sit next to it
+    sys.path.insert(0, str(TOOLS))
 
-import build_tiny_pair as tiny  # noqa: E402  (corpus, windows, schedule: one definition)
+import pairkit as kit  # noqa: E402  (corpus, windows, schedule, losses, index: one definition)
 
-from surgery.hf import pair as bytes_vocab  # noqa: E402  (byte-level ids shared with the Gemma pair)
+import build_deepseek_pair as deepseek  # noqa: E402  (one stage of this build; it never imports this file)
+from surgery import bytevocab  # noqa: E402  (byte-level ids shared with the Gemma pair)
 
-SEED = 4321
-PAIRS_DIR = REPO / "surgery" / "data" / "pairs"
+SEED = kit.FAMILY_SEED
+PAIRS_DIR = kit.PAIR_INDEX.parent
 NUM_LAYERS = 8
-HIDDEN = 64
+HIDDEN = kit.FAMILY_HIDDEN
 HEADS = 2
 HEAD_DIM = 32
 INTERMEDIATE = 192
@@ -79,14 +79,10 @@ INTERMEDIATE = 192
 # (0, 1, 8) ~39 points, on (0, 7, 8) ~41 (measured in vLLM, docs/recipes.md).
 AUX_IDS = (0, 7, 8)
 DRAFT_VOCAB = 128
-K_STEPS = 3
+K_STEPS = kit.K_STEPS
 DEEPSEEK_TARGET_STEPS = 1500  # tools/build_deepseek_pair.py: its own target (MLA + MoE)
 
-_progress = None
-
-
-def log(msg: str) -> None:
-    (_progress or (lambda m: print(f"[build_family_pairs] {m}", flush=True)))(msg)
+log = kit.logger("build_family_pairs")
 
 
 # ----------------------------------------------------------------------------------- target
@@ -96,10 +92,10 @@ def target_config():
     from transformers import LlamaConfig
 
     cfg = LlamaConfig(
-        vocab_size=bytes_vocab.VOCAB_SIZE, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
+        vocab_size=bytevocab.VOCAB_SIZE, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
         num_hidden_layers=NUM_LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS, head_dim=HEAD_DIM,
         max_position_embeddings=512, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        pad_token_id=bytes_vocab.PAD_ID, eos_token_id=bytes_vocab.EOS_ID, bos_token_id=bytes_vocab.BOS_ID,
+        pad_token_id=bytevocab.PAD_ID, eos_token_id=bytevocab.EOS_ID, bos_token_id=bytevocab.BOS_ID,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
     )
     cfg.architectures = ["LlamaForCausalLM"]
@@ -111,24 +107,6 @@ def draft_model_config():
     cfg.num_hidden_layers = 2
     cfg.intermediate_size = 128
     return cfg
-
-
-def train_lm(model, corpus, starts, steps, batch, length, gen, peak=3e-3, name="target"):
-    opt = torch.optim.AdamW(model.parameters(), lr=peak, betas=(0.9, 0.95), weight_decay=0.01)
-    model.train()
-    t0 = time.perf_counter()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = tiny.lr_at(step, steps, peak, 50)
-        x = tiny.sample_windows(corpus, starts, gen, batch, length)
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 100 == 0 or step == steps - 1:
-            log(f"{name} step {step:4d} loss {loss.item():.3f} ({time.perf_counter() - t0:.0f}s)")
-    model.eval()
 
 
 @torch.no_grad()
@@ -299,54 +277,25 @@ class EagleHead(nn.Module):
 
 def draft_vocab_map(pool: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(d2t, t2d): the ``size`` most frequent ids of the greedy pool (ties by id), ascending."""
-    counts = torch.bincount(pool.flatten(), minlength=bytes_vocab.VOCAB_SIZE).float()
-    counts -= torch.arange(bytes_vocab.VOCAB_SIZE) * 1e-6  # deterministic tie break
+    counts = torch.bincount(pool.flatten(), minlength=bytevocab.VOCAB_SIZE).float()
+    counts -= torch.arange(bytevocab.VOCAB_SIZE) * 1e-6  # deterministic tie break
     keep = counts.topk(size).indices.sort().values
     d2t = keep - torch.arange(size)
-    t2d = torch.zeros(bytes_vocab.VOCAB_SIZE, dtype=torch.bool)
+    t2d = torch.zeros(bytevocab.VOCAB_SIZE, dtype=torch.bool)
     t2d[keep] = True
     return d2t, t2d
-
-
-def unrolled_loss(per_step, t_logits, keep=None):
-    """(loss, top-1 agreement per step) of the unrolled draft steps: step s at anchor p is scored
-    against the target's distribution at p + s, KL(target || draft) + CE(target argmax); ``keep``
-    restricts the teacher to a reduced draft vocabulary. One definition for every head builder."""
-    q_len = per_step[0].shape[1]
-    total, accs = 0.0, []
-    for s, logits in enumerate(per_step, start=1):
-        teacher = t_logits[:, s : s + q_len]
-        if keep is not None:
-            teacher = teacher[..., keep]
-        logp = F.log_softmax(logits, -1)
-        kl = F.kl_div(logp, F.log_softmax(teacher, -1), log_target=True, reduction="none").sum(-1).mean()
-        ce = F.cross_entropy(logp.flatten(0, 1), teacher.argmax(-1).flatten())
-        total = total + kl + ce
-        accs.append((logits.argmax(-1) == teacher.argmax(-1)).float().mean().item())
-    return total, accs
 
 
 def distil_head(head, target, pool, steps, batch, gen, keep=None, name="head"):
     """KL(target || head) + CE(target argmax) summed over the K unrolled steps."""
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
-    params = list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
-    t0 = time.perf_counter()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = tiny.lr_at(step, steps, 3e-3, 30)
-        x = pool[torch.randint(len(pool), (batch,), generator=gen)]
+
+    def losses(x):
         t_logits, t_last, hs = target_features(target, x)
         first = head.fc(torch.cat([hs[i] for i in AUX_IDS], -1)) if head.eagle3 else t_last  # MTP: post-norm too
-        per_step = head.unroll(embed, lm_head, x, first, K_STEPS)
-        total, accs = unrolled_loss(per_step, t_logits, keep)
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        if step % 50 == 0 or step == steps - 1:
-            log(f"{name} step {step:4d} loss {total.item():.3f} top1/step [{' '.join(f'{a:.2f}' for a in accs)}] "
-                f"({time.perf_counter() - t0:.0f}s)")
+        return kit.unrolled_loss(head.unroll(embed, lm_head, x, first, K_STEPS), t_logits, keep)
+
+    kit.distil(list(head.parameters()), pool, steps, batch, gen, losses, log, name)
 
 
 def distil_draft_model(draft, target, pool, steps, batch, gen):
@@ -355,7 +304,7 @@ def distil_draft_model(draft, target, pool, steps, batch, gen):
     t0 = time.perf_counter()
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = tiny.lr_at(step, steps, 3e-3, 30)
+            g["lr"] = kit.lr_at(step, steps, 3e-3, 30)
         x = pool[torch.randint(len(pool), (batch,), generator=gen)]
         with torch.no_grad():
             teacher = target(input_ids=x).logits
@@ -402,32 +351,29 @@ def write_head(head, folder: Path, eagle3: bool, extra: dict | None = None) -> N
 
 
 def write_lm(model, folder: Path) -> None:
-    bytes_vocab.write_hf_folder(model, folder, extra_config={"dtype": "float32"})
+    kit.write_hf_folder(model, folder, extra_config={"dtype": "float32"})
     for junk in ("generation_config.json",):
         (folder / junk).unlink(missing_ok=True)
 
 
-def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=None,
-          deepseek_steps=DEEPSEEK_TARGET_STEPS) -> dict:
-    global _progress
-    _progress = progress
+def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, deepseek_steps=DEEPSEEK_TARGET_STEPS) -> dict:
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     from transformers import LlamaForCausalLM
 
-    corpus, _ = tiny.corpus_split()
-    starts = tiny.line_starts(corpus)
-    log(f"corpus: {len(corpus)} training tokens; held-out files: {tiny.HELD_OUT_FILES}")
+    corpus, _ = kit.corpus_split()
+    starts = kit.line_starts(corpus)
+    log(f"corpus: {len(corpus)} training tokens; held-out files: {kit.HELD_OUT_FILES}")
     t0 = time.perf_counter()
     target = LlamaForCausalLM(target_config())
-    train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen)
+    kit.train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen, log=log)
     for p in target.parameters():
         p.requires_grad_(False)
-    prompts = tiny.held_out_prompts()
-    stats = tiny.greedy_stats(target, prompts, log)
+    prompts = kit.held_out_prompts()
+    stats = kit.greedy_stats(target, prompts, log)
 
-    pool = tiny.greedy_pool(target, corpus, starts, gen, 512)
+    pool = kit.greedy_pool(target, corpus, starts, gen, 512)
     log(f"greedy pool {tuple(pool.shape)} ({time.perf_counter() - t0:.0f}s)")
 
     torch.manual_seed(SEED + 1)
@@ -449,11 +395,9 @@ def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=N
     write_lm(target, out / "llama-target")
     write_head(eagle, out / "eagle" / "draft", eagle3=False)
     write_lm(dm, out / "draft-model" / "draft")
-    build_eagle3(out, head_steps, progress)
-    build_mimo(out, head_steps, progress)
-    from build_deepseek_pair import build_deepseek
-
-    deepseek_stats = build_deepseek(out, deepseek_steps, head_steps, progress)
+    build_eagle3(out, head_steps)
+    build_mimo(out, head_steps)
+    deepseek_stats = deepseek.build_deepseek(out, deepseek_steps, head_steps)
     write_index(out, prompts, stats, deepseek_stats)
     log(f"built in {time.perf_counter() - t0:.0f}s")
     return stats
@@ -461,22 +405,20 @@ def build(out: Path, target_steps=1500, head_steps=400, dm_steps=400, progress=N
 
 def write_index(out: Path, prompts: list[list[int]], stats: dict, deepseek_stats: dict | None = None) -> None:
     """surgery/data/pairs/index.yaml: what surgery.pairs reads (data, not code). Merged into the file
-    by tiny.update_index: each builder owns its own entries' figures (gemma4-mtp is build_tiny_pair's)."""
-    tiny.update_index(out / "index.yaml", index_entries(out, prompts, stats, deepseek_stats))
+    by pairkit.update_index: each builder owns its own entries' figures (gemma4-mtp is build_tiny_pair's)."""
+    kit.update_index(out / "index.yaml", index_entries(out, prompts, stats, deepseek_stats))
 
 
 def index_entries(out: Path, prompts: list[list[int]], stats: dict, deepseek_stats: dict | None = None) -> dict:
     """name -> every key this builder computes for the pairs built under ``out`` (sizes counted from
     the safetensors); ``deepseek_stats`` None keeps the DeepSeek entry's measured greedy stats."""
-    from build_deepseek_pair import NUM_LAYERS as DS_LAYERS
-    from build_deepseek_pair import PAIR as DS_PAIR
+    DS_LAYERS, DS_PAIR = deepseek.NUM_LAYERS, deepseek.PAIR
+    params = {name: kit.param_count(out / name) for name in ("llama-target",)}
+    params |= {name: kit.param_count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
+    params["mtp"] = kit.param_count(out / "mtp" / "target")
+    params[DS_PAIR] = kit.param_count(out / DS_PAIR / "target")
 
-    params = {name: tiny.param_count(out / name) for name in ("llama-target",)}
-    params |= {name: tiny.param_count(out / name / "draft") for name in ("eagle", "eagle3", "draft-model")}
-    params["mtp"] = tiny.param_count(out / "mtp" / "target")
-    params[DS_PAIR] = tiny.param_count(out / DS_PAIR / "target")
-
-    texts = [bytes_vocab.decode(p[1:]) for p in prompts]
+    texts = [bytevocab.decode(p[1:]) for p in prompts]
     common = {"target": "llama-target", "target_params": params["llama-target"], "target_greedy": stats,
               "seed": SEED, "builder": "tools/build_family_pairs.py", "prompts": texts}
     pairs = {
@@ -505,11 +447,9 @@ def index_entries(out: Path, prompts: list[list[int]], stats: dict, deepseek_sta
     return pairs
 
 
-def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
+def build_eagle3(out: Path, head_steps=400) -> None:
     """Train the EAGLE-3 head on the built target (its own seed and generator: a stage that can be
     rerun alone, ``--eagle3-only``)."""
-    global _progress
-    _progress = progress
     from transformers import LlamaForCausalLM
 
     torch.set_num_threads(1)
@@ -518,8 +458,8 @@ def build_eagle3(out: Path, head_steps=400, progress=None) -> None:
     target = LlamaForCausalLM.from_pretrained(str(out / "llama-target"), dtype=torch.float32).eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    corpus, _ = tiny.corpus_split()
-    pool = tiny.greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    corpus, _ = kit.corpus_split()
+    pool = kit.greedy_pool(target, corpus, kit.line_starts(corpus), gen, 512)
     d2t, t2d = draft_vocab_map(pool, DRAFT_VOCAB)
     head = EagleHead(eagle3=True, n_aux=len(AUX_IDS), draft_vocab=DRAFT_VOCAB)
     distil_head(head, target, pool, head_steps, 16, gen, keep=d2t + torch.arange(DRAFT_VOCAB), name="eagle3")
@@ -539,12 +479,10 @@ def mimo_config(target_cfg: dict) -> dict:
     return cfg
 
 
-def build_mimo(out: Path, head_steps=400, progress=None) -> None:
+def build_mimo(out: Path, head_steps=400) -> None:
     """MiMo pair from the built Llama target: Qwen2 is Llama plus q/k/v biases, so the target
     becomes a MiMo (Qwen2) checkpoint with zero biases and the same function; its MTP layer
     (``model.mtp_layers.0.*`` in the same safetensors, as MiMo-7B ships it) is trained here."""
-    global _progress
-    _progress = progress
     from safetensors.torch import load_file, save_file
     from transformers import LlamaForCausalLM
 
@@ -555,8 +493,8 @@ def build_mimo(out: Path, head_steps=400, progress=None) -> None:
     target = LlamaForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    corpus, _ = tiny.corpus_split()
-    pool = tiny.greedy_pool(target, corpus, tiny.line_starts(corpus), gen, 512)
+    corpus, _ = kit.corpus_split()
+    pool = kit.greedy_pool(target, corpus, kit.line_starts(corpus), gen, 512)
     head = EagleHead(eagle3=False, mimo=True)
     distil_head(head, target, pool, head_steps, 16, gen, name="mimo-mtp")
     sd = load_file(str(src / "model.safetensors"))
@@ -594,20 +532,16 @@ def main(argv=None) -> int:
         build_mimo(args.out, args.head_steps)
         return 0
     if args.deepseek_only:
-        from build_deepseek_pair import build_deepseek
-
-        build_deepseek(args.out, args.deepseek_target_steps, args.head_steps)
+        deepseek.build_deepseek(args.out, args.deepseek_target_steps, args.head_steps)
         args.index_only = True
     if args.index_only:
         from transformers import LlamaForCausalLM
 
-        from build_deepseek_pair import PAIR, load_target
-
         torch.set_num_threads(1)
         target = LlamaForCausalLM.from_pretrained(str(args.out / "llama-target"), dtype=torch.float32).eval()
-        prompts = tiny.held_out_prompts()
-        write_index(args.out, prompts, tiny.greedy_stats(target, prompts, log),
-                    tiny.greedy_stats(load_target(args.out / PAIR / "target"), prompts, log))
+        prompts = kit.held_out_prompts()
+        write_index(args.out, prompts, kit.greedy_stats(target, prompts, log),
+                    kit.greedy_stats(deepseek.load_target(args.out / deepseek.PAIR / "target"), prompts, log))
         return 0
     stats = build(args.out, args.target_steps, args.head_steps, args.draft_model_steps,
                   deepseek_steps=args.deepseek_target_steps)

@@ -21,8 +21,8 @@
    whose second half is the target's own greedy continuation (the text the draft sees at
    inference).
 
-The corpus split, the held-out prompts and the greedy statistics are shared with
-``tools/build_family_pairs.py`` (it imports this module): one definition for every built-in pair.
+The corpus split, the held-out prompts, the training loop and the greedy statistics are
+tools/pairpy's, shared with ``tools/build_family_pairs.py``: one definition for every built-in pair.
 
 Fixed seeds, CPU, float32, one thread: about 25 min of CPU time. Exact bits depend on the torch
 build and on the Python version's stdlib text, hence the committed weights are the reference copy.
@@ -31,174 +31,32 @@ build and on the Python version's stdlib text, hence the committed weights are t
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:  # loaded by path (tests): pairkit sits next to this file
+    sys.path.insert(0, str(TOOLS))
 
+from pairkit import (  # noqa: E402  (pairkit also puts the repository on sys.path)
+    HELD_OUT_FILES, PAIR_INDEX, corpus_files, corpus_split, distil, greedy_pool, greedy_stats, held_out_prompts,
+    line_starts, logger, param_count, sample_windows, train_lm, update_index, write_hf_folder,
+)
+
+from surgery import bytevocab  # noqa: E402
 from surgery.hf import pair  # noqa: E402
 from surgery.hf.kvrouting import cache_kv, default_kv_sources  # noqa: E402
 
 SEED = 1234
-HELD_OUT_FILES = 8  # last files of the sorted corpus list: measurement prompts only, never trained on
 TARGET_STEPS = 1500  # the first pair's 250 left a target whose greedy text looped (held-out 4-gram ratio 0.35)
 DRAFT_STEPS = 300
-PAIR_INDEX = REPO / "surgery" / "data" / "pairs" / "index.yaml"  # this pair's entry: gemma4-mtp
-PAIR_NAME = "gemma4-mtp"
-CORPUS_FILES = (  # stdlib modules present in every CPython 3.9+; missing ones are skipped
-    "argparse.py", "ast.py", "base64.py", "bisect.py", "calendar.py", "cmd.py", "code.py",
-    "codecs.py", "colorsys.py", "configparser.py", "contextlib.py", "copy.py", "csv.py",
-    "dataclasses.py", "datetime.py", "difflib.py", "dis.py", "enum.py", "fnmatch.py",
-    "fractions.py", "ftplib.py", "functools.py", "genericpath.py", "getopt.py", "gettext.py",
-    "glob.py", "gzip.py", "hashlib.py", "heapq.py", "hmac.py", "imaplib.py", "inspect.py",
-    "ipaddress.py", "keyword.py", "linecache.py", "locale.py", "logging/__init__.py",
-    "mailbox.py", "mimetypes.py", "netrc.py", "ntpath.py", "numbers.py", "opcode.py",
-    "operator.py", "optparse.py", "os.py", "pathlib.py", "pickle.py", "pkgutil.py",
-    "platform.py", "plistlib.py", "poplib.py", "posixpath.py", "pprint.py", "queue.py",
-    "quopri.py", "random.py", "reprlib.py", "sched.py", "secrets.py", "selectors.py",
-    "shelve.py", "shlex.py", "shutil.py", "signal.py", "smtplib.py", "socket.py",
-    "socketserver.py", "statistics.py", "string.py", "stringprep.py", "struct.py",
-    "subprocess.py", "symtable.py", "tabnanny.py", "tarfile.py", "tempfile.py", "textwrap.py",
-    "threading.py", "timeit.py", "token.py", "tokenize.py", "trace.py", "traceback.py",
-    "types.py", "typing.py", "uuid.py", "warnings.py", "wave.py", "weakref.py", "webbrowser.py",
-    "zipapp.py", "zipimport.py",
-)
+PAIR_NAME = "gemma4-mtp"  # this pair's entry in pairkit.PAIR_INDEX
 
-
-_progress = None  # set by build(progress=...) when called from surgery.hf.pair
-
-
-def log(msg: str) -> None:
-    if _progress is not None:
-        _progress(msg)
-    else:
-        print(f"[build_tiny_pair] {msg}", flush=True)
-
-
-# ----------------------------------------------------------------------------------- data
-
-
-def corpus_files() -> list[Path]:
-    """The corpus files present on this machine, in sorted name order."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    return [stdlib / n for n in sorted(CORPUS_FILES) if (stdlib / n).is_file()]
-
-
-def corpus_split() -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(training token ids, [held-out file token ids]): the last ``HELD_OUT_FILES`` files of the
-    sorted list are kept out of every training step, so prompts taken from them measure the pairs
-    on text they have never seen (every builder trains on the first part only)."""
-    files = corpus_files()
-    train, held = files[:-HELD_OUT_FILES], files[-HELD_OUT_FILES:]
-    ids: list[int] = []
-    for f in train:
-        ids += pair.encode(f.read_text(encoding="utf-8", errors="replace"))
-    held_ids = [torch.tensor(pair.encode(f.read_text(encoding="utf-8", errors="replace"))) for f in held]
-    return torch.tensor(ids, dtype=torch.long), held_ids
-
-
-def held_out_prompts(n: int = 8, length: int = 24) -> list[list[int]]:
-    """``n`` prompts (BOS + ``length - 1`` bytes from a line start) from the held-out files,
-    deterministic: the first indented line start of every 97th line."""
-    _, held = corpus_split()
-    prompts = []
-    for ids in held:
-        starts = line_starts(ids)
-        for s in starts[10::97].tolist():
-            text = ids[s : s + length - 1]
-            if len(text) == length - 1 and len(prompts) < n and int(text[0]) == ord(" ") + pair.BYTE_OFFSET:
-                prompts.append([pair.BOS_ID, *text.tolist()])
-        if len(prompts) >= n:
-            break
-    return prompts
-
-
-def line_starts(corpus: torch.Tensor) -> torch.Tensor:
-    """Offsets just after a newline: windows start at line starts, like the prompts."""
-    newline = ord("\n") + pair.BYTE_OFFSET
-    return (corpus == newline).nonzero().flatten() + 1
-
-
-def sample_windows(corpus, starts, gen: torch.Generator, batch: int, length: int) -> torch.Tensor:
-    """``batch`` windows of ``length`` tokens: BOS + text from a random line start."""
-    ok = starts[starts < len(corpus) - length]
-    picks = ok[torch.randint(len(ok), (batch,), generator=gen)]
-    rows = [torch.cat([torch.tensor([pair.BOS_ID]), corpus[p : p + length - 1]]) for p in picks.tolist()]
-    return torch.stack(rows)
-
-
-# ----------------------------------------------------------------------------------- target
-
-
-def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    return peak * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
-
-
-def train_target(target, corpus, starts, steps: int, batch: int, length: int, gen) -> None:
-    """Plain next-byte LM training; enough for non-trivial, code-like greedy continuations."""
-    opt = torch.optim.AdamW(target.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01)
-    target.train()
-    t0 = time.perf_counter()
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, 3e-3, 50)
-        x = sample_windows(corpus, starts, gen, batch, length)
-        loss = target(input_ids=x, labels=x).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(target.parameters(), 1.0)
-        opt.step()
-        if step % 100 == 0 or step == steps - 1:
-            log(f"target step {step:4d} loss {loss.item():.3f} ({time.perf_counter() - t0:.0f}s)")
-    target.eval()
-
-
-@torch.no_grad()
-def greedy_continue(target, prompts: torch.Tensor, n: int) -> torch.Tensor:
-    """Batched greedy continuation (all prompts have the same length, no padding needed)."""
-    out = target(input_ids=prompts, use_cache=True, logits_to_keep=1)
-    cache, seq = out.past_key_values, [prompts]
-    for _ in range(n):
-        tok = out.logits[:, -1:].argmax(-1)
-        seq.append(tok)
-        out = target(input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return torch.cat(seq, dim=1)
-
-
-def distinct_ratio(tokens: list[int]) -> float:
-    return len(set(tokens)) / max(1, len(tokens))
-
-
-def distinct_4gram_ratio(tokens: list[int]) -> float:
-    grams = [tuple(tokens[i : i + 4]) for i in range(len(tokens) - 3)]
-    return len(set(grams)) / max(1, len(grams))
-
-
-def greedy_stats(target, prompts, say=None, n: int = 48) -> dict:
-    """Distinct-token and distinct-4-gram ratios of the target's ``n``-token greedy continuations
-    of the held-out prompts, averaged over prompts (a collapsed model loops: its 4-gram ratio falls
-    towards 0). A draft of a looping target gets a high acceptance for free, so every pair's
-    acceptance is reported next to these."""
-    say = say or log
-    cont = greedy_continue(target, torch.tensor(prompts), n)[:, len(prompts[0]):]
-    ratios = [distinct_ratio(r.tolist()) for r in cont]
-    ratios4 = [distinct_4gram_ratio(r.tolist()) for r in cont]
-    stats = {"distinct_token_ratio": round(sum(ratios) / len(ratios), 3),
-             "distinct_4gram_ratio": round(sum(ratios4) / len(ratios4), 3)}
-    say(f"target greedy on held-out prompts: {stats}")
-    for r in cont[:3]:
-        say("  " + repr(pair.decode(r.tolist())))
-    return stats
+log = logger("build_tiny_pair")
 
 
 # ----------------------------------------------------------------------------------- draft
@@ -266,38 +124,19 @@ def mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps: int):
     return total, accs
 
 
-def greedy_pool(target, corpus, starts, gen, n_seqs: int, prompt_len: int = 48, gen_len: int = 80) -> torch.Tensor:
-    """Windows of (stdlib text prompt + the target's greedy continuation), generated once: the
-    continuation is exactly the text the draft has to predict at inference."""
-    chunks = []
-    for _ in range(0, n_seqs, 64):
-        prompts = sample_windows(corpus, starts, gen, 64, prompt_len)
-        chunks.append(greedy_continue(target, prompts, gen_len))
-    return torch.cat(chunks)[:n_seqs]
-
-
 def distil_draft(target, draft, pool, steps, batch, k_steps, gen) -> None:
     embed = target.get_input_embeddings()
     for p in target.parameters():
         p.requires_grad_(False)
     params = [p for p in draft.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=2e-3, betas=(0.9, 0.95), weight_decay=0.0)
-    draft.train()
-    t0 = time.perf_counter()
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, 2e-3, 30)
-        x = pool[torch.randint(len(pool), (batch,), generator=gen)]
+
+    def losses(x):
         with torch.no_grad():
             t_logits, t_hidden, kv = target_features(target, x)
-        loss, accs = mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        if step % 50 == 0 or step == steps - 1:
-            acc = " ".join(f"{a:.2f}" for a in accs)
-            log(f"draft step {step:4d} loss {loss.item():.3f} top1/step [{acc}] ({time.perf_counter() - t0:.0f}s)")
+        return mtp_loss(draft, embed, x, t_logits, t_hidden, kv, k_steps)
+
+    draft.train()
+    distil(params, pool, steps, batch, gen, losses, log, "draft", peak=2e-3)
     draft.eval()
 
 
@@ -335,13 +174,11 @@ def global_head_dim_extra(shipped_json: Path) -> dict:
     return {"global_head_dim": cfg.get("global_head_dim", cfg.get("text_config", {}).get("global_head_dim"))}
 
 
-def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_steps=3, pool_size=512, progress=None,
+def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_steps=3, pool_size=512,
           info: dict | None = None) -> tuple[Path, Path]:
     """Train + distil, then write ``out_dir/target`` and ``out_dir/draft`` atomically (with the
     byte-level tokenizer files). ``info``, when given, receives what the pair index records: the
     held-out prompts, the target's greedy stats on them, seed, steps and sizes."""
-    global _progress
-    _progress = progress
     torch.set_num_threads(1)  # reproducible sums; also robust on a busy 2-core box (no OMP spin)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
@@ -356,10 +193,10 @@ def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_s
     t0 = time.perf_counter()
 
     target = Gemma4ForCausalLM(t_cfg)
-    train_target(target, corpus, starts, target_steps, batch=16, length=128, gen=gen)
+    train_lm(target, corpus, starts, target_steps, batch=16, length=128, gen=gen, log=log)
     log(f"target trained in {time.perf_counter() - t0:.0f}s")
     prompts = held_out_prompts()
-    stats = greedy_stats(target, prompts)
+    stats = greedy_stats(target, prompts, log)
 
     torch.manual_seed(SEED + 1)
     draft = Gemma4AssistantForCausalLM(d_cfg)
@@ -375,8 +212,8 @@ def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_s
     for p in target.parameters():
         p.requires_grad_(True)
     target_dir, draft_dir = out_dir / "target", out_dir / "draft"
-    pair.write_hf_folder(target, target_dir, extra_config=global_head_dim_extra(pair.TARGET_CONFIG_JSON))
-    pair.write_hf_folder(draft, draft_dir, extra_config={"text_config": global_head_dim_extra(pair.DRAFT_CONFIG_JSON)})
+    write_hf_folder(target, target_dir, extra_config=global_head_dim_extra(pair.TARGET_CONFIG_JSON))
+    write_hf_folder(draft, draft_dir, extra_config={"text_config": global_head_dim_extra(pair.DRAFT_CONFIG_JSON)})
     for folder in (target_dir, draft_dir):
         write_tokenizer(folder)  # serving takes text (surgery.hf.tokenizer); the cache copy skips them
         (folder / "generation_config.json").unlink(missing_ok=True)  # defaults only; never shipped
@@ -387,48 +224,11 @@ def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_s
 
 # ----------------------------------------------------------------------------------- index
 
-INDEX_HEADER = (
-    "# Built-in miniature pairs per recipe family: `surgery apply RECIPE --engine vllm` with no model\n"
-    "# arguments runs these. Folders are relative to this file. Written by tools/build_family_pairs.py\n"
-    "# (gemma4-mtp: tools/build_tiny_pair.py). Prompts are held-out text (files never trained on);\n"
-    "# byte-level vocabulary of all pairs: pad 0, eos 1, bos 2, byte b -> token b + 4.\n"
-)
-
-
-def param_count(folder: Path) -> int:
-    """Parameters stored in a folder's safetensors."""
-    from safetensors import safe_open
-
-    with safe_open(str(folder / "model.safetensors"), framework="pt") as fh:
-        return sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
-
-
 def index_entry(prompts, stats, target_steps, draft_steps, target_dir: Path, draft_dir: Path) -> dict:
     """The gemma4-mtp entry of surgery/data/pairs/index.yaml (the keys this builder computes)."""
     return {"target_params": param_count(target_dir), "draft_params": param_count(draft_dir),
             "target_greedy": stats, "seed": SEED, "target_steps": target_steps, "draft_steps": draft_steps,
-            "builder": "tools/build_tiny_pair.py", "prompts": [pair.decode(p[1:]) for p in prompts]}
-
-
-def update_index(path: Path, entries: dict) -> None:
-    """Merge ``entries`` (name -> computed keys) into the pair index and rewrite it. Entries and
-    keys a builder does not compute (another builder's pairs; ``tokenizer``, ``summary``,
-    ``rebuild``) are kept as they are, so each builder owns only its own figures."""
-    import yaml
-
-    current = {}
-    if path.is_file():
-        current = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("pairs") or {}
-    pairs = dict(current)
-    for name, keys in entries.items():
-        pairs[name] = {**(current.get(name) or {}), **keys}
-
-    class Plain(yaml.SafeDumper):  # every entry written out in full (no &id001 / *id001 aliases)
-        def ignore_aliases(self, data):
-            return True
-
-    body = yaml.dump({"pairs": pairs}, Dumper=Plain, sort_keys=False, allow_unicode=True, width=120)
-    path.write_text(INDEX_HEADER + body, encoding="utf-8")
+            "builder": "tools/build_tiny_pair.py", "prompts": [bytevocab.decode(p[1:]) for p in prompts]}
 
 
 def index_only() -> dict:
@@ -441,7 +241,7 @@ def index_only() -> dict:
     target_dir, draft_dir = pair.WEIGHTS_DIR / "target", pair.WEIGHTS_DIR / "draft"
     target = Gemma4ForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
     prompts = held_out_prompts()
-    stats = greedy_stats(target, prompts)
+    stats = greedy_stats(target, prompts, log)
     old = ((yaml.safe_load(PAIR_INDEX.read_text(encoding="utf-8")) or {}).get("pairs") or {}).get(PAIR_NAME) or {}
     return index_entry(prompts, stats, old.get("target_steps"), old.get("draft_steps"), target_dir, draft_dir)
 

@@ -73,7 +73,7 @@ def _wired_tiny(device, dtype, pairs=None):
     from pathlib import Path
 
     import surgery
-    from surgery.hf.pair import load_pair
+    from surgery.hf.loader import load_pair
 
     t_dir, d_dir = tiny_pair_dirs(Path("/tmp/tiny_hf_generate"), strip_per_layer_config=False)
     target, draft = load_pair(t_dir, d_dir, device=device, dtype=dtype)
@@ -115,7 +115,7 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
     import torch
 
     import surgery.hf
-    from surgery.hf.pair import encode
+    from surgery.bytevocab import encode
 
     target, draft = _wired_tiny(device, dtype)
     ids = [torch.tensor([encode(p)], device=device) for p in prompts]
@@ -175,7 +175,7 @@ def tf_path_maps(device, dtype, prompts, max_new, k):
     """transformers' own assisted generation on wired pairs: is the explicit map honoured there?"""
     import torch
 
-    from surgery.hf.pair import encode
+    from surgery.bytevocab import encode
 
     maps = {"default": None, "explicit_0-2_1-3_2-2_3-4": {0: 2, 1: 3, 2: 2, 3: 4},
             "wrong_all_sliding_to_0": {0: 0, 1: 0, 2: 0, 3: 4}}
@@ -304,7 +304,7 @@ def main():
     args = parser.parse_args()
     import torch
 
-    from surgery.hf.pair import DEFAULT_PROMPTS
+    from surgery.pairs import DEFAULT_PROMPTS
 
     device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
     if device == "cpu":

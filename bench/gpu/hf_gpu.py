@@ -154,7 +154,9 @@ def tiny_pair_bf16():
 
     from surgery import Runtime, load_recipe, read_facts, resolve
     from surgery.applier import apply_plan, verify_plan
-    from surgery.hf.pair import DEFAULT_PROMPTS, encode, load_pair
+    from surgery.bytevocab import encode
+    from surgery.hf.loader import load_pair
+    from surgery.pairs import DEFAULT_PROMPTS
 
     t_dir, d_dir = tiny_pair_dirs(Path("/tmp/tiny_hf"), strip_per_layer_config=False)
     target, draft = load_pair(t_dir, d_dir, device="cuda", dtype=torch.bfloat16)

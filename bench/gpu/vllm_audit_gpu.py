@@ -103,7 +103,8 @@ def main():
     import transformers
     import vllm
 
-    from surgery.hf.pair import DEFAULT_PROMPTS, encode
+    from surgery.bytevocab import encode
+    from surgery.pairs import DEFAULT_PROMPTS
 
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "vllm": vllm.__version__, "torch": torch.__version__,
                "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0)}

@@ -33,7 +33,8 @@ def calibrate(target_dir) -> dict[int, tuple[float, float]]:
     import torch
     from transformers import DynamicCache, Gemma4ForCausalLM
 
-    from surgery.hf.pair import DEFAULT_PROMPTS, encode
+    from surgery.bytevocab import encode
+    from surgery.pairs import DEFAULT_PROMPTS
 
     model = Gemma4ForCausalLM.from_pretrained(str(target_dir), dtype=torch.bfloat16).cuda().eval()
     amax: dict[int, list[float]] = {}
@@ -197,7 +198,8 @@ def identity(tokens: list[list[int]], reference: list[list[int]]) -> dict:
 def main():
     from pathlib import Path
 
-    from surgery.hf.pair import DEFAULT_PROMPTS, encode
+    from surgery.bytevocab import encode
+    from surgery.pairs import DEFAULT_PROMPTS
 
     import torch
     import transformers

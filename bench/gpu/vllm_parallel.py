@@ -46,7 +46,8 @@ def run(label, target, draft, prompts, **kw):
 
 
 def main():
-    from surgery.hf.pair import DEFAULT_PROMPTS, encode
+    from surgery.bytevocab import encode
+    from surgery.pairs import DEFAULT_PROMPTS
 
     os.environ["SURGERY_RECIPE"] = str(ROOT / "recipes" / "gemma4-mtp.yaml")
     target, draft = tiny_pair_dirs(Path("/tmp/tiny_vllm_par"))

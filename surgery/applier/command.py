@@ -272,7 +272,10 @@ def run_apply(args, out) -> int:
     import torch  # noqa: F401  (fail early with the real import error if the apply extra is missing)
 
     from ..facts import read_facts
-    from ..hf.pair import DEFAULT_PROMPTS, encode, ensure_tiny_pair, held_out_prompts, load_pair
+    from ..bytevocab import encode
+    from ..hf.loader import load_pair
+    from ..hf.pair import ensure_tiny_pair
+    from ..pairs import DEFAULT_PROMPTS, held_out_prompts
     from ..hf.standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe

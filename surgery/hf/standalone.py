@@ -51,7 +51,7 @@ def prompts_for(target_dir, texts, vocab_size: int) -> tuple[list[list[int]], st
 
         tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         return [tok(t).input_ids for t in texts], f"tokenizer of {folder}"
-    from .pair import VOCAB_SIZE, encode
+    from ..bytevocab import VOCAB_SIZE, encode
 
     if vocab_size < VOCAB_SIZE:
         raise SurgeryError(diag("SRG011", f"{folder} has no tokenizer and a vocabulary of {vocab_size} ids: the built-in "

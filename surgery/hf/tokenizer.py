@@ -1,6 +1,6 @@
 """The byte-level tokenizer of the built-in tiny pairs, as files vLLM and transformers load.
 
-The tiny pair was trained on bytes (`surgery.hf.pair.encode`: byte b is token b + BYTE_OFFSET, BOS
+The tiny pairs were trained on bytes (`surgery.bytevocab.encode`: byte b is token b + BYTE_OFFSET, BOS
 prepended; ids 0/1/2 are pad/eos/bos as in Gemma). This module writes the same mapping as a
 `tokenizer.json` built with the `tokenizers` library, so a server started on the pair's folders
 takes text in and gives text out, without `--skip-tokenizer-init` and token-id prompts.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .pair import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, VOCAB_SIZE
+from ..bytevocab import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, VOCAB_SIZE
 
 SPECIALS = {PAD_ID: "<pad>", EOS_ID: "<eos>", BOS_ID: "<bos>", 3: "<unk>"}
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -44,7 +44,7 @@ def _byte_symbols() -> list[str]:
 
 
 def build_tokenizer():
-    """A `tokenizers.Tokenizer` equal to `pair.encode` (BOS added by the post-processor)."""
+    """A `tokenizers.Tokenizer` equal to `bytevocab.encode` (BOS added by the post-processor)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
     vocab = {sym: b + BYTE_OFFSET for b, sym in enumerate(_byte_symbols())}

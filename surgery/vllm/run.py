@@ -264,7 +264,7 @@ def ablated_draft(draft: Path, ablation, workdir: Path) -> Path:
 
 
 def prompt_ids(texts) -> list[list[int]]:
-    from ..hf.pair import encode
+    from ..bytevocab import encode
 
     return [encode(t) for t in texts]
 
@@ -293,7 +293,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
         texts = pair.prompts if pair is not None else ()
         prompt_set = "held-out" if builtin else "held-out of the built-in pair"
     if not texts:
-        from ..hf.pair import DEFAULT_PROMPTS
+        from ..pairs import DEFAULT_PROMPTS
 
         texts, prompt_set = DEFAULT_PROMPTS, "default"
     ids = prompt_ids(texts)
