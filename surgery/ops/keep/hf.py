@@ -13,7 +13,7 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
     d_path = ctx.role_path(draft, op, "draft")
     d_mod = get_path(draft, d_path)
     t_mod = get_path(target, ctx.role_path(target, op, "target"))
-    require_own_weights(op, draft, d_path, ctx, d_path, "; load the pair with surgery's loader (surgery.hf.pair.load_pair)")
+    require_own_weights(op, draft, d_path, ctx, d_path, "; load the pair with surgery's loader (surgery.hf.loader.load_pair)")
     checks = [lambda: Check(op.id, f"draft {d_path} is still the draft's own module", get_path(draft, d_path) is d_mod
                             and d_mod is not t_mod)]
     if op.must_exist:
