@@ -288,7 +288,7 @@ def test_capture_hidden_states_sets_vllm_aux_layers():
 
 # ------------------------------------------------------------------------------ 5. honest loaders
 def test_apply_refuses_a_pair_the_hf_loader_cannot_load(run_cli):
-    """Standalone Llama drafts load for the draft-model recipe (tests/test_hf_draft_model.py); an EAGLE-3
+    """Standalone Llama drafts load for the draft-model recipe (tests/hf/test_hf_draft_model.py); an EAGLE-3
     head is neither a Gemma 4 assistant nor a standalone draft-model pair: SRG408 before any weight."""
     from surgery.hf.standalone import is_standalone  # noqa: F401  (the rule the loader applies)
 

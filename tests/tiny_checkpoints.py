@@ -1,6 +1,6 @@
 """Tiny safetensors checkpoints for the weights checks, written byte by byte (8-byte little-endian
 header length, JSON header, raw data): no torch, numpy or safetensors needed to build them, so the
-tests can also run where those are missing. tests/test_weights_checks.py checks the writer against the
+tests can also run where those are missing. tests/checks/test_weights_checks.py checks the writer against the
 `safetensors` package once, when it is installed."""
 from __future__ import annotations
 

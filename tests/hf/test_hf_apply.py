@@ -1,7 +1,7 @@
 """Issue 3 acceptance through the APPLIER (`surgery.apply` / `apply_plan` on live HF models).
 
 The loop-level checks (routing helpers, spec == greedy over many prompts and k) live in
-tests/test_hf_specdec.py; here everything goes through the Plan: resolve -> apply -> verify.
+tests/hf/test_hf_specdec.py; here everything goes through the Plan: resolve -> apply -> verify.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import held_out_prompts  # noqa: E402
 from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
 
-RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.yaml"
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 RULE_LINE = "    rule: last_unshared_of_type\n"
 # Longer than the sliding window (64 tokens): sliding masks are exercised too.
 PROMPT = ("import os\nimport sys\n\n\nclass Config:\n    def __init__(self, path, mode='r'):\n"

@@ -22,7 +22,7 @@ from surgery.pairs import DEFAULT_PROMPTS, held_out_prompts  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.yaml"
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 RULE_LINE = "    rule: last_unshared_of_type\n"
 MAX_NEW = 24
 SPEC = surgery.hf.speculative_decoding

@@ -18,7 +18,7 @@ import pytest
 import tiny_checkpoints as tc
 from surgery.checks.safetensors_header import read_checkpoint, read_header, read_values
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

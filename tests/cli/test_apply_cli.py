@@ -18,7 +18,7 @@ from surgery.applier.command import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
 from surgery import bytevocab  # noqa: E402
 
-RECIPE = str(Path(__file__).resolve().parent.parent / "recipes" / "gemma4-mtp.yaml")
+RECIPE = str(Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml")
 QUICK = ["--prompts", "1", "--max-new-tokens", "6", "--no-progress"]
 
 
