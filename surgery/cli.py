@@ -337,14 +337,13 @@ def cmd_new(args, out) -> int:
 
 def cmd_apply(args, out) -> int:
     if getattr(args, "engine", "hf") == "vllm":
-        from .vllm.run import run_apply_vllm
+        from .vllm.apply_command import run_apply_vllm
 
         return run_apply_vllm(args, out)
-    if args.target is None and args.draft is None:
-        from .vllm.run import refuse_hf_without_pair
+    from .hf.command import refuse_hf_without_pair, run_apply
 
+    if args.target is None and args.draft is None:
         refuse_hf_without_pair(args.recipe)
-    from .applier.command import run_apply
 
     return run_apply(args, out)
 
