@@ -37,8 +37,10 @@ class Runtime:
         if name == "backend_head_sizes":
             if not self.attention_backend:
                 return None
-            from .engines import card
+            from .engines import ENGINES, card
 
+            if self.engine not in ENGINES:  # no card: the engine's backends are not known
+                return None
             return (card(self.engine).get("attention_backends") or {}).get(self.attention_backend)
         return getattr(self, name)
 
