@@ -51,8 +51,9 @@ def parse_config_text(text: str, source: str = "<config>") -> dict:
 
 
 def check_depth(obj: Any, source: str) -> None:
-    """Refuse absurdly nested configs up front, iteratively: the recursive helpers (strip_annotations, surgery/facts/fromconfig.py) (and repr,
-    ==) would otherwise hit Python's recursion limit on a config nested a few hundred levels deep."""
+    """Refuse absurdly nested configs up front, iteratively: the recursive helpers that walk a
+    config (strip_annotations, and repr, ==) would otherwise hit Python's recursion limit on a
+    config nested a few hundred levels deep."""
     stack = [(obj, 1)]
     while stack:
         node, depth = stack.pop()
