@@ -42,26 +42,24 @@ class _Parser(argparse.ArgumentParser):
         raise SurgeryError(diag("SRG011", message, hint=f"run `{self.prog} --help`"))
 
 
-def _parallel_size(text: str) -> int:
-    """--pp / --tp: an integer in 1..4096 (usage error, exit 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 1 <= value <= 4096:
-        raise argparse.ArgumentTypeError(f"must be in 1..4096, got {value}")
-    return value
+def _int_in(low: int, high: int):
+    """An argparse type: an integer in low..high, a usage error (exit 2) otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in {low}..{high}, got {value}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    """--num-draft-tokens / --max-new-tokens / --prompts: an integer in 1..100000 (usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 1 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"must be in 1..100000, got {value}")
-    return value
+_parallel_size = _int_in(1, 4096)  # --pp / --tp
+_positive_int = _int_in(1, 100_000)  # --num-draft-tokens / --max-new-tokens / --prompts
+_parallel_size_or_len = _int_in(1, 1 << 31)  # --max-model-len
 
 
 def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -85,16 +83,6 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
                    help="serving length (default: the target's max_position_embeddings)")
 
 
-def _parallel_size_or_len(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 1 <= value <= 1 << 31:
-        raise argparse.ArgumentTypeError(f"must be in 1..{1 << 31}, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     from .version import __version__
 
@@ -104,21 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spec-surgery {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("validate", help="check a recipe against a draft/target pair (config.json only)",
-                       epilog=_epilog("examples:\n  surgery validate gemma4-mtp --target T --draft D --pp 2\n"
-                                      "  surgery validate my-recipe.yaml --target T --draft D --json | jq .ok"),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_pair_args(p)
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
-    _add_check_args(p)
-
-    p = sub.add_parser("plan", help="resolve a recipe against a pair and print the plan (table or --json)",
-                       epilog=_epilog("examples:\n  surgery plan gemma4-mtp --target T --draft D\n"
-                                      "  surgery plan gemma4-mtp --target T --draft D --json"),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_pair_args(p)
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
-    _add_check_args(p)
+    for name, summary, examples in (
+            ("validate", "check a recipe against a draft/target pair (config.json only)",
+             "  surgery validate gemma4-mtp --target T --draft D --pp 2\n"
+             "  surgery validate my-recipe.yaml --target T --draft D --json | jq .ok"),
+            ("plan", "resolve a recipe against a pair and print the plan (table or --json)",
+             "  surgery plan gemma4-mtp --target T --draft D\n  surgery plan gemma4-mtp --target T --draft D --json")):
+        p = sub.add_parser(name, help=summary, epilog=_epilog("examples:\n" + examples),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_pair_args(p)
+        p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+        _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
                        epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
@@ -337,14 +321,13 @@ def cmd_new(args, out) -> int:
 
 def cmd_apply(args, out) -> int:
     if getattr(args, "engine", "hf") == "vllm":
-        from .vllm.run import run_apply_vllm
+        from .vllm.apply_command import run_apply_vllm
 
         return run_apply_vllm(args, out)
-    if args.target is None and args.draft is None:
-        from .vllm.run import refuse_hf_without_pair
+    from .hf.command import refuse_hf_without_pair, run_apply
 
+    if args.target is None and args.draft is None:
         refuse_hf_without_pair(args.recipe)
-    from .applier.command import run_apply
 
     return run_apply(args, out)
 

@@ -12,7 +12,6 @@ from typing import Any
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
-SEVERITIES = (ERROR, WARNING, INFO)
 
 # exit codes of the CLI (documented in the README and docs/cli.md)
 EXIT_OK = 0

@@ -105,28 +105,32 @@ class _Parser:
             raise ExprError("SRG110", f"unexpected {tok.text!r}", tok.col)
         return node
 
-    def or_(self):
-        node = self.and_()
-        while self.peek().text == "or":
-            col = self.take().col
-            node = ("bin", "or", node, self.and_(), col)
+    def _left_assoc(self, ops: tuple[str, ...], operand):
+        """operand (op operand)*, folded to the left: `a - b - c` is `(a - b) - c`."""
+        node = operand()
+        while self.peek().text in ops:
+            tok = self.take()
+            node = ("bin", tok.text, node, operand(), tok.col)
         return node
+
+    def _prefix(self, op: str, kind: str, operand, otherwise):
+        """`op operand` (nesting counted against MAX_DEPTH), else whatever `otherwise` parses."""
+        if self.peek().text != op:
+            return otherwise()
+        tok = self.take()
+        self._enter(tok.col)
+        node = (kind, operand(), tok.col)
+        self.depth -= 1
+        return node
+
+    def or_(self):
+        return self._left_assoc(("or",), self.and_)
 
     def and_(self):
-        node = self.not_()
-        while self.peek().text == "and":
-            col = self.take().col
-            node = ("bin", "and", node, self.not_(), col)
-        return node
+        return self._left_assoc(("and",), self.not_)
 
     def not_(self):
-        if self.peek().text == "not":
-            tok = self.take()
-            self._enter(tok.col)
-            node = ("not", self.not_(), tok.col)
-            self.depth -= 1
-            return node
-        return self.cmp()
+        return self._prefix("not", "not", self.not_, self.cmp)
 
     def cmp(self):
         node = self.add()
@@ -140,27 +144,13 @@ class _Parser:
         return node
 
     def add(self):
-        node = self.mul()
-        while self.peek().text in ("+", "-"):
-            tok = self.take()
-            node = ("bin", tok.text, node, self.mul(), tok.col)
-        return node
+        return self._left_assoc(("+", "-"), self.mul)
 
     def mul(self):
-        node = self.unary()
-        while self.peek().text in ("*", "//", "%"):
-            tok = self.take()
-            node = ("bin", tok.text, node, self.unary(), tok.col)
-        return node
+        return self._left_assoc(("*", "//", "%"), self.unary)
 
     def unary(self):
-        if self.peek().text == "-":
-            tok = self.take()
-            self._enter(tok.col)
-            node = ("neg", self.unary(), tok.col)
-            self.depth -= 1
-            return node
-        return self.atom()
+        return self._prefix("-", "neg", self.unary, self.atom)
 
     def atom(self):
         tok = self.take()

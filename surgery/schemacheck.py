@@ -121,28 +121,8 @@ class Validator:
         if kw == "propertyNames":
             return [SchemaError(code, path + (inst,) if isinstance(inst, str) else path,
                                 f"key {inst!r} is not allowed: {e.message}")]
-        if kw == "const":
-            return [SchemaError(code, path, f"must be {v!r}")]
-        if kw == "enum":
-            return [SchemaError(code, path, f"{inst!r} is not allowed", f"allowed: {', '.join(repr(x) for x in v)}")]
-        if kw == "minimum":
-            return [SchemaError(code, path, f"{_shown(inst)} is below the minimum {v}")]
-        if kw == "maximum":
-            return [SchemaError(code, path, f"{_shown(inst)} is above the maximum {v}")]
-        if kw == "exclusiveMinimum":
-            return [SchemaError(code, path, f"{_shown(inst)} must be greater than {v}")]
-        if kw == "minLength":
-            return [SchemaError(code, path, f"must be at least {v} characters")]
-        if kw == "maxLength":
-            return [SchemaError(code, path, f"must be at most {v} characters")]
-        if kw == "pattern":
-            return [SchemaError(code, path, f"{str(inst)[:60]!r} does not match {v}")]
-        if kw == "minItems":
-            return [SchemaError(code, path, f"needs at least {v} item(s)")]
-        if kw == "maxItems":
-            return [SchemaError(code, path, f"allows at most {v} item(s)")]
-        if kw == "uniqueItems":
-            return [SchemaError(code, path, "items must be unique")]
+        if kw in _MESSAGES:
+            return [SchemaError(code, path, *_MESSAGES[kw](inst, v))]
         if kw == "minProperties":
             props = e.schema.get("properties", {})
             return [SchemaError(code, path, f"needs at least {v} key(s)", f"one of: {', '.join(props)}" if props else None)]
@@ -166,6 +146,23 @@ class Validator:
         best = min(converted, key=lambda errs: (len(errs), -max(len(x.path) for x in errs)))
         code = self._annotated_code(e)
         return [SchemaError(code, x.path, x.message, x.hint) for x in best] if code else best
+
+
+# keyword -> (message, hint) from the instance and the keyword's value, for the keywords whose
+# message needs nothing else
+_MESSAGES = {
+    "const": lambda inst, v: (f"must be {v!r}",),
+    "enum": lambda inst, v: (f"{inst!r} is not allowed", f"allowed: {', '.join(repr(x) for x in v)}"),
+    "minimum": lambda inst, v: (f"{_shown(inst)} is below the minimum {v}",),
+    "maximum": lambda inst, v: (f"{_shown(inst)} is above the maximum {v}",),
+    "exclusiveMinimum": lambda inst, v: (f"{_shown(inst)} must be greater than {v}",),
+    "minLength": lambda inst, v: (f"must be at least {v} characters",),
+    "maxLength": lambda inst, v: (f"must be at most {v} characters",),
+    "pattern": lambda inst, v: (f"{str(inst)[:60]!r} does not match {v}",),
+    "minItems": lambda inst, v: (f"needs at least {v} item(s)",),
+    "maxItems": lambda inst, v: (f"allows at most {v} item(s)",),
+    "uniqueItems": lambda inst, v: ("items must be unique",),
+}
 
 
 def _json_type(value: Any) -> str:

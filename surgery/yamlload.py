@@ -23,8 +23,6 @@ _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {_STD + t for t in ("str", "int", "float", "bool", "null")}
 _MERGE = _STD + "merge"
 
-Path_ = tuple  # a key path: ("ops", 2, "share_module", "when")
-
 
 @dataclass
 class Loaded:

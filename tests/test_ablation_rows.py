@@ -1,5 +1,5 @@
 """`--ablate` in vLLM without an engine: how each recipe step is removed on a live engine
-(surgery/vllm/run.step_removals), the field rows merged with identical step removals, and the
+(surgery/vllm/ablation_runs.step_removals), the field rows merged with identical step removals, and the
 rewire itself on stand-in modules (surgery/vllm/ablation.py)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from surgery.diagnostics import SurgeryError
 from surgery.pairs import builtin_pair
-from surgery.vllm import ablation, run
+from surgery.vllm import ablation, ablation_runs, decoding
 
 
 def steps(*rows):
@@ -16,14 +16,14 @@ def steps(*rows):
 
 
 def test_step_removals_follow_the_live_wiring():
-    rows = run.step_removals(
+    rows = ablation_runs.step_removals(
         steps(("share_module", "input_embeddings"), ("share_module", "lm_head"), ("keep", "lm_head"),
               ("capture_hidden_states", None), ("share_kv", None)),
         {"shared_roles": {"input_embeddings": True, "lm_head": False}})
     assert rows[0]["rewire"] == {"input_embeddings": "random"}
     assert "rewire" not in rows[1] and "its own here" in rows[1]["note"]  # nothing was shared: no row to run
     assert rows[2]["rewire"] == {"lm_head": "target"}  # a kept head overwritten: vllm#28549
-    assert rows[3]["drop_config_keys"] == [run.AUX_IDS_KEY]
+    assert rows[3]["drop_config_keys"] == [ablation_runs.AUX_IDS_KEY]
     assert "not ablated" in rows[4]["note"]
 
 
@@ -37,10 +37,10 @@ def test_field_row_equal_to_a_step_removal_runs_once(monkeypatch):
         return {"decode": {"acceptance_rate": 0.1, "identical": True, "drafted": 10, "accepted": 1,
                            "accepted_per_position": [1, 0, 0]}, "rewired": [], "inspect": {}}
 
-    monkeypatch.setattr(run, "speculative_run", fake_run)
+    monkeypatch.setattr(decoding, "speculative_run", fake_run)
     main = {"plugin": {"steps": steps(("capture_hidden_states", None), ("share_module", "input_embeddings"))},
             "inspect": {"shared_roles": {"input_embeddings": True, "lm_head": False}}}
-    rows = run.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
+    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
     names = [r["variant"] for r in rows]
     assert any(n.startswith("without step 0") and "default aux ids" in n for n in names), names
     assert sum("default aux ids" in n for n in names) == 1

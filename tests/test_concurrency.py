@@ -53,7 +53,7 @@ def _clear_caches() -> None:
 
     resources.load_schema.cache_clear()
     diagnostics.catalogue.cache_clear()
-    facts._defaults_table.cache_clear()
+    facts.fromconfig.defaults_table.cache_clear()
     plan._BACKENDS = None
 
 

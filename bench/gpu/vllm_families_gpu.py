@@ -80,7 +80,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False) -> di
 
 
 def _release(llm, cpu: bool) -> None:
-    from surgery.vllm.run import shutdown
+    from surgery.vllm.engine import shutdown
 
     shutdown(llm)
     gc.collect()
@@ -93,7 +93,7 @@ def _release(llm, cpu: bool) -> None:
 def greedy(target, prompts, cpu) -> dict:
     from vllm import LLM
 
-    from surgery.vllm.run import generate
+    from surgery.vllm.engine import generate
 
     t = time.perf_counter()
     llm = LLM(**engine_kwargs(target, cpu=cpu))
@@ -194,7 +194,9 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=N
 
 def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     from surgery.vllm import hooks
-    from surgery.vllm.run import _brief, decode_summary, engine_checks, generate, live_wiring, spec_counters
+    from surgery.vllm.decoding import decode_summary
+    from surgery.vllm.engine import generate, spec_counters
+    from surgery.vllm.readout import brief_wiring, engine_checks, live_wiring
 
     """Everything read off one running engine (wiring, outputs, counters, the plugin's checks)."""
     runner = hooks.find_live_runner(llm)
@@ -207,7 +209,7 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     target_model = live.get("target") or getattr(runner, "model", None)
     wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
     res.pop("wiring_raw", None)
-    res["wiring"] = _brief(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
+    res["wiring"] = brief_wiring(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
     t = time.perf_counter()
     outs = generate(llm, prompts, MAX_TOKENS)
     res["generate_s"] = round(time.perf_counter() - t, 3)
@@ -262,7 +264,8 @@ def main(argv=None) -> None:
         ap.error(f"unknown families {unknown}; choose from {list(FAMILIES)}")
 
     from surgery.pairs import builtin_pair
-    from surgery.vllm.run import ablated_draft, prompt_ids
+    from surgery.vllm.ablation_runs import ablated_draft
+    from surgery.vllm.decoding import prompt_ids
 
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "families": only,
                      "num_speculative_tokens": NUM_SPEC, "max_tokens": MAX_TOKENS,

@@ -28,10 +28,6 @@ def field_data() -> dict:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def reports_for(code: str) -> list[str]:
-    return next((c["reports"] for c in field_data()["checks"].values() if c["code"] == code), [])
-
-
 def normalise_method(method: str | None) -> str:
     """The method vLLM will run: no method -> draft_model, any `*_mtp` -> mtp (config/speculative.py)."""
     if not method:

@@ -109,3 +109,32 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
     return SpecResult(tokens=stats.tokens, drafted=stats.drafted, accepted=stats.accepted,
                       target_forwards=stats.target_forwards, draft_forwards=stats.draft_forwards,
                       wall_s=time.perf_counter() - start)
+
+
+def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
+    """Speculative vs plain greedy on every prompt; the totals the report shows."""
+    identical = True
+    drafted = accepted = target_fwd = greedy_fwd = tokens = 0
+    spec_s = greedy_s = 0.0
+    mismatches = []
+    for i, ids in enumerate(prompts):
+        t0 = time.perf_counter()
+        ref = greedy_generate(target, ids, max_new_tokens)
+        greedy_s += time.perf_counter() - t0
+        res = speculative_generate(target, draft, ids, max_new_tokens, num_draft_tokens)
+        spec_s += res.wall_s
+        if list(res.tokens) != list(ref):
+            identical = False
+            mismatches.append(i)
+        drafted += res.drafted
+        accepted += res.accepted
+        target_fwd += res.target_forwards
+        greedy_fwd += len(ref)
+        tokens += len(res.tokens)
+    return {
+        "identical": identical, "prompts": len(prompts), "tokens": tokens, "drafted": drafted, "accepted": accepted,
+        "acceptance_rate": (accepted / drafted) if drafted else 0.0, "num_draft_tokens": num_draft_tokens,
+        "target_forwards": target_fwd, "greedy_target_forwards": greedy_fwd,
+        "target_forwards_saved": greedy_fwd - target_fwd, "wall_s": round(spec_s, 4),
+        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches,
+    }

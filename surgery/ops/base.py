@@ -10,7 +10,7 @@ performer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,13 +51,17 @@ class OpUnit:
     `refused_by` must have a performer module `surgery/ops/<recipe_key>/<engine>.py`."""
 
     kind: str
-    recipe_key: str
     spec: type
     expand: Callable[[Any, Any], list]  # (resolver, recipe OpSpec) -> list of specs
     render: Callable[[int, list], list[str]]  # (step, specs of that step) -> table lines
     label: Callable[[Any], str]  # first spec of a step -> short label ("share_kv (kv_source)")
     summary: str
-    refused_by: dict[str, str]
+    recipe_key: str = ""  # the step's key in a recipe: the kind unless given
+    refused_by: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.recipe_key:
+            object.__setattr__(self, "recipe_key", self.kind)
 
     def refusal(self, engine: str) -> str | None:
         return self.refused_by.get(engine)

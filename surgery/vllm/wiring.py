@@ -26,11 +26,12 @@ SCALE_FLOAT_ATTRS = ("_k_scale_float", "_v_scale_float")  # python floats, read 
 SCALE_CPU_ATTRS = ("_k_scale_cpu", "_v_scale_cpu")  # plain attribute, 0-d float32 CPU tensors
 
 
-def role_module(model: Any, role: str, side: str) -> Any | None:
-    """The live module for a role (paths from the vLLM engine card), or None where the model has none."""
+def role_module(model: Any, role: str, side: str, layer: int | None = None) -> Any | None:
+    """The live module for a role (paths from the vLLM engine card; `layer` for a per-layer role),
+    or None where the model has none."""
     if model is None:
         return None
-    for path in role_paths("vllm", role, side) or ():
+    for path in role_paths("vllm", role, side, layer) or ():
         try:
             return get_path(model, path)
         except (AttributeError, IndexError, KeyError, TypeError):

@@ -334,7 +334,7 @@ def test_phase_one_failure_touches_nothing(plan, atomic_pair):
 
 
 def test_wrong_kv_map_through_the_applier_lowers_acceptance_only(plan, wrong_plan, fresh):
-    from surgery.applier.command import decode_check
+    from surgery.hf.specdec import decode_check
 
     target, draft = fresh
     assert default_kv_sources(target.config)["sliding_attention"] == 5

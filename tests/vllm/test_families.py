@@ -18,7 +18,7 @@ import json
 import pytest
 
 from surgery.pairs import builtin_pair
-from surgery.vllm import run
+from surgery.vllm import ablation_runs, decoding
 
 FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
 MIN_ACCEPTANCE = 0.5
@@ -33,7 +33,7 @@ def pairs():
 
 @pytest.fixture(scope="module")
 def prompts(pairs):
-    return run.prompt_ids(pairs["eagle3"].prompts)
+    return decoding.prompt_ids(pairs["eagle3"].prompts)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def references(pairs, prompts):
     out = {}
     for p in pairs.values():
         if p.target not in out:
-            out[p.target] = run.greedy_reference(p.target, prompts)[0]
+            out[p.target] = decoding.greedy_reference(p.target, prompts)[0]
     return out
 
 
@@ -54,7 +54,7 @@ def reference(pairs, references):
 @pytest.fixture(scope="module")
 def runs(pairs, prompts, references):
     """One speculative engine per family, the plugin applying the family's shipped recipe."""
-    return {name: run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name)
+    return {name: decoding.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name)
             for name, p in pairs.items()}
 
 
@@ -63,8 +63,8 @@ def eagle3_default_aux(pairs, prompts, reference, tmp_path_factory):
     """The EAGLE-3 head with its aux ids removed from its config: vLLM falls back to (2, L//2, L-3)."""
     p = pairs["eagle3"]
     (ab,) = [a for a in p.ablations if "eagle_aux_hidden_state_layer_ids" in a.drop_config_keys]
-    draft = run.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
-    return run.speculative_run(p.target, draft, p.method, prompts, reference)
+    draft = ablation_runs.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
+    return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
 
 
 @pytest.mark.parametrize("family", ["eagle3", "deepseek-mtp"])
@@ -139,7 +139,7 @@ def test_deepseek_target_in_vllm_computes_what_transformers_computes(pairs, prom
     """vLLM's DeepseekV2 model (MLA, sigmoid-routed MoE) and transformers' DeepseekV3ForCausalLM
     (the class the pair was trained in) give the same greedy continuations: the config fields
     vLLM reads (scoring_func, topk_method, rope layout) and the CPU MLA settings of
-    surgery/vllm/run.py make both compute the same function, so the MTP layer was trained against
+    surgery/vllm/engine.py make both compute the same function, so the MTP layer was trained against
     the target vLLM serves."""
     import torch
     from transformers import DeepseekV3ForCausalLM
@@ -216,7 +216,7 @@ def test_other_mtp_families_run_on_cpu(family, tmp_path):
     stays target-only greedy, and vLLM shares the target's embedding and lm_head (its MTP rule)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("probe_mtp_families", run.__file__.rsplit("/surgery/", 1)[0]
+    spec = importlib.util.spec_from_file_location("probe_mtp_families", decoding.__file__.rsplit("/surgery/", 1)[0]
                                                   + "/tools/probe_mtp_families.py")
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
@@ -234,7 +234,7 @@ def field_rows(pairs, prompts, references):
     for family, role_kind in (("mtp", ("input_embeddings", "random")), ("eagle3", ("lm_head", "target"))):
         p = pairs[family]
         (ab,) = [a for a in p.ablations if a.rewire.get(role_kind[0]) == role_kind[1]]
-        out[family] = run.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], rewire=ab.rewire)
+        out[family] = decoding.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], rewire=ab.rewire)
     return out
 
 

@@ -29,7 +29,7 @@ def render(step: int, ops: list[CaptureHiddenStates]) -> list[str]:
 
 
 UNIT = OpUnit(
-    kind="capture_hidden_states", recipe_key="capture_hidden_states", spec=CaptureHiddenStates, expand=expand,
+    kind="capture_hidden_states", spec=CaptureHiddenStates, expand=expand,
     render=render, label=lambda o: f"capture_hidden_states ({o.layer_set})",
     summary="the target returns the hidden states of a layer set to the draft (EAGLE-3 auxiliary layers)",
     refused_by={"hf": "surgery's HF loader and decoding loop run Gemma 4 pairs only; no HF draft here consumes "

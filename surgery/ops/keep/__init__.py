@@ -70,9 +70,5 @@ def render(step: int, ops: list[Keep]) -> list[str]:
     return [f"  [{step}] keep {first.role}{layers_note(ops)}: draft keeps its own{tie}{must}"]
 
 
-UNIT = OpUnit(
-    kind="keep", recipe_key="keep", spec=Keep, expand=expand, render=render,
-    label=lambda o: f"keep {o.role}",
-    summary="the draft keeps its own module (checked: not the target's; tie kept; present in the checkpoint)",
-    refused_by={},
-)
+UNIT = OpUnit(kind="keep", spec=Keep, expand=expand, render=render, label=lambda o: f"keep {o.role}",
+              summary="the draft keeps its own module (checked: not the target's; tie kept; present in the checkpoint)")

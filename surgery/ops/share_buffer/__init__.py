@@ -29,7 +29,7 @@ def render(step: int, ops: list[ShareBuffer]) -> list[str]:
 
 
 UNIT = OpUnit(
-    kind="share_buffer", recipe_key="share_buffer", spec=ShareBuffer, expand=expand, render=render,
+    kind="share_buffer", spec=ShareBuffer, expand=expand, render=render,
     label=lambda o: f"share_buffer {o.attr}",
     summary="draft modules use the target's object for a named attribute (e.g. a shared top-k indices buffer)",
     refused_by={"hf": "surgery's HF loader runs Gemma 4 pairs only; their modules hold no buffer shared with "

@@ -28,9 +28,5 @@ def render(step: int, ops: list[ShareKV]) -> list[str]:
     return [f"  [{step}] share_kv ({ops[0].map}): {desc}"]
 
 
-UNIT = OpUnit(
-    kind="share_kv", recipe_key="share_kv", spec=ShareKV, expand=expand, render=render,
-    label=lambda o: f"share_kv ({o.map})",
-    summary="draft attention layer reads the mapped target layer's KV cache",
-    refused_by={},
-)
+UNIT = OpUnit(kind="share_kv", spec=ShareKV, expand=expand, render=render, label=lambda o: f"share_kv ({o.map})",
+              summary="draft attention layer reads the mapped target layer's KV cache")

@@ -75,9 +75,5 @@ def render(step: int, ops: list[ShareModule]) -> list[str]:
     return [f"  [{step}] share_module {first.role}{layers_note(ops)}: draft uses the target's module{policy}"]
 
 
-UNIT = OpUnit(
-    kind="share_module", recipe_key="share_module", spec=ShareModule, expand=expand, render=render,
-    label=lambda o: f"share_module {o.role}",
-    summary="the draft uses the target's module for a role; `if_draft_has_own` decided on the live weights",
-    refused_by={},
-)
+UNIT = OpUnit(kind="share_module", spec=ShareModule, expand=expand, render=render,
+              label=lambda o: f"share_module {o.role}", summary="the draft uses the target's module for a role; `if_draft_has_own` decided on the live weights")

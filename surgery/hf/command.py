@@ -1,12 +1,11 @@
-"""`surgery apply`: load a pair with HF transformers, resolve, apply, verify, and prove the wiring
-by speculative decoding against plain greedy decoding (optionally with an ablation per step)."""
+"""`surgery apply` (the HF engine): load a pair with HF transformers, resolve, apply, verify, and
+prove the wiring by speculative decoding against plain greedy decoding (optionally with an ablation
+per step, surgery/hf/ablation.py). `--engine vllm` is surgery/vllm/apply_command.py."""
 from __future__ import annotations
 
 import json
 import sys
 import time
-from typing import Any
-
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 
 
@@ -92,7 +91,7 @@ def load_models(load_pair, target_dir, draft_dir, device, dtype):
                                 f"({type(exc).__name__}: {str(exc)[:300]})", Location(file=str(target_dir)))) from exc
 
 
-# what surgery's HF loader (surgery/hf/pair.py load_pair) builds: Gemma 4 targets and their assistants
+# what surgery's HF loader (surgery/hf/loader.py load_pair) builds: Gemma 4 targets and their assistants
 HF_LOADABLE = {"target": ("gemma4", "gemma4_text"), "draft": ("gemma4_assistant",)}
 
 
@@ -105,7 +104,7 @@ def check_loadable(target_facts, draft_facts, recipe_name: str | None = None) ->
     """SRG408 before any weight is read when the HF loader cannot build this pair (it would fail
     inside transformers with an unrelated error, e.g. KeyError 'full_attention' for Llama).
     Standalone drafts (the draft-model recipe) load through transformers' own Auto classes."""
-    from ..hf.standalone import is_standalone
+    from .standalone import is_standalone
 
     if recipe_name in HF_STANDALONE_RECIPES and is_standalone(draft_facts):
         return
@@ -118,154 +117,23 @@ def check_loadable(target_facts, draft_facts, recipe_name: str | None = None) ->
                                     Location(file=facts.source)))
 
 
-def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
-    """Speculative vs plain greedy on every prompt; the totals the report shows."""
-    from ..hf.specdec import greedy_generate, speculative_generate
+def refuse_hf_without_pair(recipe_ref: str) -> None:
+    """`surgery apply RECIPE` (HF) without model folders runs the built-in Gemma 4 pair, which only
+    `gemma4-mtp` fits; for a family whose built-in pair is a vLLM pair, say so (SRG453) instead of
+    resolving the recipe against the wrong models."""
+    from ..pairs import builtin_pair
+    from ..recipe import load_recipe
 
-    identical = True
-    drafted = accepted = target_fwd = greedy_fwd = tokens = 0
-    spec_s = greedy_s = 0.0
-    mismatches = []
-    for i, ids in enumerate(prompts):
-        t0 = time.perf_counter()
-        ref = greedy_generate(target, ids, max_new_tokens)
-        greedy_s += time.perf_counter() - t0
-        res = speculative_generate(target, draft, ids, max_new_tokens, num_draft_tokens)
-        spec_s += res.wall_s
-        if list(res.tokens) != list(ref):
-            identical = False
-            mismatches.append(i)
-        drafted += res.drafted
-        accepted += res.accepted
-        target_fwd += res.target_forwards
-        greedy_fwd += len(ref)
-        tokens += len(res.tokens)
-    return {
-        "identical": identical, "prompts": len(prompts), "tokens": tokens, "drafted": drafted, "accepted": accepted,
-        "acceptance_rate": (accepted / drafted) if drafted else 0.0, "num_draft_tokens": num_draft_tokens,
-        "target_forwards": target_fwd, "greedy_target_forwards": greedy_fwd,
-        "target_forwards_saved": greedy_fwd - target_fwd, "wall_s": round(spec_s, 4),
-        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches,
-    }
-
-
-WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
-
-
-def ablation(plan, draft, target, report, prompts, args, progress, check=None) -> list[dict]:
-    """Remove each recipe step in turn (and all of them), rerun the decoding check, restore.
-
-    Besides the removals, one variant keeps share_kv but with a deliberately wrong map (the first
-    unshared target layer of each type instead of the last): in HF an unwired draft layer reads
-    ``shared_kv_states[layer_type]``, which transformers fills from the same layers as the
-    gemma4-mtp rule, so removing share_kv alone changes nothing there; the wrong map shows what
-    the map is worth. Rows may carry a ``note`` saying why a removal changes nothing."""
-    from . import apply_plan, rollback, verify_plan
-
-    rows = []
-    steps = sorted({o.step for o in plan.operations})
-    mutations_per_step: dict[int, int] = {}
-    for p in report.prepared:
-        mutations_per_step[p.op.step] = mutations_per_step.get(p.op.step, 0) + len(p.mutations)
-    variants = [(f"without step {s}: " + _step_label(plan, s), plan.without_step(s),
-                 _removal_note(plan, s, target, draft, mutations_per_step)) for s in steps]
-    wrong = _wrong_map_variant(plan, target)
-    if wrong is not None:
-        variants.append((WRONG_MAP_VARIANT, wrong[0], wrong[1]))
-    variants.append(("without any wiring", None, None))
-    rollback(report)
-    try:
-        for label, variant, note in variants:
-            progress(f"ablation: {label}")
-            row: dict[str, Any] = {"variant": label}
-            sub = None
-            try:
-                if variant is not None:
-                    sub = apply_plan(variant, draft, target, strict=not getattr(args, "no_strict", False))
-                    row["verified"] = verify_plan(variant, draft, target, report=sub).ok
-                d = (check or decode_check)(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
-                row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
-                            "drafted": d["drafted"], "accepted": d["accepted"]})
-            except Exception as exc:  # a removed step can make the draft unrunnable: that is the finding
-                row.update({"runs": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
-            finally:
-                if sub is not None:
-                    rollback(sub)
-            if note:
-                row["note"] = note
-            rows.append(row)
-    finally:
-        # leave the pair wired as the main report says
-        apply_plan(plan, draft, target, strict=not getattr(args, "no_strict", False))
-    return rows
-
-
-def _unshared_layer_types(target) -> list[str]:
-    from ..hf.kvrouting import first_kv_shared_layer, text_config
-
-    cfg = text_config(target.config)
-    return list(cfg.layer_types[: first_kv_shared_layer(cfg)])
-
-
-def _removal_note(plan, step: int, target, draft, mutations_per_step: dict[int, int]) -> str | None:
-    """Why removing this step cannot change the decoding check in HF, when that is known up front."""
-    ops = [o for o in plan.operations if o.step == step]
-    if ops and all(o.op == "share_kv" for o in ops):
-        from ..hf.kvrouting import default_kv_sources, text_config
-
-        try:
-            defaults = default_kv_sources(target.config)
-            draft_types = text_config(draft.config).layer_types
-            same = all(defaults.get(draft_types[o.draft_layer]) == o.target_layer for o in ops)
-        except (AttributeError, IndexError, TypeError, ValueError):
-            return None
-        if same:
-            pairs = ", ".join(f"{t} -> {j}" for t, j in sorted(defaults.items()))
-            return ("acceptance cannot change: without share_kv an HF draft layer reads "
-                    f"shared_kv_states[layer_type], which transformers fills from the same target layers as this "
-                    f"map ({pairs}); see the wrong-map row for what the map is worth")
-    if ops and mutations_per_step.get(step, 0) == 0:
-        return "this step only checks (no mutation): removing it changes what verify proves, not what runs"
-    return None
-
-
-def _wrong_map_variant(plan, target):
-    """(plan, note) with every share_kv op pointed at the FIRST unshared target layer of its type
-    instead of the mapped one, or None when that changes nothing (one unshared layer per type)."""
-    from dataclasses import replace
-
-    try:
-        unshared = _unshared_layer_types(target)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    first = {}
-    for j, t in enumerate(unshared):
-        first.setdefault(t, j)
-    ops, moved = [], {}
-    for o in plan.operations:
-        if o.op == "share_kv" and o.target_layer is not None and o.target_layer < len(unshared):
-            t = unshared[o.target_layer]
-            j = first[t]
-            if j != o.target_layer:
-                moved[t] = (o.target_layer, j)
-                o = replace(o, target_layer=j, id=f"share_kv:{o.map}:{o.draft_layer}->{j}")
-        ops.append(o)
-    if not moved:
-        return None
-    note = ("wrong on purpose: the first unshared target layer of each type instead of the mapped one; "
-            + "; ".join(f"{t}: target {j} instead of {old}" for t, (old, j) in sorted(moved.items())))
-    unchanged = sorted({unshared[o.target_layer] for o in plan.operations if o.op == "share_kv"
-                        and o.target_layer is not None and o.target_layer < len(unshared)} - set(moved))
-    if unchanged:
-        note += f" ({', '.join(unchanged)} unchanged: the target has only one unshared layer of that type)"
-    return replace(plan, operations=tuple(ops)), note
-
-
-def _step_label(plan, step: int) -> str:
-    from ..ops.registry import UNITS
-
-    first = next(o for o in plan.operations if o.step == step)
-    return UNITS[first.op].label(first)
+    name = load_recipe(recipe_ref).name
+    if name == "gemma4-mtp":
+        return
+    pair = builtin_pair(name)
+    where = (f"its miniature pair runs in vLLM, method {pair.method}" if pair is not None
+             else "and no built-in pair exists for it yet")
+    hint = (f"surgery apply {name} --engine vllm" if pair is not None
+            else "pass --target and --draft folders")
+    raise SurgeryError(diag("SRG453", f"the HF path's built-in pair (Gemma 4) fits gemma4-mtp only, not {name}: {where}",
+                            hint=hint))
 
 
 def run_apply(args, out) -> int:
@@ -273,14 +141,16 @@ def run_apply(args, out) -> int:
 
     from ..facts import read_facts
     from ..bytevocab import encode
-    from ..hf.loader import load_pair
-    from ..hf.pair import ensure_tiny_pair
     from ..pairs import DEFAULT_PROMPTS, held_out_prompts
-    from ..hf.standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
+    from .loader import load_pair
+    from .pair import ensure_tiny_pair
+    from .standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe
     from ..resolver import resolve
-    from . import apply_plan, verify_plan
+    from ..applier import apply_plan, verify_plan
+    from .ablation import ablation
+    from .specdec import decode_check
 
     progress = Progress(not args.no_progress)
     timings: dict[str, float] = {}

@@ -1,4 +1,4 @@
-"""Config facts: a normalised, engine-neutral view of a HF `config.json`, read without transformers.
+"""Config dict -> `ModelFacts` (surgery/facts/model.py), without transformers.
 
 Everything the resolver checks comes from here: per-layer type / head_dim / KV heads / window /
 KV-shared flag, hidden and vocab sizes, draft-specific fields. Where a field is missing we apply
@@ -7,171 +7,23 @@ record it, so the plan can say "head_dim: default 256 used".
 """
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from .diagnostics import Location, fail
-from .textfile import read_text_file
+from ..diagnostics import Location, fail
+from .drafts import aux_layer_ids, mtp_facts, num_aux
+from .jsonread import check_depth, read_config, strip_annotations
+from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
 
-MAX_CONFIG_BYTES = 8 << 20
 MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
-SLIDING = "sliding_attention"
-FULL = "full_attention"
-
-
-@dataclass(frozen=True)
-class LayerFacts:
-    index: int
-    layer_type: str
-    head_dim: int
-    num_kv_heads: int
-    sliding_window: int | None
-    kv_shared: bool
-
-    def get(self, fact: str) -> Any:
-        return {"layer_type": self.layer_type, "head_dim": self.head_dim, "num_kv_heads": self.num_kv_heads,
-                "sliding_window": self.sliding_window, "kv_shared": self.kv_shared}[fact]
-
-
-@dataclass(frozen=True)
-class DefaultUsed:
-    key: str
-    value: Any
-
-    def to_dict(self) -> dict:
-        return {"key": self.key, "value": self.value}
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    source: str
-    model_type: str
-    text_model_type: str
-    architectures: tuple[str, ...]
-    scalars: dict[str, Any]  # flat facts usable in expressions as draft.X / target.X
-    layers: tuple[LayerFacts, ...]
-    defaults_used: tuple[DefaultUsed, ...] = ()
-    key_prefix: str = ""  # "text_config." where the text facts live in a nested config
-    raw: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __getitem__(self, name: str) -> Any:
-        return self.scalars[name]
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
-
-    def unshared_layers(self) -> list[LayerFacts]:
-        return [layer for layer in self.layers if not layer.kv_shared]
-
-    def last_unshared_by_type(self) -> dict[str, int]:
-        """layer_type -> index of the last layer of that type that writes its own K/V.
-
-        The one place of the "last unshared layer of its type" rule: transformers' Gemma 4
-        (`Gemma4TextAttention`, `kv_shared_layer_index`) and vLLM's gemma4 model point every layer of
-        the KV-shared tail there, and the draft-side map rule `last_unshared_of_type` reuses it."""
-        from .pipeline import last_unshared_of_type
-
-        unshared = sum(1 for layer in self.layers if not layer.kv_shared)
-        return last_unshared_of_type([layer.layer_type for layer in self.layers], unshared)
-
-    def own_kv_sources(self) -> dict[int, int]:
-        """For a model with a KV-shared tail: shared layer index -> the layer whose K/V it reads.
-        Layers of a type with no producer are left out (facts reading reports those)."""
-        last = self.last_unshared_by_type()
-        return {layer.index: last[layer.layer_type] for layer in self.layers
-                if layer.kv_shared and layer.layer_type in last}
-
-    def key_location(self, key: str) -> Location:
-        return Location(self.source, key_path=self.key_prefix + key)
-
-
-# the facts an expression may name (draft.X / target.X); the resolver rejects anything else
-FACT_NAMES = (
-    "model_type", "text_model_type", "architecture", "hidden_size", "vocab_size", "output_vocab_size",
-    "num_hidden_layers", "num_attention_heads", "num_kv_heads", "head_dim", "global_head_dim",
-    "sliding_window", "num_kv_shared_layers", "num_unshared_layers", "backbone_hidden_size",
-    "num_nextn_predict_layers", "draft_vocab_size", "tie_word_embeddings", "max_position_embeddings",
-    "rope_theta", "hidden_size_per_layer_input", "use_ordered_embeddings", "has_sliding_layers",
-    "layer_type_set", "has_own_embeddings", "target_hidden_size",
-    # added for the recipe library (issue 5)
-    "eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states", "index_topk", "bos_token_id", "eos_token_id",
-    "pad_token_id", "num_centroids", "head_dims", "rope_scaling_type",
-    # added for MTP coverage (issue 18): the MTP layer count however the family spells it
-    "num_mtp_layers", "num_mtp_layers_served", "mtp_layers_per_step", "mtp_missing_keys", "mtp_layer_types_count",
-)
 
 
 @lru_cache(maxsize=1)
-def _defaults_table() -> dict[str, dict[str, Any]]:
-    from .resources import load_data
+def defaults_table() -> dict[str, dict[str, Any]]:
+    from ..resources import load_data
 
     return load_data("data/config_defaults.yaml")
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"non-finite number {name} is not valid JSON")
-
-
-def _no_duplicates(pairs):
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def read_config(path: str | os.PathLike) -> tuple[dict, str]:
-    """Read a config.json (or a model folder holding one) into a dict; coded errors for bad input."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=str(path))
-    return parse_config_text(text, str(p)), str(p)
-
-
-def parse_config_text(text: str, source: str = "<config>") -> dict:
-    if not text.strip():
-        raise fail("SRG003", "the config file is empty", Location(source))
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise fail("SRG009", exc.msg, Location(source, exc.lineno, exc.colno)) from None
-    except (ValueError, RecursionError) as exc:
-        raise fail("SRG009", str(exc) if isinstance(exc, ValueError) else "nesting too deep", Location(source)) from None
-    if not isinstance(obj, dict):
-        raise fail("SRG010", f"expected a JSON object, got {type(obj).__name__}", Location(source))
-    return obj
-
-
-MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
-
-
-def _check_depth(obj: Any, source: str) -> None:
-    """Refuse absurdly nested configs up front, iteratively: the recursive helpers below (and repr,
-    ==) would otherwise hit Python's recursion limit on a config nested a few hundred levels deep."""
-    stack = [(obj, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_CONFIG_DEPTH:
-            raise fail("SRG009", f"nesting deeper than {MAX_CONFIG_DEPTH} levels", Location(source))
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-
-
-def _strip_annotations(obj: Any) -> Any:
-    """Drop `_source`, `_notes`... annotation keys (the shared config corpus carries them)."""
-    if isinstance(obj, dict):
-        return {k: _strip_annotations(v) for k, v in obj.items()
-                if not (k.startswith("_") and k != "_name_or_path")}
-    return obj
 
 
 class _Reader:
@@ -221,8 +73,8 @@ def _shown(value: int) -> str:
 def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     if not isinstance(cfg, dict):
         raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
-    _check_depth(cfg, source)
-    cfg = _strip_annotations(cfg)
+    check_depth(cfg, source)
+    cfg = strip_annotations(cfg)
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
@@ -234,7 +86,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         prefix = "text_config."
     else:
         text = cfg
-    table = _defaults_table()
+    table = defaults_table()
     text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
         table.get(model_type, {}).get("text_model_type", model_type)
     defaults = {**table["*"], **table.get(text_type, {})}
@@ -316,8 +168,8 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "layer_type_set": sorted(set(layer_types)),
         "has_own_embeddings": None,  # weights facts: unknown from config alone
         "target_hidden_size": cfg.get("target_hidden_size"),
-        "eagle_aux_hidden_state_layer_ids": _aux_layer_ids(cfg, source),
-        "num_aux_hidden_states": _num_aux(cfg, source),
+        "eagle_aux_hidden_state_layer_ids": aux_layer_ids(cfg, source),
+        "num_aux_hidden_states": num_aux(cfg, source),
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
         "bos_token_id": _token_ids(cfg, text, "bos_token_id"),
         "eos_token_id": _token_ids(cfg, text, "eos_token_id"),
@@ -327,7 +179,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "head_dims": sorted({layer_dims[0] for layer_dims in per_layer}),
         "rope_scaling_type": _rope_scaling_type(text),
     }
-    scalars.update(_mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
+    scalars.update(mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
     return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
                       tuple(r.used + top.used), prefix, cfg)
 
@@ -354,92 +206,6 @@ def _derive_num_hidden_layers(r: "_Reader", source: str, prefix: str) -> None:
         derived = value * int(rule.get("times", 1))
     r.cfg = {**r.cfg, "num_hidden_layers": derived}
     r.used.append(DefaultUsed(prefix + "num_hidden_layers", f"{derived} (derived from {rule['key']})"))
-
-
-def _lookup(cfg: dict, dotted: str):
-    node: Any = cfg
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _mtp_facts(cfg: dict, text: dict, table: dict, source: str, used: list) -> dict:
-    """MTP layer facts, read the way vLLM reads them for this family (data in config_defaults.yaml):
-    `mtp_count_keys` (first present wins; dotted paths, text config first, then the top level),
-    `mtp_count_default` when none is present, `mtp_serve_at_most` (vLLM builds at most this many,
-    e.g. MiMo-V2 and LongCat serve one), `mtp_step_pattern_key` (a string with one character per
-    physical layer of one MTP step: Nemotron-H `mtp_hybrid_override_pattern`), `mtp_required_keys`
-    (fields the family's MTP code reads with no default: listed in `mtp_missing_keys` when absent) and
-    `mtp_layer_types_key` (per-MTP-layer types, one per MTP layer: dots3_note `mtp_layer_types`)."""
-    keys = table.get("mtp_count_keys") or ["num_nextn_predict_layers"]
-    count, where = None, None
-    for key in keys:
-        for level, prefix in ((text, "text_config." if text is not cfg else ""), (cfg, "")):
-            value = _lookup(level, key)
-            if value is not None:
-                count, where = value, prefix + key
-                break
-        if count is not None:
-            break
-    default = table.get("mtp_count_default", table.get(keys[0]))
-    if count is None and default is not None:
-        count, where = default, keys[0]
-        if not any(u.key.split(".")[-1] == where for u in used):  # num_nextn_predict_layers: already recorded
-            used.append(DefaultUsed(where, count))
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 4096):
-        raise fail("SRG205", f"`{where}` must be an MTP layer count in 0..4096, got {count!r}"[:200],
-                   Location(source, key_path=where))
-    served = count
-    cap = table.get("mtp_serve_at_most")
-    if count is not None and isinstance(cap, int):
-        served = min(count, cap)
-    per_step = 1
-    pattern_key = table.get("mtp_step_pattern_key")
-    if pattern_key:
-        pattern = _lookup(text, pattern_key) if _lookup(text, pattern_key) is not None else _lookup(cfg, pattern_key)
-        if pattern is not None:
-            if not isinstance(pattern, str) or not pattern:
-                raise fail("SRG205", f"`{pattern_key}` must be a non-empty string, got {pattern!r}"[:200],
-                           Location(source, key_path=pattern_key))
-            per_step = len(pattern)
-    # fields the family's MTP code reads without a default (vLLM fails on a config without them)
-    required = table.get("mtp_required_keys") or []
-    missing = [k for k in required if _lookup(text, k) is None and _lookup(cfg, k) is None]
-    types_key = table.get("mtp_layer_types_key")
-    types = (_lookup(text, types_key) if _lookup(text, types_key) is not None else _lookup(cfg, types_key)) \
-        if types_key else None
-    if types is not None and not isinstance(types, list):
-        raise fail("SRG205", f"`{types_key}` must be a list of layer types, got {types!r}"[:200],
-                   Location(source, key_path=types_key))
-    return {"num_mtp_layers": count, "num_mtp_layers_served": served, "mtp_layers_per_step": per_step,
-            "mtp_missing_keys": missing, "mtp_layer_types_count": len(types) if types is not None else None}
-
-
-def _aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:
-    """EAGLE-3 auxiliary hidden-state layer ids as vLLM reads them from the draft config
-    (`get_eagle3_aux_layers_from_config`): the top-level key, else `eagle_config`'s."""
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-    if not ids and isinstance(cfg.get("eagle_config"), dict):
-        ids = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")
-    if not ids:
-        return None
-    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 4096
-                                            for i in ids):
-        raise fail("SRG205", f"`eagle_aux_hidden_state_layer_ids` must be a list of layer indices, got {ids!r}"[:200],
-                   Location(source, key_path="eagle_aux_hidden_state_layer_ids"))
-    return list(ids)
-
-
-def _num_aux(cfg: dict, source: str = "<config>") -> int | None:
-    """How many auxiliary hidden states the EAGLE-3 fc layer consumes (vLLM llama_eagle3: the
-    config's `num_aux_hidden_states`, else the length of the configured ids, else 3)."""
-    n = cfg.get("num_aux_hidden_states")
-    if isinstance(n, int) and not isinstance(n, bool):
-        return n
-    ids = _aux_layer_ids(cfg, source)
-    return len(ids) if ids else None
 
 
 def _token_ids(cfg: dict, text: dict, key: str):

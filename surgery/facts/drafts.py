@@ -1,0 +1,94 @@
+"""Draft-family specifics read off a config the way vLLM reads them: MTP layer counts (per family,
+data in config_defaults.yaml) and EAGLE-3 auxiliary hidden-state layer ids."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..diagnostics import Location, fail
+from .model import DefaultUsed
+
+
+def _lookup(cfg: dict, dotted: str):
+    node: Any = cfg
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def mtp_facts(cfg: dict, text: dict, table: dict, source: str, used: list) -> dict:
+    """MTP layer facts, read the way vLLM reads them for this family (data in config_defaults.yaml):
+    `mtp_count_keys` (first present wins; dotted paths, text config first, then the top level),
+    `mtp_count_default` when none is present, `mtp_serve_at_most` (vLLM builds at most this many,
+    e.g. MiMo-V2 and LongCat serve one), `mtp_step_pattern_key` (a string with one character per
+    physical layer of one MTP step: Nemotron-H `mtp_hybrid_override_pattern`), `mtp_required_keys`
+    (fields the family's MTP code reads with no default: listed in `mtp_missing_keys` when absent) and
+    `mtp_layer_types_key` (per-MTP-layer types, one per MTP layer: dots3_note `mtp_layer_types`)."""
+    keys = table.get("mtp_count_keys") or ["num_nextn_predict_layers"]
+    count, where = None, None
+    for key in keys:
+        for level, prefix in ((text, "text_config." if text is not cfg else ""), (cfg, "")):
+            value = _lookup(level, key)
+            if value is not None:
+                count, where = value, prefix + key
+                break
+        if count is not None:
+            break
+    default = table.get("mtp_count_default", table.get(keys[0]))
+    if count is None and default is not None:
+        count, where = default, keys[0]
+        if not any(u.key.split(".")[-1] == where for u in used):  # num_nextn_predict_layers: already recorded
+            used.append(DefaultUsed(where, count))
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 4096):
+        raise fail("SRG205", f"`{where}` must be an MTP layer count in 0..4096, got {count!r}"[:200],
+                   Location(source, key_path=where))
+    served = count
+    cap = table.get("mtp_serve_at_most")
+    if count is not None and isinstance(cap, int):
+        served = min(count, cap)
+    per_step = 1
+    pattern_key = table.get("mtp_step_pattern_key")
+    if pattern_key:
+        pattern = _lookup(text, pattern_key) if _lookup(text, pattern_key) is not None else _lookup(cfg, pattern_key)
+        if pattern is not None:
+            if not isinstance(pattern, str) or not pattern:
+                raise fail("SRG205", f"`{pattern_key}` must be a non-empty string, got {pattern!r}"[:200],
+                           Location(source, key_path=pattern_key))
+            per_step = len(pattern)
+    # fields the family's MTP code reads without a default (vLLM fails on a config without them)
+    required = table.get("mtp_required_keys") or []
+    missing = [k for k in required if _lookup(text, k) is None and _lookup(cfg, k) is None]
+    types_key = table.get("mtp_layer_types_key")
+    types = (_lookup(text, types_key) if _lookup(text, types_key) is not None else _lookup(cfg, types_key)) \
+        if types_key else None
+    if types is not None and not isinstance(types, list):
+        raise fail("SRG205", f"`{types_key}` must be a list of layer types, got {types!r}"[:200],
+                   Location(source, key_path=types_key))
+    return {"num_mtp_layers": count, "num_mtp_layers_served": served, "mtp_layers_per_step": per_step,
+            "mtp_missing_keys": missing, "mtp_layer_types_count": len(types) if types is not None else None}
+
+
+def aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:
+    """EAGLE-3 auxiliary hidden-state layer ids as vLLM reads them from the draft config
+    (`get_eagle3_aux_layers_from_config`): the top-level key, else `eagle_config`'s."""
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if not ids and isinstance(cfg.get("eagle_config"), dict):
+        ids = cfg["eagle_config"].get("eagle_aux_hidden_state_layer_ids")
+    if not ids:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 4096
+                                            for i in ids):
+        raise fail("SRG205", f"`eagle_aux_hidden_state_layer_ids` must be a list of layer indices, got {ids!r}"[:200],
+                   Location(source, key_path="eagle_aux_hidden_state_layer_ids"))
+    return list(ids)
+
+
+def num_aux(cfg: dict, source: str = "<config>") -> int | None:
+    """How many auxiliary hidden states the EAGLE-3 fc layer consumes (vLLM llama_eagle3: the
+    config's `num_aux_hidden_states`, else the length of the configured ids, else 3)."""
+    n = cfg.get("num_aux_hidden_states")
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
+    ids = aux_layer_ids(cfg, source)
+    return len(ids) if ids else None

@@ -1,0 +1,73 @@
+"""Bounded reading of a HF `config.json`: a size cap, strict JSON (no NaN / Infinity, no duplicate
+keys), a depth cap, and the corpus's annotation keys dropped; coded errors for bad input."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import Location, fail
+from ..textfile import read_text_file
+
+MAX_CONFIG_BYTES = 8 << 20
+MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def read_config(path: str | os.PathLike) -> tuple[dict, str]:
+    """Read a config.json (or a model folder holding one) into a dict; coded errors for bad input."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=str(path))
+    return parse_config_text(text, str(p)), str(p)
+
+
+def parse_config_text(text: str, source: str = "<config>") -> dict:
+    if not text.strip():
+        raise fail("SRG003", "the config file is empty", Location(source))
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise fail("SRG009", exc.msg, Location(source, exc.lineno, exc.colno)) from None
+    except (ValueError, RecursionError) as exc:
+        raise fail("SRG009", str(exc) if isinstance(exc, ValueError) else "nesting too deep", Location(source)) from None
+    if not isinstance(obj, dict):
+        raise fail("SRG010", f"expected a JSON object, got {type(obj).__name__}", Location(source))
+    return obj
+
+
+def check_depth(obj: Any, source: str) -> None:
+    """Refuse absurdly nested configs up front, iteratively: the recursive helpers that walk a
+    config (strip_annotations, and repr, ==) would otherwise hit Python's recursion limit on a
+    config nested a few hundred levels deep."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise fail("SRG009", f"nesting deeper than {MAX_CONFIG_DEPTH} levels", Location(source))
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def strip_annotations(obj: Any) -> Any:
+    """Drop `_source`, `_notes`... annotation keys (the shared config corpus carries them)."""
+    if isinstance(obj, dict):
+        return {k: strip_annotations(v) for k, v in obj.items()
+                if not (k.startswith("_") and k != "_name_or_path")}
+    return obj

@@ -1,0 +1,105 @@
+"""The `--ablate` rows of `surgery apply --engine vllm`: how each recipe step is removed on a live
+engine (vLLM wires these pairs itself, so leaving a step out of the recipe would change nothing),
+merged with the pair's field rows (surgery/data/pairs/ablations.yaml), each run on a fresh stock
+engine; config edits go to a temporary copy of the draft folder, rewires to surgery/vllm/ablation.py."""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import decoding
+from .readout import brief_wiring
+
+
+AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def step_removals(steps: list[dict], wiring: dict | None) -> list[dict]:
+    """How each recipe step is removed on a live vLLM engine (vLLM wires these pairs itself, so
+    leaving a step out of the recipe alone would change nothing): a shared module becomes the
+    draft's own, never loaded; a kept module becomes the target's; captured aux layers fall back
+    to vLLM's defaults. A step whose
+    effect cannot be undone after vLLM's wiring, or that wired nothing, gets a ``note`` instead."""
+    shared = (wiring or {}).get("shared_roles") or {}
+    rows = []
+    for st in steps:
+        row: dict[str, Any] = {"variant": f"without step {st['step']}: {st['label']}"}
+        if st["op"] == "share_module" and shared.get(st["role"]):
+            row["rewire"] = {st["role"]: "random"}
+            row["because"] = f"the draft keeps its own {st['role']}, never loaded (the step left out)"
+        elif st["op"] == "share_module":
+            row["note"] = (f"nothing to remove: the draft's {st['role']} is its own here (the step kept it)"
+                           if st["role"] in shared else f"role {st['role']} not found on the live draft")
+        elif st["op"] == "keep" and st["role"] in shared and not shared[st["role"]]:
+            row["rewire"] = {st["role"]: "target"}
+            row["because"] = f"the draft's own {st['role']} is replaced by the target's (the step left out)"
+        elif st["op"] == "capture_hidden_states":
+            row["drop_config_keys"] = [AUX_IDS_KEY]
+            row["because"] = "the head's config loses its aux layer ids: vLLM captures its defaults (2, L//2, L-3)"
+        else:
+            row["note"] = f"{st['op']} is not ablated in vLLM (no way to undo it after vLLM's own wiring)"
+        rows.append(row)
+    return rows
+
+
+def ablated_draft(draft: Path, ablation, workdir: Path) -> Path:
+    """A copy of the draft folder whose config.json has the ablation's edits."""
+    dest = workdir / ablation.name.replace(" ", "_").replace("/", "_")[:60]
+    shutil.copytree(draft, dest)
+    cfg = json.loads((dest / "config.json").read_text())
+    for key in ablation.drop_config_keys:
+        cfg.pop(key, None)
+        if isinstance(cfg.get("eagle_config"), dict):
+            cfg["eagle_config"].pop(key, None)
+    cfg.update(ablation.set_config)
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dest
+
+
+def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) -> list[dict]:
+    """Each recipe step removed in turn, then the pair's field rows (ablations.yaml)."""
+    from ..pairs import Ablation
+
+    todo = step_removals(run["plugin"].get("steps") or [], run["inspect"])
+
+    def edit(spec):
+        return (sorted(spec.get("drop_config_keys") or ()), sorted((spec.get("set_config") or {}).items()),
+                sorted((spec.get("rewire") or {}).items()))
+
+    for ab in (pair.ablations if pair is not None else ()):
+        spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
+                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire)}
+        same = next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
+        if same is not None:  # a field row that IS a step removal: one engine, both names
+            same["variant"] += f" = {ab.name}"
+            same["because"] = ab.because
+        else:
+            todo.append(spec)
+    rows = []
+    for spec in todo:
+        row: dict[str, Any] = {k: spec[k] for k in ("variant", "because", "note") if spec.get(k)}
+        if "note" in spec:
+            row["runs"] = None
+            rows.append(row)
+            continue
+        progress(f"ablation: {spec['variant']}")
+        ab = Ablation(name=spec["variant"], drop_config_keys=tuple(spec.get("drop_config_keys") or ()),
+                      set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {})
+        with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
+            try:
+                d_folder = ablated_draft(Path(draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
+                    else draft
+                r = decoding.speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
+                                    max_tokens=max_tokens, rewire=ab.rewire or None)
+                d = r["decode"]
+                row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
+                           drafted=d["drafted"], accepted=d["accepted"],
+                           accepted_per_position=d["accepted_per_position"], rewired=r["rewired"],
+                           wiring=brief_wiring(r["inspect"]))
+            except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
+                row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        rows.append(row)
+    return rows

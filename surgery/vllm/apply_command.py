@@ -1,0 +1,131 @@
+"""`surgery apply RECIPE --engine vllm`: run a pair in real vLLM, in this process, on its device.
+
+Two engines, one after the other, in the same process and with the same settings: the target
+alone (greedy reference), then the target with the family's speculative method and the plugin
+applying the recipe (`additional_config={"surgery": {"recipe": ...}}`, surgery/vllm/plugin.py).
+The report has the HF path's shape: `ok`, `verified`, `decode: {identical, drafted, accepted,
+acceptance_rate, ...}`, with drafted / accepted read from vLLM's own spec-decode counters.
+
+`--ablate` adds one row per recipe step removed, then the family's wrong-wiring rows from
+surgery/data/pairs/ablations.yaml (EAGLE-3 on vLLM's default aux layer ids, a reduced-vocabulary
+head given the target's lm_head, ...). vLLM wires these pairs itself, so a step is "removed" by
+undoing its effect on the live engine: a shared module becomes the draft's own, never loaded
+(surgery/vllm/ablation.py); the captured aux layers fall back to vLLM's defaults (the head's
+config without its ids). Each row is a fresh stock engine without the recipe; config edits go to
+a temporary copy of the draft folder. A step no row can remove is listed with why.
+
+The pieces: surgery/vllm/engine.py (one engine's settings and lifecycle), decoding.py (the greedy
+reference and the speculative run), readout.py (what the live engine wired, checked against the
+plan), ablation_runs.py (the `--ablate` rows).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..diagnostics import SurgeryError, diag
+from . import decoding
+from .ablation_runs import ablation_rows
+from .engine import MAX_TOKENS, NUM_SPEC
+from .readout import brief_wiring
+
+
+def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=NUM_SPEC,
+                   max_tokens=MAX_TOKENS, prompts=None, progress=lambda _m: None) -> dict:
+    """The whole `--engine vllm` check; returns the report dict (see module doc)."""
+    from ..pairs import builtin_pair
+    from ..recipe import load_recipe
+
+    recipe = load_recipe(recipe_ref)
+    engine = (recipe.engine or {}).get("vllm") if isinstance(getattr(recipe, "engine", None), dict) else None
+    method = (engine or {}).get("method")
+    pair = builtin_pair(recipe.name)
+    if (target is None) != (draft is None):
+        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in pair)"))
+    if target is None:
+        if pair is None:
+            raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
+                                    hint="pass --target and --draft folders"))
+        target, draft = pair.target, pair.draft
+        method = pair.method or method
+    builtin = pair is not None and Path(target).resolve() == pair.target and Path(draft).resolve() == pair.draft
+    texts, prompt_set = prompts, "given"
+    if not texts:  # the built-in pair's held-out prompts (text it never trained on), as on the HF path
+        texts = pair.prompts if pair is not None else ()
+        prompt_set = "held-out" if builtin else "held-out of the built-in pair"
+    if not texts:
+        from ..pairs import DEFAULT_PROMPTS
+
+        texts, prompt_set = DEFAULT_PROMPTS, "default"
+    ids = decoding.prompt_ids(texts)
+    progress("target-only greedy reference")
+    reference, ref_s = decoding.greedy_reference(target, ids, max_tokens)
+    progress(f"speculative run ({method}, {num_spec} draft tokens, recipe {recipe.name})")
+    try:
+        run = decoding.speculative_run(target, draft, method, ids, reference, recipe=recipe_ref, num_spec=num_spec,
+                              max_tokens=max_tokens)
+    except SurgeryError:
+        raise
+    except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
+        raise SurgeryError(diag("SRG451", f"vLLM could not run {recipe.name} with method {method!r}: "
+                                f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
+    rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) \
+        if ablate else None
+    d = dict(run["decode"], prompt_set=prompt_set)
+    verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
+    ok = bool(verified) and d["identical"]
+    return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
+            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
+            "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+def _cause_hint(exc: BaseException) -> str:
+    seen, e = [], exc
+    while e is not None and len(seen) < 6:
+        seen.append(f"{type(e).__name__}: {str(e)[:160]}")
+        e = e.__cause__ or e.__context__
+    return " <- ".join(seen[1:]) or "see the vLLM log above"
+
+
+def render(result: dict) -> str:
+    d = result["decode"]
+    lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
+             f"{'OK' if result['ok'] else 'FAILED'}",
+             f"  target {result['target']}", f"  draft  {result['draft']}",
+             f"  plugin: verified {result['verified']}, applied {result['plugin'].get('applied')}"
+             + (f", failed: {result['plugin'].get('failed')}" if result['plugin'].get('failed') else ""),
+             *(f"  not applied: {m}" for m in result["plugin"].get("not_applicable") or ()),
+             *(f"  engine check [{'pass' if c['ok'] else 'FAIL'}] {c['op']}: {c['check']}"
+               for c in result["plugin"].get("engine_checks") or ()),
+             f"  live wiring: {result['wiring']}",
+             f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
+             f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%} "
+             f"at {d['num_draft_tokens']} draft tokens (per position {d['accepted_per_position']}; "
+             f"{d['prompts']} prompts, {d.get('prompt_set', 'given')})"]
+    for row in result.get("ablation") or ():
+        if row["runs"]:
+            lines.append(f"  ablation {row['variant']:<44} acceptance {row['acceptance_rate']:6.1%}  identical "
+                         f"{'yes' if row['identical'] else 'NO'}")
+        elif row["runs"] is None:
+            lines.append(f"  ablation {row['variant']:<44} not run: {row['note']}")
+        else:
+            lines.append(f"  ablation {row['variant']:<44} cannot run: {row['error']}")
+    return "\n".join(lines)
+
+
+def run_apply_vllm(args, out) -> int:
+    """CLI entry (`surgery apply RECIPE --engine vllm`): exit 0 only when the plugin verified the
+    wiring and the speculative output equals target-only greedy."""
+    import sys
+
+    from ..diagnostics import EXIT_INVALID, EXIT_OK
+
+    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
+        else (lambda _m: None)
+    if args.pp != 1 or args.tp != 1:
+        raise SurgeryError(diag("SRG452", f"--engine vllm runs one process on one device (pp {args.pp}, tp {args.tp} "
+                                "given)", hint="use bench/gpu/vllm_parallel.py for tensor / pipeline parallel runs"))
+    result = run_vllm_apply(args.recipe, args.target, args.draft, ablate=args.ablate, num_spec=args.num_draft_tokens,
+                            max_tokens=args.max_new_tokens, progress=say)
+    out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
+    return EXIT_OK if result["ok"] else EXIT_INVALID

@@ -1,0 +1,94 @@
+"""Decoding runs on real vLLM engines, one engine each: the target-only greedy reference, and a
+speculative run (outputs against the reference, vLLM's counters, what the plugin verified and what
+the live engine shows, optionally a rewire ablation performed after vLLM's wiring)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..diagnostics import SurgeryError, diag
+from . import engine, hooks, state
+from .ablation import rewire_hook
+from .engine import MAX_TOKENS, NUM_SPEC
+from .readout import engine_checks, live_wiring, plan_steps
+
+
+def decode_summary(reference, outputs, counters, num_spec) -> dict:
+    drafted = int(counters.get("num_draft_tokens") or 0)
+    accepted = int(counters.get("num_accepted_tokens") or 0)
+    mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
+    return {"identical": not mismatched and len(reference) == len(outputs), "prompts": len(outputs),
+            "tokens": sum(len(o) for o in outputs), "drafted": drafted, "accepted": accepted,
+            "acceptance_rate": accepted / drafted if drafted else 0.0, "num_draft_tokens": num_spec,
+            "drafts": int(counters.get("num_drafts") or 0),
+            "accepted_per_position": counters.get("num_accepted_tokens_per_pos"), "mismatched_prompts": mismatched}
+
+
+def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
+                    max_tokens=MAX_TOKENS, inspect=None, rewire=None) -> dict:
+    """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
+    ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
+    ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
+    ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
+    callback (the oracle a recipe's wiring is compared with)."""
+    live: dict[str, Any] = {}
+    rewired: list[str] = []
+
+    def grab(proposer, target_model):  # after vLLM's wiring and the plugin's (registered first)
+        live["proposer"], live["target"] = proposer, target_model
+
+    def stock(proposer, target_model):  # vLLM's own wiring, before the plugin's callback runs
+        live["stock"] = (inspect or live_wiring)(proposer, target_model)
+
+    callbacks = ([rewire_hook(rewire, sink=rewired)] if rewire else []) + [grab]
+    for cb in callbacks:
+        hooks.install_load_model_hook(cb, when="after")
+    hooks.install_load_model_hook(stock, when="after", first=True)
+    callbacks.append(stock)
+    t0 = time.perf_counter()
+    try:
+        llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec))
+    finally:
+        for cb in callbacks:
+            hooks.remove_hook(cb)
+    if rewire and not rewired:  # the hook never ran: the row would measure the unablated pair
+        engine.shutdown(llm)
+        raise SurgeryError(diag("SRG460", f"ablation rewire {rewire} was not performed (no drafter load_model ran)"))
+    try:
+        start_s = time.perf_counter() - t0
+        proposer = live.get("proposer")
+        seen = (inspect or live_wiring)(proposer, live["target"]) if proposer is not None else None
+        t = time.perf_counter()
+        outs = engine.generate(llm, prompts, max_tokens)
+        decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec)
+        decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
+        plugin = {"verified": None}
+        v = state.recorded(proposer, "verify") if proposer is not None else None
+        if v is not None:
+            rep, plan = state.recorded(proposer, "report"), state.recorded(proposer, "plan")
+            plugin = {"verified": v.ok, "checks": len(v.checks), "failed": [f"{c.op_id}: {c.name}" for c in v.failed],
+                      "applied": list(rep.applied),
+                      "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
+                      "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
+                      "layer_sets": {name: list(v) for name, v in plan.layer_sets.items()},
+                      "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
+        return {"decode": decode, "plugin": plugin, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
+                "rewired": rewired}
+    finally:
+        engine.shutdown(llm)
+
+
+def greedy_reference(target, prompts, max_tokens=MAX_TOKENS) -> tuple[list[list[int]], float]:
+    t = time.perf_counter()
+    llm = engine.start_engine(**engine.engine_kwargs(target))
+    try:
+        outs = engine.generate(llm, prompts, max_tokens)
+        return outs, time.perf_counter() - t
+    finally:
+        engine.shutdown(llm)
+
+
+def prompt_ids(texts) -> list[list[int]]:
+    from ..bytevocab import encode
+
+    return [encode(t) for t in texts]

