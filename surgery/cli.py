@@ -9,6 +9,7 @@ import sys
 from typing import Sequence
 
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
+from .engines import ENGINES
 
 EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"
 EXIT_CODES_MAIN = EXIT_CODES.format(one="recipe or configs invalid (for each other), apply/verify failed, "
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary, epilog=_epilog("examples:\n" + examples),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_pair_args(p)
-        p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine the plan is for (default vllm)")
+        p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine the plan is for (default vllm)")
         _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
@@ -132,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size to check (default 1)")
     p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
     p.add_argument("--attention-backend", default=None, metavar="B", help="attention backend name (vLLM)")
-    p.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="engine to check for (default vllm)")
+    p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine to check for (default vllm)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("apply", help="load a pair with HF transformers, apply the recipe, verify, and check it "
@@ -152,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed "
                    "(--engine vllm: each step undone on the live engine, then the pair's field rows of "
                    "surgery/data/pairs/ablations.yaml)")
-    p.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+    p.add_argument("--engine", choices=list(ENGINES), default="hf",
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
                    "plugin applying the recipe; no --target/--draft: the family's built-in pair")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
