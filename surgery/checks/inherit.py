@@ -94,7 +94,8 @@ def context_check(draft, target, *, method: str, hf_overrides: dict | None, max_
                         f"token 0 (_input_fits_in_drafter), acceptance ~0",
                         Location(draft.source, key_path=draft.key_prefix + "max_position_embeddings"),
                         "serve with --max-model-len at most the draft's length, or give the draft the same "
-                        "context extension in its own config.json" + (" (a copy of the checkpoint folder)" if same else "")))
+                        "context extension in its own config.json" + (" (a copy of the checkpoint folder)" if same else ""),
+                        severity=None if touched else WARNING))
     elif hf_overrides and rope_of(t_cfg) != rope_of(d_cfg) and method == "mtp":
         out.append(diag("SRG645", f"the target runs rope {rope_of(t_cfg)} under hf_overrides, the MTP draft's config "
                         f"keeps {rope_of(d_cfg)} (dict overrides do not reach the draft)",
