@@ -300,3 +300,21 @@ def test_tokenizer_identity(run_cli, tmp_path):
 def test_explain_cites(run_cli, code, refs):
     rc, out, _ = run_cli("explain", code)
     assert rc == 0 and all(r in out for r in refs)
+
+
+def test_ablation_row_past_the_drafts_length_is_srg645(run_cli, tmp_path):
+    """The eagle3 pair's field row for vllm#58080 (ablations.yaml): the edited draft config fires SRG645,
+    and every held-out prompt runs past the draft's length while decoding."""
+    from surgery.bytevocab import encode
+    from surgery.pairs import builtin_pair
+
+    pair = builtin_pair("eagle3")
+    row = next(a for a in pair.ablations if "native length" in a.name)
+    cfg = json.loads((Path(pair.draft) / "config.json").read_text())
+    cfg.update(row.set_config)
+    draft = write(tmp_path, "config.json", cfg)
+    hit = found(codes(run_cli, "eagle3", "--target", pair.target, "--draft", draft), "SRG645")
+    length = row.set_config["max_position_embeddings"]
+    assert hit and f"max_model_len {length} < serving length 512" in hit[0]["message"]
+    assert not found(codes(run_cli, "eagle3", "--target", pair.target, "--draft", pair.draft), "SRG645")
+    assert all(len(encode(p)) < length < len(encode(p)) + 48 for p in pair.prompts)
