@@ -82,6 +82,22 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
                    "(vLLM: eagle, eagle3, mtp, draft_model, ...); checked against the draft")
     p.add_argument("--max-model-len", type=_parallel_size_or_len, default=None, metavar="N",
                    help="serving length (default: the target's max_position_embeddings)")
+    p.add_argument("--hf-overrides", type=_json_object, default=None, metavar="JSON",
+                   help="the dict --hf-overrides the target is served with (e.g. YaRN rope scaling)")
+    p.add_argument("--num-speculative-tokens", type=_parallel_size, default=None, metavar="K",
+                   help="draft tokens per step (MTP: which layer serves which step)")
+    p.add_argument("--draft-kv-cache-dtype", default=None, metavar="X",
+                   help="speculative_config.kv_cache_dtype (default: the drafter inherits --kv-cache-dtype)")
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

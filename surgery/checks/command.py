@@ -18,7 +18,10 @@ def run_checks(args: Any, recipe, draft, target, plan):
         own = report.own
     findings = field_checks(plan, recipe, draft, target, method=getattr(args, "method", None),
                             method_given=getattr(args, "method", None) is not None,
-                            max_model_len=getattr(args, "max_model_len", None), own_roles=own)
+                            max_model_len=getattr(args, "max_model_len", None), own_roles=own,
+                            serving_flags={"hf_overrides": getattr(args, "hf_overrides", None),
+                                     "num_speculative_tokens": getattr(args, "num_speculative_tokens", None),
+                                     "draft_kv_cache_dtype": getattr(args, "draft_kv_cache_dtype", None)})
     if report is not None:
         findings = list(report.findings) + findings
     return with_findings(plan, findings), report

@@ -66,10 +66,12 @@ def expected_methods(recipe, draft, target) -> tuple[list[str], str]:
 
 
 def field_checks(plan, recipe, draft, target, *, method: str | None = None, method_given: bool = False,
-                 max_model_len: int | None = None, own_roles: dict[str, bool] | None = None) -> list[Diagnostic]:
+                 max_model_len: int | None = None, own_roles: dict[str, bool] | None = None,
+                 serving_flags: dict | None = None) -> list[Diagnostic]:
     """Findings for a resolved plan. `method_given`: the user named a method (or left it unset in a live
     engine, which means draft_model); `own_roles`: from the weights checks, per role "absent", "identical"
-    or "differs" (the draft's own vs the target's; missing: unknown)."""
+    or "differs" (the draft's own vs the target's; missing: unknown); `serving`: the other serving flags
+    the second catalogue reads (hf_overrides, num_speculative_tokens, draft_kv_cache_dtype)."""
     out: list[Diagnostic] = []
 
     # EAGLE-3 aux ids absent -> engine default
@@ -89,7 +91,7 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
     if isinstance(dmax, int) and isinstance(serving, int) and dmax < serving:
         eagle = served in _EAGLE_METHODS and plan.runtime.engine == "vllm"
         out.append(diag("SRG641", f"draft max_position_embeddings {dmax} < serving length {serving}"
-                        + (" (vLLM overrides it with max_model_len for EAGLE drafts; other engines may not)" if eagle
+                        + (" (vLLM raises it to max_model_len for EAGLE drafts' RoPE; its drafting length is SRG645's check)" if eagle
                            else ": the draft's RoPE is clamped / extrapolated past it"),
                         Location(draft.source, key_path=draft.key_prefix + "max_position_embeddings"),
                         severity=INFO if eagle else None))
@@ -125,7 +127,28 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
                              "shares while the others keep theirs"), "make the draft's weights equal the target's, or drop them"
             out.append(diag("SRG644", f"{op.role}: shared only if the draft's own equals the target's, decided per "
                             f"rank on {plan.runtime.tp_size} shards; {why}", Location(draft.source), hint))
-    return out
+    return out + second_catalogue(plan, recipe, draft, target, method=normalise_method(served) if served else
+                                  expected_method(recipe, draft, target), max_model_len=max_model_len, **(serving_flags or {}))
+
+
+def expected_method(recipe, draft, target) -> str:
+    accept, _ = expected_methods(recipe, draft, target)
+    return accept[0] if accept else "draft_model"
+
+
+def second_catalogue(plan, recipe, draft, target, *, method: str, max_model_len: int | None = None,
+                     hf_overrides: dict | None = None, num_speculative_tokens: int | None = None,
+                     draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
+    """SRG645-649, SRG670-671: what the draft inherits, what the engine's code reaches, the tokenizers."""
+    from .head import head_checks
+    from .inherit import inheritance_checks
+    from .tokenizer_identity import tokenizer_check
+
+    return (inheritance_checks(plan, recipe, draft, target, method=method, hf_overrides=hf_overrides,
+                               max_model_len=max_model_len, num_speculative_tokens=num_speculative_tokens,
+                               draft_kv_cache_dtype=draft_kv_cache_dtype)
+            + head_checks(plan, recipe, draft, target, method=method, num_speculative_tokens=num_speculative_tokens)
+            + tokenizer_check(draft, target))
 
 
 def with_findings(plan, findings: list[Diagnostic]) -> Any:

@@ -219,10 +219,33 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
     from ..checks.field import field_checks
 
     spec = proposer.speculative_config
+    target_config = proposer.vllm_config.model_config
+    overrides = getattr(target_config, "hf_overrides", None)
+    flags = {"hf_overrides": overrides if isinstance(overrides, dict) else None,
+             "num_speculative_tokens": getattr(spec, "num_speculative_tokens", None),
+             "draft_kv_cache_dtype": getattr(spec, "kv_cache_dtype", None)}
     for d in field_checks(audit.plan, selection.recipe, selection.draft, selection.target,
                           method=getattr(spec, "method", None), method_given=True,
-                          max_model_len=getattr(proposer.vllm_config.model_config, "max_model_len", None)):
+                          max_model_len=getattr(target_config, "max_model_len", None), serving_flags=flags):
         audit.findings.append(("load", d))
+    drafter_length(audit, proposer)
+
+
+def drafter_length(audit: Audit, proposer: Any) -> None:
+    """SRG645 from the engine's own numbers: the draft's max_model_len gates the drafter
+    (gpu_model_runner._input_fits_in_drafter); below the target's, long sequences get token-0 drafts."""
+    spec = proposer.speculative_config
+    draft_config = getattr(spec, "draft_model_config", None)
+    target_len = getattr(proposer.vllm_config.model_config, "max_model_len", None)
+    draft_len = getattr(draft_config, "max_model_len", None)
+    if not isinstance(draft_len, int) or not isinstance(target_len, int):
+        audit.na("drafter_length", "this vLLM has no draft max_model_len to compare")
+        return
+    audit.count("drafter_length")
+    if draft_len < target_len:
+        k = getattr(spec, "num_speculative_tokens", None) or 1
+        audit.add("load", "SRG645", f"live engine: the draft's max_model_len is {draft_len}, the target's {target_len}: "
+                  f"past {draft_len - k} tokens the drafter is not run and its tokens are 0", "draft_model_config.max_model_len")
 
 
 # --------------------------------------------------------------------------- plugin entry points

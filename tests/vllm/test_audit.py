@@ -300,3 +300,25 @@ def test_aux_layer_0_captured_by_reference_is_reported():
     a = vaudit.Audit(plan)
     vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
     assert not a.findings
+
+
+def test_drafter_length_below_the_targets_is_reported():
+    """SRG645 live (vllm#58080) on stand-in configs: the engine's draft max_model_len gates the drafter."""
+    plan = resolve(load_recipe("eagle3"), read_facts(REPO / "tests" / "data" / "configs" / "EAGLE3-LLaMA3.1-Instruct-8B.json"),
+                   read_facts(REPO / "tests" / "data" / "configs" / "Llama-3.1-8B-Instruct.json"), Runtime(engine="vllm"))
+
+    def proposer(draft_len, target_len=4096):
+        return SimpleNamespace(speculative_config=SimpleNamespace(
+            num_speculative_tokens=3, draft_model_config=SimpleNamespace(max_model_len=draft_len)),
+            vllm_config=SimpleNamespace(model_config=SimpleNamespace(max_model_len=target_len)))
+
+    a = vaudit.Audit(plan)
+    vaudit.drafter_length(a, proposer(2048))
+    (stage, d), = a.findings
+    assert d.code == "SRG645" and "2048" in d.message and "4096" in d.message and "past 2045 tokens" in d.message
+    a = vaudit.Audit(plan)
+    vaudit.drafter_length(a, proposer(4096))
+    assert not a.findings and a.checked == {"drafter_length": 1}
+    a = vaudit.Audit(plan)
+    vaudit.drafter_length(a, proposer(None))
+    assert not a.findings and a.not_applicable[0]["check"] == "drafter_length"
