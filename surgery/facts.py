@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .diagnostics import Location, fail
+from .formats import normalise_config
 from .textfile import read_text_file
 
 MAX_CONFIG_BYTES = 8 << 20
@@ -222,7 +223,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     if not isinstance(cfg, dict):
         raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
     _check_depth(cfg, source)
-    cfg = _strip_annotations(cfg)
+    cfg = normalise_config(_strip_annotations(cfg), source)  # speculators files: vLLM's view (surgery/formats)
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
