@@ -83,6 +83,11 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
                    "(vLLM: eagle, eagle3, mtp, draft_model, ...); checked against the draft")
     p.add_argument("--max-model-len", type=_parallel_size_or_len, default=None, metavar="N",
                    help="serving length (default: the target's max_position_embeddings)")
+    p.add_argument("--producer", default=None, metavar="P", help="who trained the draft, i.e. whose aux-layer-id "
+                   "convention its ids are in (speculators, eagle, specforge, modelopt, sglang, vllm; default: from "
+                   "the format's markers)")
+    p.add_argument("--num-speculative-tokens", type=_positive_int, default=None, metavar="K",
+                   help="k the engine will run; checked against a speculators file's proposal_methods[0]")
 
 
 def _parallel_size_or_len(text: str) -> int:

@@ -27,8 +27,17 @@ def layer_expr(text: str, num_layers: int) -> int:
     return base + int((m.group(3) or "0").replace(" ", ""))
 
 
+def shift_of(ids, convention: str) -> int:
+    """What to add to `ids` (written in `convention`) to get vLLM's ids."""
+    rule = conventions()[convention]
+    first = rule.get("only_if_first_id")
+    if first is not None and (not ids or ids[0] != first):
+        return 0
+    return rule["to_vllm"]
+
+
 def to_vllm(ids, convention: str) -> tuple[int, ...]:
-    shift = conventions()[convention]["to_vllm"]
+    shift = shift_of(ids, convention)
     return tuple(i + shift for i in ids)
 
 
