@@ -85,9 +85,12 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hf-overrides", type=_json_object, default=None, metavar="JSON",
                    help="the dict --hf-overrides the target is served with (e.g. YaRN rope scaling)")
     p.add_argument("--num-speculative-tokens", type=_parallel_size, default=None, metavar="K",
-                   help="draft tokens per step (MTP: which layer serves which step)")
+                   help="draft tokens per step the engine will run (MTP: which layer serves which step; speculators: checked against proposal_methods[0])")
     p.add_argument("--draft-kv-cache-dtype", default=None, metavar="X",
                    help="speculative_config.kv_cache_dtype (default: the drafter inherits --kv-cache-dtype)")
+    p.add_argument("--producer", default=None, metavar="P", help="who trained the draft, i.e. whose aux-layer-id "
+                   "convention its ids are in (speculators, eagle, specforge, modelopt, sglang, vllm; default: from "
+                   "the format's markers)")
 
 
 def _json_object(text: str) -> dict:
@@ -190,6 +193,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
     p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
                    help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
+
+    p = sub.add_parser("convert", help="write a draft head in another published format (speculators, eagle, "
+                       "modelopt): tensors copied byte for byte, aux ids translated, provenance recorded",
+                       epilog=_epilog("examples:\n  surgery convert nvidia-head --to speculators out --target T\n"
+                                      "  surgery convert head --to modelopt out --target T --json",
+                                      one="conversion refused (it would lose or change meaning)"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("draft_dir", metavar="DRAFT_DIR", help="the draft head folder (config.json + weights)")
+    p.add_argument("--to", required=True, choices=["speculators", "eagle", "modelopt"], help="format to write")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="output folder (written atomically)")
+    p.add_argument("--target", metavar="T", help="target config.json or folder: its layer count translates ids; "
+                   "named as the speculators verifier")
+    p.add_argument("--producer", metavar="P", help="whose aux-id convention the source's ids are in (default: markers)")
+    p.add_argument("--num-speculative-tokens", type=_positive_int, default=None, metavar="K",
+                   help="k written into a speculators file (default: the source's, else 3)")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT_DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("pair", help="the built-in tiny pairs: list them, or export one as model folders",
                        epilog=_epilog("examples:\n  surgery pair list\n  surgery pair export gemma4-mtp /tmp/pair",
@@ -374,7 +394,18 @@ def cmd_pair(args, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+def cmd_convert(args, out) -> int:
+    from .formats.convert_folder import convert_folder
+
+    result = convert_folder(args.draft_dir, args.to, args.out_dir, target=args.target, producer=args.producer,
+                            k=args.num_speculative_tokens, force=args.force)
+    out.write(json.dumps(result, indent=2) + "\n" if args.json else
+              f"wrote {result['out']} ({result['from']} -> {result['format']}; {len(result['files'])} files copied "
+              f"byte for byte; provenance in surgery-provenance.json)\n")
+    return EXIT_OK
+
+
+COMMANDS = {"convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
 
 

@@ -24,6 +24,11 @@ def run_checks(args: Any, recipe, draft, target, plan):
                                      "draft_kv_cache_dtype": getattr(args, "draft_kv_cache_dtype", None)})
     if report is not None:
         findings = list(report.findings) + findings
+    from ..formats.findings import format_findings  # the draft's published format (issue 24)
+
+    findings += format_findings(draft, target, producer=getattr(args, "producer", None),
+                                num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
+                                method=getattr(args, "method", None) or recipe.engine.get("vllm", {}).get("method"))
     return with_findings(plan, findings), report
 
 

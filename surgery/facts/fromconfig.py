@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import Location, fail
+from ..formats import normalise_config
 from .drafts import aux_layer_ids, mtp_facts, num_aux
 from .jsonread import check_depth, read_config, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
@@ -74,7 +75,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     if not isinstance(cfg, dict):
         raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
     check_depth(cfg, source)
-    cfg = strip_annotations(cfg)
+    cfg = normalise_config(strip_annotations(cfg), source)  # speculators files: vLLM's view (surgery/formats)
     model_type = cfg.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))

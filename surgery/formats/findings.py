@@ -1,0 +1,123 @@
+"""What a draft's format means for the plan (issue 24), as coded findings from config.json alone:
+
+- SRG652 (info): the format, the producer (format markers or --producer), the aux ids each vLLM runner
+  will read and the ids the head was trained on, both in vLLM's convention, and the verifier check;
+- SRG653: a speculators field vLLM does not read; several proposal methods (vLLM takes the first);
+- SRG654: the speculators verifier is another model than --target (what is compared: see codes.yaml);
+- SRG655: the file's k against the k the recipe / command asks for;
+- SRG656: a runner will read other layers than the head was trained on (convention, nesting);
+- SRG657: the legacy and v2 runners read different layers; SRG658: norm_before_residual absent;
+- SRG659 (info): explicit ids in a plain EAGLE-3 config, producer unknown.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..diagnostics import Diagnostic, Location, diag
+from . import format_of
+from .conventions import runner_reads, trained_on
+from .recognise import DraftFormat
+from .table import formats
+
+DRAFT_METHODS = ("eagle", "eagle3")
+
+
+def _target_names(target) -> list[str]:
+    """Names the target is known by: its folder / file name, and the `_name_or_path` / `_hf_repo`
+    its config.json records (read again: the facts drop `_` annotations)."""
+    src = Path(target.source)
+    names = [src.parent.name if src.name == "config.json" else src.stem]
+    try:
+        raw = json.loads(src.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = {}
+    names += [raw[k] for k in ("_name_or_path", "_hf_repo") if isinstance(raw.get(k), str)]
+    return [n for n in names if n]
+
+
+def _last(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def verifier_findings(fmt: DraftFormat, draft, target) -> tuple[list[Diagnostic], str]:
+    s = fmt.speculators
+    where = Location(draft.source, key_path="speculators_config.verifier")
+    names = _target_names(target)
+    by_path = Path(s.verifier).expanduser().resolve() == Path(target.source).resolve().parent \
+        if Path(s.verifier).expanduser().exists() else False
+    by_name = by_path or any(_last(s.verifier) == _last(n) for n in names)
+    compared = f"verifier {s.verifier!r} vs target {', '.join(repr(n) for n in names)}"
+    archs = set(s.verifier_architectures)
+    if archs and target.architectures and not archs & set(target.architectures):
+        return [diag("SRG654", f"{compared}: the verifier's architectures {sorted(archs)} are not the target's "
+                     f"{list(target.architectures)}", where)], "verifier differs"
+    if not by_name:
+        return [diag("SRG654", f"{compared}: no name matches (compared by path and last path component"
+                     f"{'; architectures agree' if archs else ''}); vLLM serves the verifier when the head "
+                     "folder is given as the model", where, severity="warning")], "verifier name differs"
+    return [], f"verifier {s.verifier} = target ({'path' if by_path else 'name'}" + \
+        (", architectures" if archs else "") + ")"
+
+
+def format_findings(draft, target, producer: str | None = None, num_speculative_tokens: int | None = None,
+                    method: str | None = None) -> list[Diagnostic]:
+    if method not in (None, *DRAFT_METHODS):
+        return []
+    fmt = format_of(draft, producer)
+    if fmt.name == "hf" and not fmt.ids_written:
+        return []
+    out: list[Diagnostic] = []
+    where = Location(draft.source, key_path=fmt.where_written or "eagle_aux_hidden_state_layer_ids")
+    L = target.num_layers
+    reads = runner_reads(fmt, L)
+    trained = trained_on(fmt, L)
+    parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
+             else f"draft format {fmt.name}",
+             f"producer {fmt.producer or 'unknown'} ({fmt.producer_from})"]
+    if fmt.ids_written:
+        parts.append(f"ids written {list(fmt.ids_written)} at {fmt.where_written}")
+    parts.append("vLLM reads (its convention: id i = input of layer i) " +
+                 ", ".join(f"{r} runner {list(ids)} ({why})" for r, (ids, why) in reads.items()))
+    if trained is not None:
+        parts.append(f"trained on {list(trained[0])} ({trained[1]})")
+    s = fmt.speculators
+    if s is not None:
+        found, verdict = verifier_findings(fmt, draft, target)
+        out += found
+        parts.append(verdict)
+        parts.append(f"method {s.method}, k {s.num_speculative_tokens} (proposal_methods[0])")
+        out += _speculators_findings(fmt, draft, num_speculative_tokens)
+    out.insert(0, diag("SRG652", "; ".join(parts), Location(draft.source)))
+    if trained is None:
+        out.append(diag("SRG659", f"ids {list(fmt.ids_written)} in a plain EAGLE-3 config: vLLM reads them as layer "
+                        "inputs; a SpecForge / SGLang head numbers layer outputs (vLLM id + 1)", where))
+    else:
+        for runner, (ids, why) in reads.items():
+            if tuple(ids) != tuple(trained[0]):
+                out.append(diag("SRG656", f"the {runner} runner captures target layers {list(ids)} ({why}), the head "
+                                f"was trained on {list(trained[0])} ({trained[1]}), both in vLLM's convention", where))
+    if reads["legacy"][0] != reads["v2"][0]:
+        out.append(diag("SRG657", f"legacy runner reads {list(reads['legacy'][0])}, v2 runner "
+                        f"{list(reads['v2'][0])} ({reads['v2'][1]})", where))
+    return out
+
+
+def _speculators_findings(fmt: DraftFormat, draft, k: int | None) -> list[Diagnostic]:
+    s = fmt.speculators
+    out = []
+    for key in s.unread:
+        out.append(diag("SRG653", f"`{key}` is not read by vLLM's speculators reader", Location(draft.source, key_path=key)))
+    if s.proposal_methods > 1 and s.default_proposal_method not in (None, s.first_proposal_type):
+        out.append(diag("SRG653", f"{s.proposal_methods} proposal methods, default_proposal_method "
+                        f"{s.default_proposal_method!r}: vLLM 0.32 uses proposal_methods[0] "
+                        f"({s.first_proposal_type!r}, k {s.num_speculative_tokens})",
+                        Location(draft.source, key_path="speculators_config.proposal_methods")))
+    if k is not None and k != s.num_speculative_tokens:
+        out.append(diag("SRG655", f"the file's k is {s.num_speculative_tokens}, the command asks for {k}",
+                        Location(draft.source, key_path="speculators_config.proposal_methods[0].speculative_tokens")))
+    for key, value in s.norm_vllm.items():
+        if key not in s.norm_written and value != s.norm_speculators[key]:
+            out.append(diag("SRG658", f"`{key}` is absent: vLLM builds {value}, the speculators config class "
+                            f"{s.norm_speculators[key]}", Location(draft.source, key_path=key)))
+    return out

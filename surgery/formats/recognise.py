@@ -1,0 +1,90 @@
+"""Which published format a draft config.json is in, from its markers (formats.yaml `formats`), and
+what that says about its aux-layer ids: where they are written, in whose convention, and which ids
+each vLLM runner will read."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..diagnostics import Location, fail
+from .speculators import SpeculatorsFields, speculators_fields
+from .table import conventions, formats
+
+NESTED = "eagle_config"
+IDS = "eagle_aux_hidden_state_layer_ids"
+
+
+@dataclass(frozen=True)
+class DraftFormat:
+    name: str  # speculators | modelopt | eagle | hf (a plain HF config, no draft-format marker)
+    producer: str | None  # whose aux-id convention the file's ids are in; None = not known from the file
+    producer_from: str  # "format markers", "--producer", or "unknown"
+    ids_top: tuple[int, ...] | None  # eagle_aux_hidden_state_layer_ids as written at the top level
+    ids_nested: tuple[int, ...] | None  # eagle_config.eagle_aux_hidden_state_layer_ids as written
+    speculators: SpeculatorsFields | None = None
+    vllm_model_type: str | None = None  # the model_type of the hf_config vLLM builds for the draft
+
+    @property
+    def ids_written(self) -> tuple[int, ...] | None:
+        return self.ids_top or self.ids_nested
+
+    @property
+    def where_written(self) -> str | None:
+        if self.ids_top:
+            return IDS
+        return f"{NESTED}.{IDS}" if self.ids_nested else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"format": self.name, "producer": self.producer, "producer_from": self.producer_from,
+               "ids_written": list(self.ids_written) if self.ids_written else None,
+               "ids_written_at": self.where_written, "vllm_model_type": self.vllm_model_type}
+        if self.speculators is not None:
+            s = self.speculators
+            out["speculators"] = {"algorithm": s.algorithm, "method": s.method,
+                                  "num_speculative_tokens": s.num_speculative_tokens, "verifier": s.verifier,
+                                  "norm_written": s.norm_written, "norm_vllm": s.norm_vllm,
+                                  "norm_speculators": s.norm_speculators, "unread": list(s.unread)}
+        return out
+
+
+def _ids(value: Any, source: str, key: str) -> tuple[int, ...] | None:
+    if not value:
+        return None
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= 4096
+                                              for i in value):
+        raise fail("SRG205", f"`{key}` must be a list of layer indices, got {value!r}"[:200], Location(source, key_path=key))
+    return tuple(value)
+
+
+def _matches(markers: dict, cfg: dict) -> bool:
+    if not all(key in cfg and cfg[key] is not None for key in markers.get("has", [])):
+        return False
+    archs = markers.get("architectures")
+    if archs is not None:
+        given = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+        if not set(given) & set(archs):
+            return False
+    return True
+
+
+def format_name(cfg: dict) -> str:
+    for name, spec in formats().items():
+        if _matches(spec["markers"], cfg):
+            return name
+    return "hf"
+
+
+def recognise(cfg: dict, source: str = "<config>", producer: str | None = None) -> DraftFormat:
+    """The draft's format; `producer` (from `--producer`) overrides what the markers say."""
+    if producer is not None and producer not in conventions():
+        raise fail("SRG011", f"--producer {producer!r} is not one of: {', '.join(sorted(conventions()))}")
+    name = format_name(cfg)
+    marked = formats().get(name, {}).get("producer")
+    nested = cfg.get(NESTED) if isinstance(cfg.get(NESTED), dict) else {}
+    spec = speculators_fields(cfg, source) if name == "speculators" else None
+    vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "eagle") else None)
+    return DraftFormat(
+        name=name, producer=producer or marked,
+        producer_from="--producer" if producer else ("format markers" if marked else "unknown"),
+        ids_top=_ids(cfg.get(IDS), source, IDS), ids_nested=_ids(nested.get(IDS), source, f"{NESTED}.{IDS}"),
+        speculators=spec, vllm_model_type=vllm_type)
