@@ -34,9 +34,10 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
 
     timings = {"after_draft_loaded_s": 0.0, "after_kv_cache_bound_s": 0.0}
     if with_plugin:
-        from surgery.vllm import plugin
+        from surgery.vllm import live_apply, plugin
 
-        orig_after, orig_kv = plugin._after_draft_loaded, plugin._after_kv_cache_bound
+        # install_hooks reads live_apply's callbacks when register() runs: timed wrappers first
+        orig_after, orig_kv = live_apply.after_draft_loaded, live_apply.after_kv_cache_bound
 
         def timed_after(*a, **k):
             t = time.perf_counter()
@@ -52,7 +53,7 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
             finally:
                 timings["after_kv_cache_bound_s"] += time.perf_counter() - t
 
-        plugin._after_draft_loaded, plugin._after_kv_cache_bound = timed_after, timed_kv
+        live_apply.after_draft_loaded, live_apply.after_kv_cache_bound = timed_after, timed_kv
         plugin.register()
     # Import outside the timed region, in BOTH kinds of run, everything register() imports (the
     # runner / proposer modules it wraps); otherwise "without" pays those imports inside LLM(...)
@@ -62,7 +63,7 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
     from surgery.vllm import hooks as _hooks
     from vllm import LLM  # noqa: F401
 
-    for module, _ in _hooks.LOAD_MODEL_TARGETS + _hooks.KV_CACHE_TARGETS:
+    for module, _ in _hooks.LOAD_MODEL_TARGETS + _hooks.RUNNER_TARGETS:
         try:
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 - optional runner (needs Triton / CUDA)
@@ -72,16 +73,16 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
     llm = tp.make_llm(target, draft)
     start_s = time.perf_counter() - t0
     out = {"with_plugin": with_plugin, "start_s": start_s}
-    from surgery.vllm import hooks
+    from surgery.vllm import state, wiring
 
-    proposer = hooks.find_live_drafter(llm)
-    plan = getattr(proposer, "_surgery_plan", None)
+    proposer = wiring.find_live_drafter(llm)
+    plan = state.recorded(proposer, "plan")
     out["recipe_applied"] = plan is not None
     if plan is not None:
         out.update(timings)
-        out["apply_s"] = proposer._surgery_report.seconds
-        out["operations"] = len(proposer._surgery_report.applied)
-        out["verified"] = proposer._surgery_verify.ok and all(c.ok for c in proposer._surgery_kv_checks)
+        out["apply_s"] = state.recorded(proposer, "report").seconds
+        out["operations"] = len(state.recorded(proposer, "report").applied)
+        out["verified"] = state.recorded(proposer, "verify").ok and all(c.ok for c in state.recorded(proposer, "kv_checks"))
     else:
         out["scales_copied"] = False
     tp.shutdown(llm)

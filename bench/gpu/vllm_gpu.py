@@ -11,7 +11,7 @@ pair from surgery/data/tiny/weights:
   spec_fp8_plain      FP8 KV cache, calibrated target K/V scales, no recipe (draft keeps 1.0)
   greedy_fp8          target alone with the FP8 cache (reference for the FP8 runs)
 Per engine: start time, output tokens, spec-decode counters (acceptance), and the live wiring
-(target layer per draft layer, cache identity, scales) from surgery.vllm.hooks.describe_wiring.
+(target layer per draft layer, cache identity, scales) from surgery.vllm.wiring.describe_wiring.
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from surgery.vllm import hooks, plugin
+    from surgery.vllm import hooks, plugin, state, wiring
 
     if recipe:
         os.environ["SURGERY_RECIPE"] = recipe
@@ -145,14 +145,14 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
         res["tokens"] = [list(o.outputs[0].token_ids) for o in outs]
         res["metrics"] = metrics(llm)
         if spec:
-            runner = hooks.find_live_runner(llm)
+            runner = wiring.find_live_runner(llm)
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
-            res["wiring"] = summarize_wiring(hooks.describe_wiring(proposer, runner.model))
-            v = getattr(proposer, "_surgery_verify", None)
+            res["wiring"] = summarize_wiring(wiring.describe_wiring(proposer, runner.model))
+            v = state.recorded(proposer, "verify")
             res["plugin_verify_ok"] = v.ok if v is not None else None
-            res["plugin_kv_checks_ok"] = (all(c.ok for c in proposer._surgery_kv_checks)
-                                          if getattr(proposer, "_surgery_kv_checks", None) else None)
+            res["plugin_kv_checks_ok"] = (all(c.ok for c in state.recorded(proposer, "kv_checks"))
+                                          if state.recorded(proposer, "kv_checks") else None)
     finally:
         if scale_hook:
             hooks.remove_hook(scale_hook)
