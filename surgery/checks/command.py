@@ -29,6 +29,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     findings += format_findings(draft, target, producer=getattr(args, "producer", None),
                                 num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
                                 method=getattr(args, "method", None) or recipe.engine.get("vllm", {}).get("method"))
+    from .last_slot import last_slot_check
+
+    findings += last_slot_check(plan, draft, target, producer=getattr(args, "producer", None))
     return with_findings(plan, findings), report
 
 

@@ -29,7 +29,7 @@ from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language
 from . import report, state
 from .log import get_logger
 from .selection import ENV_MODE, plan_from_config
-from .wiring import get_layer_maps, role_module
+from .wiring import get_layer_maps, kv_cache_groups_of, role_module
 
 REPORT_FORMAT = 1
 
@@ -181,12 +181,15 @@ def _aux_layers(target_model: Any) -> tuple[int, ...] | None:
     return None
 
 
-def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None:
-    """After the KV caches are bound: cache identity of shared layers; the target's aux layers."""
+def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any, kv_cache_config: Any = None) -> None:
+    """After the KV caches are bound: cache identity and KV-cache group of shared layers; the
+    target's aux layers."""
     import torch
 
     plan = audit.plan
     maps = get_layer_maps(proposer, target_model) if plan.ops("share_kv") else None
+    if plan.ops("share_kv"):
+        kv_groups(audit, plan, maps, kv_cache_config)
     for op in plan.ops("share_kv"):
         d, t = maps.draft.get(op.draft_layer), maps.target.get(op.target_layer)
         if d is None or t is None:
@@ -211,6 +214,26 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any) -> None
             audit.add("kv_cache", "SRG709", f"aux layer 0 (the embeddings) is handed to the head by reference: the "
                       f"first decoder layer's in-place add-RMSNorm overwrites it before the head reads it ({op.id})",
                       "_maybe_add_hidden_state")
+
+
+def kv_groups(audit: Audit, plan: Any, maps: Any, kv_cache_config: Any) -> None:
+    """SRG710: each KV-shared draft layer sits in its target layer's KV-cache group, so it reads the
+    target's cache through the target's block table (vllm-ascend#16980)."""
+    groups = kv_cache_groups_of(kv_cache_config)
+    if groups is None:
+        audit.na("kv_cache_group", "the engine passed no KV-cache config with groups to compare")
+        return
+    for op in plan.ops("share_kv"):
+        dname, tname = maps.draft_names.get(op.draft_layer), maps.target_names.get(op.target_layer)
+        if dname is None or tname is None:
+            continue
+        audit.count("kv_cache_group")
+        dg, tg = groups.get(dname), groups.get(tname)
+        if dg is None or dg != tg:
+            audit.add("kv_cache", "SRG710", f"draft layer {op.draft_layer} is in KV-cache group "
+                      f"{'none' if dg is None else dg}, the target layer {op.target_layer} it reads is in group "
+                      f"{'none' if tg is None else tg}: it reads the target's cache through another block table "
+                      f"({op.id})", dname)
 
 
 def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
@@ -307,12 +330,12 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
     return audit
 
 
-def after_kv_cache_bound(proposer: Any, is_profiling: bool) -> Audit | None:
+def after_kv_cache_bound(proposer: Any, is_profiling: bool, kv_cache_config: Any = None) -> Audit | None:
     audit = state.recorded(proposer, "audit")
     if audit is None or is_profiling:
         return audit
     try:
-        audit_after_kv_cache(audit, proposer, state.recorded(proposer, "audit_target"))
+        audit_after_kv_cache(audit, proposer, state.recorded(proposer, "audit_target"), kv_cache_config)
     except Exception as exc:  # noqa: BLE001
         audit.na("after_kv_cache", f"{type(exc).__name__}: {exc}")
     _log(audit, "kv_cache")

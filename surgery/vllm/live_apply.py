@@ -23,6 +23,7 @@ from ..live.vllm import VLLMContext, aux_holder, target_language_model
 from . import state
 from .log import get_logger
 from .selection import audit_mode, plan_from_config, selected_recipe, strict
+from .wiring import kv_cache_groups_of
 
 
 def plan_for(proposer: Any):
@@ -98,12 +99,14 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
                                 + " (the wiring was rolled back)"))
 
 
-def kv_cache_checks(proposer: Any) -> list:
-    """After KV caches are bound: each shared draft layer's cache tensor IS its target's."""
+def kv_cache_checks(proposer: Any, kv_cache_config: Any = None) -> list:
+    """After KV caches are bound: each shared draft layer's cache tensor IS its target's, and the
+    layer is in its target's KV-cache group (the block table it reads with)."""
     plan = state.recorded(proposer, "plan")
     if plan is None:
         return []
     draft, target = proposer.model, state.recorded(proposer, "target_lm")
+    groups = kv_cache_groups_of(kv_cache_config)
     checks = []
     for op in plan.ops("capture_hidden_states"):
         # vLLM's runner sets the auxiliary layers itself after the draft is loaded (legacy
@@ -118,6 +121,10 @@ def kv_cache_checks(proposer: Any) -> list:
         kv, tkv = getattr(d, "kv_cache", None), getattr(t, "kv_cache", None)
         ok = kv is not None and tkv is not None and kv is tkv and getattr(kv, "numel", lambda: 0)() > 0
         checks.append(Check(op.id, "draft kv_cache is the target layer's tensor (identity)", ok))
+        if groups is not None:
+            dg, tg = groups.get(getattr(d, "layer_name", None)), groups.get(getattr(t, "layer_name", None))
+            checks.append(Check(op.id, "draft layer is in its target layer's KV-cache group (same block table)",
+                                dg is not None and dg == tg, f"draft group {dg}, target group {tg}"))
     return checks
 
 
@@ -126,10 +133,13 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
     if proposer is None or is_profiling:
         return
     vllm_config = getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None)
+    # the runner deep-copies the config it is given and files the KV-shared layers into the copy's
+    # groups (gpu_model_runner.initialize_kv_cache): that copy is what its block tables come from
+    kv_cache_config = getattr(runner, "kv_cache_config", None) or kv_cache_config
     if state.recorded(proposer, "audit") is not None or audit_mode(vllm_config):
         from . import audit
 
-        audit.after_kv_cache_bound(proposer, is_profiling)  # audit mode: observe only (audit.py)
+        audit.after_kv_cache_bound(proposer, is_profiling, kv_cache_config)  # audit mode: observe only (audit.py)
         return
     if state.recorded(proposer, "plan") is None:
         # a recipe is selected but the after-load callback never ran: the draft was loaded through a
@@ -144,12 +154,12 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
         return
     from .report import write_for_proposer
 
-    checks = kv_cache_checks(proposer)
+    checks = kv_cache_checks(proposer, kv_cache_config)
     state.record(proposer, kv_checks=checks)
     write_for_proposer(proposer)
     failed = [c for c in checks if not c.ok]
     get_logger().info("spec-surgery: KV caches bound: %d/%d checks hold (draft KV caches are their target's "
-                      "tensors; captured hidden-state layers as planned)", len(checks) - len(failed), len(checks))
+                      "tensors, in their target's KV-cache groups; captured hidden-state layers as planned)", len(checks) - len(failed), len(checks))
     if failed and strict(proposer.vllm_config):
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name}" for c in failed)))
 

@@ -101,6 +101,22 @@ def get_layer_maps(proposer, target_model=None) -> LayerMaps:
     return maps
 
 
+def kv_cache_groups_of(kv_cache_config) -> dict[str, int] | None:
+    """``{layer_name: group index}`` of a bound engine's KV-cache groups, or None when this vLLM's
+    config has no groups. The group decides the block table (and attention metadata) a layer's
+    attention reads: vLLM appends each KV-shared layer to its target layer's group
+    (`add_kv_sharing_layers_to_kv_cache_groups`); an engine that files it elsewhere gives the draft
+    the right cache tensor read through another group's block table (vllm-ascend#16980: 0 %)."""
+    groups = getattr(kv_cache_config, "kv_cache_groups", None)
+    if groups is None:
+        return None
+    out: dict[str, int] = {}
+    for i, group in enumerate(groups):
+        for name in getattr(group, "layer_names", ()) or ():
+            out.setdefault(name, i)
+    return out
+
+
 def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=None, *, sync_impl: bool = True) -> None:
     """Point ``attn`` at ``target_layer_name`` the way ``Attention.__init__`` would.
 

@@ -81,8 +81,14 @@ def audited(tiny_pair, tmp_path_factory):
         if is_profiling or "proposer" not in seen:
             return
         proposer, target_model = seen["proposer"], seen["target_model"]
+        kv_cache_config = runner.kv_cache_config  # the runner's copy, with the KV-shared layers filed
         seen["wiring"] = wiring.describe_wiring(proposer, target_model)
-        seen["shipped"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=True)
+        seen["shipped"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=True,
+                                    kv_cache_config=kv_cache_config)
+        seen["groups"] = [list(g.layer_names) for g in kv_cache_config.kv_cache_groups]
+        seen["draft_layer0"] = wiring.get_layer_maps(proposer, target_model).draft_names[0]
+        seen["misfiled"] = run_audit(shipped_plan(target, draft), proposer, target_model, kv=True,
+                                     kv_cache_config=misfiled(kv_cache_config, seen["draft_layer0"]))
         seen["shipped_fp8"] = run_audit(shipped_plan(target, draft, "fp8"), proposer, target_model, kv=False)
         d = proposer.model
         own_head, shared_embed = d.lm_head, d.model.embed_tokens
@@ -203,12 +209,24 @@ def shipped_plan(target, draft, kv_cache_dtype="auto"):
                    read_facts(Path(target) / "config.json"), Runtime(engine="vllm", kv_cache_dtype=kv_cache_dtype))
 
 
-def run_audit(plan, proposer, target_model, kv: bool):
+def run_audit(plan, proposer, target_model, kv: bool, kv_cache_config=None):
     a = vaudit.Audit(plan)
     vaudit.audit_after_load(a, proposer, target_model)
     if kv:
-        vaudit.audit_after_kv_cache(a, proposer, target_model)
+        vaudit.audit_after_kv_cache(a, proposer, target_model, kv_cache_config)
     return a
+
+
+def misfiled(kv_cache_config, layer: str):
+    """The engine's KV-cache groups with one draft layer filed in the next group instead of its
+    target's (what vllm-ascend#16980's Gemma 4 proposer did)."""
+    groups = [list(g.layer_names) for g in kv_cache_config.kv_cache_groups]
+    assert any(layer in g for g in groups), (layer, groups)
+    src = next(i for i, g in enumerate(groups) if layer in g)
+    groups[src].remove(layer)
+    if len(groups) > 1:
+        groups[(src + 1) % len(groups)].append(layer)
+    return SimpleNamespace(kv_cache_groups=[SimpleNamespace(layer_names=g) for g in groups])
 
 
 def test_shipped_recipe_against_stock_wiring(audited):
@@ -216,6 +234,25 @@ def test_shipped_recipe_against_stock_wiring(audited):
     assert {d.code for _, d in a.findings} == {"SRG701", "SRG703"}  # same map, embedding shared, head kept, caches
     assert a.checked["input_embeddings"] == 1 and a.checked["lm_head"] == 1 and a.checked["kv_cache"] == 4
     assert not a.errors  # nothing that changes outputs on an unquantized cache
+
+
+def test_kv_cache_groups_of_the_live_engine(audited):
+    """vLLM files each KV-shared draft layer in its target layer's group: SRG710 stays silent on the
+    live engine and fires for the layer an engine files elsewhere (vllm-ascend#16980)."""
+    assert any(audited.draft_layer0 in g for g in audited.groups), audited.groups
+    a = audited.shipped
+    assert a.checked["kv_cache_group"] == 4 and "SRG710" not in {d.code for _, d in a.findings}
+    bad = [d for _, d in audited.misfiled.findings if d.code == "SRG710"]
+    assert len(bad) == 1 and bad[0].severity == "error" and "draft layer 0" in bad[0].message
+    assert bad[0].location.key_path == audited.draft_layer0
+
+
+def test_no_kv_cache_config_is_said(audited):
+    plan = shipped_plan(audited.target, audited.draft)
+    a = vaudit.Audit(plan)
+    vaudit.kv_groups(a, plan, wiring.LayerMaps(), None)
+    assert a.not_applicable == [{"check": "kv_cache_group",
+                                 "reason": "the engine passed no KV-cache config with groups to compare"}]
 
 
 def test_scale_finding_is_an_error_on_a_quantized_cache(audited):

@@ -158,7 +158,7 @@ def test_tp2_each_rank_applied_and_verified(tp2):
         assert s["recipe"] == "gemma4-mtp" and s["plan_ok"], rank
         assert s["runtime"]["tp_size"] == 2 and s["runtime"]["pp_size"] == 1, (rank, s["runtime"])
         assert s["verification"]["ok"] and s["verification"]["checks"] > 0, (rank, s["verification"])
-        assert s["kv_cache_checks"] == {"ok": True, "checks": 4, "failed": []}, rank
+        assert s["kv_cache_checks"] == {"ok": True, "checks": 8, "failed": []}, rank
         assert len(s["applied"]) == s["operations"] > 0
     assert tp2.states.keys() == {0, 1} and all(st["error"] is None for st in tp2.states.values())
 

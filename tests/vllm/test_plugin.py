@@ -248,7 +248,27 @@ def test_recipe_applied_and_verified(recipe_run):
     assert p._surgery_plan.pairs("kv_source") == sorted(DEFAULT_MAP.items())
     assert p._surgery_verify.ok, p._surgery_verify.failed
     assert p._surgery_kv_checks and all(c.ok for c in p._surgery_kv_checks)
-    assert len(p._surgery_kv_checks) == 4
+    names = [c.name for c in p._surgery_kv_checks]
+    assert len(names) == 8 and sum("KV-cache group" in n for n in names) == 4  # per layer: tensor + group
+
+
+def test_kv_group_check_fails_on_a_misfiled_layer(recipe_run):
+    """The apply-mode group check (vllm-ascend#16980) is not a pass on every engine: with the draft's
+    layer 0 filed in another group than its target layer's, its check fails."""
+    from types import SimpleNamespace
+
+    from surgery.vllm import live_apply
+
+    runner = recipe_run.runner
+    groups = [list(g.layer_names) for g in runner.kv_cache_config.kv_cache_groups]
+    name = recipe_run.maps.draft_names[0]
+    src = next(i for i, g in enumerate(groups) if name in g)
+    groups[src].remove(name)
+    groups[(src + 1) % len(groups)].append(name)
+    checks = live_apply.kv_cache_checks(runner.drafter, SimpleNamespace(
+        kv_cache_groups=[SimpleNamespace(layer_names=g) for g in groups]))
+    failed = [c for c in checks if not c.ok]
+    assert len(failed) == 1 and "KV-cache group" in failed[0].name and failed[0].op_id.startswith("share_kv:kv_source:0->")
 
 
 def test_scales_copied_all_representations(recipe_run):
@@ -291,7 +311,7 @@ def test_inspect_wiring(recipe_run):
     assert s["recipe"] == "gemma4-mtp" and s["plan_ok"]
     assert s["layer_maps"]["kv_source"] == DEFAULT_MAP
     assert s["verification"]["ok"] and s["verification"]["checks"] > 0
-    assert s["kv_cache_checks"] == {"ok": True, "checks": 4, "failed": []}
+    assert s["kv_cache_checks"] == {"ok": True, "checks": 8, "failed": []}
     assert len(s["applied"]) == s["operations"]
 
 
