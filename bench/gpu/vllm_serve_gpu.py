@@ -104,16 +104,25 @@ def main() -> None:
                 res["plugin_report"] = {"stage": rep.get("stage"), "verified": rep.get("verified"),
                                         "not_applicable": rep.get("not_applicable"), "findings": rep.get("findings")}
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop(proc)
     text = log_path.read_text(errors="replace")
     res["server_log_tail"] = [ln for ln in text.splitlines() if ln.strip()][-25:]
     res["plugin_log_lines"] = [ln for ln in text.splitlines() if "spec-surgery" in ln][:10]
     save("gpu_vllm_serve", res)
     log("ready", res.get("ready"), "verified", (res.get("plugin_report") or {}).get("verified"))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the server's process group; a server that already exited (an import error) has none."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=30)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _has_openai() -> bool:

