@@ -43,7 +43,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
     from vllm.inputs import TokensPrompt
 
     from surgery.vllm import audit as audit_mod
-    from surgery.vllm import hooks, plugin
+    from surgery.vllm import hooks, plugin, wiring
 
     for key, value in (("SURGERY_RECIPE", recipe), ("SURGERY_MODE", mode)):
         if value:
@@ -69,7 +69,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
         res["metrics"] = metrics(llm)
         res["acceptance"] = acceptance(res) if spec else None
         if spec:
-            runner = hooks.find_live_runner(llm)
+            runner = wiring.find_live_runner(llm)
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
             audit = getattr(proposer, "_surgery_audit", None)

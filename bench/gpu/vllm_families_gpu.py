@@ -195,13 +195,13 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=N
 
 
 def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
-    from surgery.vllm import hooks
+    from surgery.vllm import hooks, wiring
     from surgery.vllm.decoding import decode_summary
     from surgery.vllm.engine import generate, spec_counters
     from surgery.vllm.readout import brief_wiring, engine_checks, live_wiring
 
     """Everything read off one running engine (wiring, outputs, counters, the plugin's checks)."""
-    runner = hooks.find_live_runner(llm)
+    runner = wiring.find_live_runner(llm)
     on_runner = getattr(runner, "speculator", None) or getattr(runner, "drafter", None)
     proposer = live.get("proposer") or on_runner
     res["runner"] = f"{type(runner).__module__}.{type(runner).__name__}"

@@ -117,7 +117,7 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from surgery.vllm import hooks, plugin
+    from surgery.vllm import hooks, plugin, wiring
 
     if recipe:
         os.environ["SURGERY_RECIPE"] = recipe
@@ -145,7 +145,7 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
         res["tokens"] = [list(o.outputs[0].token_ids) for o in outs]
         res["metrics"] = metrics(llm)
         if spec:
-            runner = hooks.find_live_runner(llm)
+            runner = wiring.find_live_runner(llm)
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
             res["wiring"] = summarize_wiring(hooks.describe_wiring(proposer, runner.model))
