@@ -341,6 +341,13 @@ def cmd_recipes(args, out) -> int:
         said = ", ".join(m["covered_by"]) if m["covered_by"] else \
             f"not covered: {m['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
         out.write(f"  {name}: {said}\n")
+    archs = methods["block_draft_architectures"]
+    out.write(f"block / parallel drafter architectures in vLLM's registry: {methods['block_architectures_covered']} of "
+              f"{len(archs)} listed by a shipped recipe\n")
+    for a in archs:
+        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
+            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
+        out.write(f"  {a['architecture']} ({a['module']}): {said}\n")
     return EXIT_OK
 
 

@@ -38,6 +38,11 @@ def vllm_methods() -> dict:
     return _load("vllm_methods.yaml")
 
 
+def unsupported_block_architectures() -> dict[str, str]:
+    """block-drafter architecture -> why no shipped recipe lists it (unsupported.yaml `block_draft_architectures`)."""
+    return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("block_draft_architectures") or [])}
+
+
 def unsupported_methods() -> dict[str, str]:
     """method or speculators algorithm -> why no shipped recipe covers it (unsupported.yaml `methods`)."""
     return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("methods") or [])}
@@ -147,7 +152,14 @@ def method_coverage(recipes) -> dict:
                       "covered_by": covered,
                       "unsupported": None if covered else reasons.get(a["speculators_model_type"])})
     entries = methods + algos
+    block_reasons = unsupported_block_architectures()
+    archs = []
+    for a in data.get("block_draft_architectures") or []:
+        covered = [name for name, _acc, _par, listed in runs if a["architecture"] in listed]
+        archs.append({**a, "covered_by": covered,
+                      "unsupported": None if covered else block_reasons.get(a["architecture"])})
     return {"engine": data.get("engine"), "source": data.get("source"),
             "without_draft_model": [m["method"] for m in data.get("methods") or [] if m["draft"] == "none"],
-            "methods": methods, "speculators_algorithms": algos,
-            "covered": sum(1 for e in entries if e["covered_by"]), "total": len(entries)}
+            "methods": methods, "speculators_algorithms": algos, "block_draft_architectures": archs,
+            "covered": sum(1 for e in entries if e["covered_by"]), "total": len(entries),
+            "block_architectures_covered": sum(1 for a in archs if a["covered_by"])}

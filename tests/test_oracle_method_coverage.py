@@ -38,7 +38,8 @@ def test_generated_method_list_matches_installed_vllm():
 
     data = vllm_methods()
     assert data["engine"] == f"vllm {vllm.__version__}"
-    assert {k: data[k] for k in ("methods", "speculators_algorithms")} == gen_method_coverage.data()
+    assert {k: data[k] for k in ("methods", "speculators_algorithms", "block_draft_architectures")} == \
+        gen_method_coverage.data()
 
 
 def test_the_extraction_finds_vllms_methods_and_where_their_drafts_come_from():
@@ -90,3 +91,25 @@ def test_surgery_recipes_shows_method_coverage(run_cli):
     assert "speculators peagle (method eagle3, parallel drafting): peagle" in text
     for name, reason in unsupported_methods().items():
         assert f"{name}: not covered: {reason}" in text or f"{name} (method" in text
+
+
+def test_every_block_drafter_architecture_is_listed_by_a_recipe_or_unsupported():
+    """Every DFlash / DSpark / P-EAGLE class vLLM's registry serves (tests/vllm_method_oracle.py reads
+    `_SPECULATIVE_DECODING_MODELS`) is in a recipe's draft architectures or listed with a reason."""
+    from surgery.coverage import unsupported_block_architectures
+
+    archs = method_coverage(_recipes())["block_draft_architectures"]
+    names = {a["architecture"] for a in archs}
+    assert {"DFlashDraftModel", "Qwen3DSparkModel", "PeagleLlamaForCausalLM"} <= names and len(names) >= 10
+    gaps = [a["architecture"] for a in archs if not a["covered_by"] and not a["unsupported"]]
+    assert gaps == [], f"vLLM block drafters neither in a recipe nor in unsupported.yaml: {gaps}"
+    listed = unsupported_block_architectures()
+    covered = {a["architecture"] for a in archs if a["covered_by"]}
+    assert sorted(n for n in listed if n not in names or n in covered) == []  # no stale entry
+
+
+def test_surgery_recipes_shows_block_drafter_architectures(run_cli):
+    code, text, _ = run_cli("recipes")
+    assert code == 0
+    assert "  DFlashDraftModel (qwen3_dflash): dflash\n" in text
+    assert "  K3DSparkModel (vllm.models.kimi_k3.nvidia.dspark_mla): not covered: " in text

@@ -105,3 +105,21 @@ def speculators_algorithms() -> list[dict]:
         out.append({"speculators_model_type": name, "method": spec["method"],
                     "parallel_drafting": bool(spec.get("parallel_drafting", False)), "architectures": sorted(archs)})
     return out
+
+
+# the model modules of vLLM's block / parallel drafters (a registry entry whose module or class names
+# one of these is a DFlash / DSpark / P-EAGLE draft class)
+BLOCK_DRAFT_MARKERS = ("dflash", "dspark", "lilicorr", "peagle")
+
+
+def block_draft_architectures() -> list[dict]:
+    """Every draft architecture vLLM's speculative-decoding registry serves with a block / parallel
+    drafter: the architecture, the module and class it loads."""
+    from vllm.model_executor.models.registry import _SPECULATIVE_DECODING_MODELS
+
+    out = []
+    for arch, (module, cls) in _SPECULATIVE_DECODING_MODELS.items():
+        text = f"{arch} {module} {cls}".lower()
+        if any(m in text for m in BLOCK_DRAFT_MARKERS):
+            out.append({"architecture": arch, "module": module, "class": cls})
+    return out

@@ -312,6 +312,13 @@ def methods_markdown() -> str:
             f"; {', '.join(f'`{x}`' for x in a['architectures'])}"
         recipe = ", ".join(f"`{r}`" for r in a["covered_by"]) or f"unsupported: {a['unsupported']}"
         out.append(f"| speculators `{a['speculators_model_type']}` | named | {served} | {recipe} |")
+    archs = cov["block_draft_architectures"]
+    out += ["", f"Block / parallel drafter architectures in vLLM's speculative registry: {cov['block_architectures_covered']} "
+            f"of {len(archs)} listed by a shipped recipe.", "",
+            "| architecture | vLLM module / class | recipe |", "|---|---|---|"]
+    for a in archs:
+        recipe = ", ".join(f"`{r}`" for r in a["covered_by"]) or f"unsupported: {a['unsupported']}"
+        out.append(f"| `{a['architecture']}` | `{a['module']}` `{a['class']}` | {recipe} |")
     out += ["", METHODS_END]
     return "\n".join(out)
 

@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 def data() -> dict:
     import vllm_method_oracle as oracle
 
-    return {"methods": oracle.methods(), "speculators_algorithms": oracle.speculators_algorithms()}
+    return {"methods": oracle.methods(), "speculators_algorithms": oracle.speculators_algorithms(),
+            "block_draft_architectures": oracle.block_draft_architectures()}
 
 
 def render(d: dict) -> str:
@@ -33,9 +34,11 @@ def render(d: dict) -> str:
              "#   named, loads draft weights from the target's checkpoint), none (no draft model).",
              "# speculators_algorithms: transformers_utils/configs/speculators/algos.py SUPPORTED_SPECULATORS_TYPES,",
              "#   served as base.py build_vllm_speculative_config says, with the architectures the updater builds.",
+             "# block_draft_architectures: model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS entries of the",
+             "#   DFlash / DSpark / P-EAGLE drafters (module or class naming dflash, dspark, lilicorr, peagle).",
              f"engine: vllm {vllm.__version__}",
              "source: vllm/config/speculative.py SpeculativeMethod + SpeculativeConfig.__post_init__; speculators algos.py"]
-    for key in ("methods", "speculators_algorithms"):
+    for key in ("methods", "speculators_algorithms", "block_draft_architectures"):
         lines.append(f"{key}:")
         for e in d[key]:
             lines.append("  - " + yaml.safe_dump(e, default_flow_style=True, width=1000, sort_keys=False).strip())
