@@ -295,7 +295,7 @@ def cmd_explain(args, out) -> int:
 
 
 def cmd_recipes(args, out) -> int:
-    from .coverage import eagle3_without_model_type, summary
+    from .coverage import eagle3_without_model_type, method_coverage, summary
     from .recipe import load_recipe
     from .resources import shipped_recipes
 
@@ -310,9 +310,11 @@ def cmd_recipes(args, out) -> int:
                                 "draft_architectures": list(d.get("architectures") or [])}})
     cov = summary(recipes)
     eagle3_gap = eagle3_without_model_type()
+    methods = method_coverage(recipes)
     if args.json:
         out.write(json.dumps({"recipes": rows, "coverage": cov, "unsupported": cov["unsupported"],
-                              "eagle3_architectures_without_model_type": eagle3_gap}, indent=2) + "\n")
+                              "eagle3_architectures_without_model_type": eagle3_gap,
+                              "method_coverage": methods}, indent=2) + "\n")
         return EXIT_OK
     width = max((len(r["name"]) for r in rows), default=0)
     for r in rows:
@@ -329,6 +331,23 @@ def cmd_recipes(args, out) -> int:
     if eagle3_gap.get("architectures"):
         out.write(f"eagle3: {len(eagle3_gap['architectures'])} SupportsEagle3 architectures not selectable: "
                   f"{eagle3_gap['reason']} ({', '.join(eagle3_gap['architectures'])})\n")
+    out.write(f"\n{methods['engine']} speculative methods that load a draft model ({methods['source']}): "
+              f"{methods['covered']} of {methods['total']} methods / speculators algorithms covered by a shipped recipe "
+              f"(no draft model, nothing to wire: {', '.join(methods['without_draft_model'])})\n")
+    for m in methods["methods"] + methods["speculators_algorithms"]:
+        name = m.get("method") if "speculators_model_type" not in m else \
+            f"speculators {m['speculators_model_type']} (method {m['method']}" + \
+            (", parallel drafting" if m["parallel_drafting"] else "") + ")"
+        said = ", ".join(m["covered_by"]) if m["covered_by"] else \
+            f"not covered: {m['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
+        out.write(f"  {name}: {said}\n")
+    archs = methods["block_draft_architectures"]
+    out.write(f"block / parallel drafter architectures in vLLM's registry: {methods['block_architectures_covered']} of "
+              f"{len(archs)} listed by a shipped recipe\n")
+    for a in archs:
+        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
+            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
+        out.write(f"  {a['architecture']} ({a['module']}): {said}\n")
     return EXIT_OK
 
 

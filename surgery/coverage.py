@@ -34,6 +34,21 @@ def unsupported() -> list[dict]:
 
 
 @lru_cache(maxsize=1)
+def vllm_methods() -> dict:
+    return _load("vllm_methods.yaml")
+
+
+def unsupported_block_architectures() -> dict[str, str]:
+    """block-drafter architecture -> why no shipped recipe lists it (unsupported.yaml `block_draft_architectures`)."""
+    return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("block_draft_architectures") or [])}
+
+
+def unsupported_methods() -> dict[str, str]:
+    """method or speculators algorithm -> why no shipped recipe covers it (unsupported.yaml `methods`)."""
+    return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("methods") or [])}
+
+
+@lru_cache(maxsize=1)
 def eagle3_without_model_type() -> dict:
     """SupportsEagle3 architectures recipes/eagle3.yaml cannot select (model type unknown), with the reason."""
     return dict(_load("unsupported.yaml").get("eagle3_architectures_without_model_type") or {})
@@ -56,7 +71,7 @@ class Trigger:
 
 # recipes for other speculative methods (an EAGLE head, a standalone draft) do not cover an MTP rewrite
 # even where they list the same target model type
-NOT_MTP_METHODS = ("eagle", "eagle3", "draft_model")
+NOT_MTP_METHODS = ("eagle", "eagle3", "draft_model", "dflash", "dspark")
 
 
 def recipe_selectors(recipes) -> list[tuple[str, dict, dict]]:
@@ -99,3 +114,52 @@ def summary(recipes) -> dict:
             "model_types_covered": sum(1 for t in model_types if t.covered_by),
             "unsupported": [t.to_dict() for t in ts if not t.covered_by],
             "triggers": [t.to_dict() for t in ts]}
+
+
+# ------------------------------------------------------------------ speculative methods (issue 25)
+def _recipe_methods(recipe) -> tuple[set[str], bool]:
+    """The vLLM methods (after vLLM's normalisation, engine card `methods`) a recipe runs, and whether
+    it drafts in parallel (`engine.vllm.parallel_drafting`)."""
+    from .engines import card
+
+    hints = recipe.engine.get("vllm") or {}
+    hint = hints.get("method")
+    accepted = set((card("vllm").get("methods") or {}).get(hint, [hint])) if hint else set()
+    return accepted, bool(hints.get("parallel_drafting", False))
+
+
+def method_coverage(recipes) -> dict:
+    """Every method vLLM's SpeculativeConfig accepts that loads a draft model, and every speculators
+    algorithm it reads, with the shipped recipes covering it or the reason none does. A method is
+    covered by a recipe whose `engine.vllm.method` runs it; an algorithm by one that also drafts in
+    parallel when the algorithm does and lists one of the draft architectures vLLM builds for it."""
+    data, reasons = vllm_methods(), unsupported_methods()
+    runs = [(r.name, *_recipe_methods(r), set(r.applies_to["draft"].get("architectures") or ())) for r in recipes]
+    methods = []
+    for m in data.get("methods") or []:
+        if m["draft"] == "none":
+            continue
+        covered = [name for name, accepted, _par, _a in runs if m["method"] in accepted]
+        methods.append({"method": m["method"], "draft": m["draft"], "aliases": list(m.get("aliases") or []),
+                        "covered_by": covered, "unsupported": None if covered else reasons.get(m["method"])})
+    algos = []
+    for a in data.get("speculators_algorithms") or []:
+        covered = [name for name, accepted, par, archs in runs
+                   if a["method"] in accepted and (par or not a["parallel_drafting"])
+                   and archs & set(a["architectures"])]
+        algos.append({"speculators_model_type": a["speculators_model_type"], "method": a["method"],
+                      "parallel_drafting": a["parallel_drafting"], "architectures": list(a["architectures"]),
+                      "covered_by": covered,
+                      "unsupported": None if covered else reasons.get(a["speculators_model_type"])})
+    entries = methods + algos
+    block_reasons = unsupported_block_architectures()
+    archs = []
+    for a in data.get("block_draft_architectures") or []:
+        covered = [name for name, _acc, _par, listed in runs if a["architecture"] in listed]
+        archs.append({**a, "covered_by": covered,
+                      "unsupported": None if covered else block_reasons.get(a["architecture"])})
+    return {"engine": data.get("engine"), "source": data.get("source"),
+            "without_draft_model": [m["method"] for m in data.get("methods") or [] if m["draft"] == "none"],
+            "methods": methods, "speculators_algorithms": algos, "block_draft_architectures": archs,
+            "covered": sum(1 for e in entries if e["covered_by"]), "total": len(entries),
+            "block_architectures_covered": sum(1 for a in archs if a["covered_by"])}

@@ -2,14 +2,15 @@
 
 vLLM (surgery/vllm/plugin.py `hint_problems`): `method` against `speculative_config.method`,
 `attention_backend: inherit_target` against the draft's and the target's attention backends,
-`advance_draft_positions` against the proposer's `constant_draft_positions`. HF checks none:
+`advance_draft_positions` against the proposer's `constant_draft_positions`, `parallel_drafting` against
+the proposer's `parallel_drafting` (P-EAGLE, DFlash, DSpark draft all k tokens in one pass). HF checks none:
 surgery's HF decoding loop has no per-recipe position mode. A hint no one checks is listed aloud
 (plan table, `--json` `engine_hints_unchecked`, the plugin's log line), never silently dropped.
 """
 from __future__ import annotations
 
 CHECKED_HINTS: dict[str, tuple[str, ...]] = {
-    "vllm": ("method", "attention_backend", "advance_draft_positions"),
+    "vllm": ("method", "attention_backend", "advance_draft_positions", "parallel_drafting"),
     "hf": (),
 }
 

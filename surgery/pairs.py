@@ -52,13 +52,15 @@ DEFAULT_PROMPTS: tuple[str, ...] = (
 class Ablation:
     """A wrong-wiring variant (surgery/data/pairs/ablations.yaml): the draft folder with config keys
     removed or replaced, and / or roles rewired on the live draft (surgery/vllm/ablation.py:
-    role -> ``target`` or ``random``)."""
+    role -> ``target`` or ``random``), and / or speculative_config keys the engine gets instead of the
+    pair's (``speculative``: a P-EAGLE head served without ``parallel_drafting``)."""
 
     name: str
     drop_config_keys: tuple[str, ...] = ()
     set_config: dict = field(default_factory=dict)
     rewire: dict = field(default_factory=dict)
     because: str = ""
+    speculative: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def builtin_pair(recipe: str, path: Path = INDEX) -> BuiltinPair | None:
     rows = list(entry.get("ablations") or ()) + list(load_ablations(base / ABLATIONS.name).get(recipe) or ())
     abl = tuple(Ablation(name=a["name"], drop_config_keys=tuple(a.get("drop_config_keys") or ()),
                          set_config=dict(a.get("set_config") or {}), rewire=dict(a.get("rewire") or {}),
-                         because=a.get("because", ""))
+                         because=a.get("because", ""), speculative=dict(a.get("speculative") or {}))
                 for a in rows)
     return BuiltinPair(recipe=recipe, target=(base / entry["target"]).resolve(), draft=(base / entry["draft"]).resolve(),
                        method=entry.get("method"), prompts=tuple(entry.get("prompts") or ()), ablations=abl,

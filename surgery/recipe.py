@@ -57,6 +57,9 @@ class LayerSetSpec:
     path: tuple
     expect_count: expr_lang.Expr | None = None
     when: expr_lang.Expr | None = None
+    # added to every index `values` gives (not to `default`): a draft family that numbers layers
+    # differently from the engine (DFlash / DSpark name the layer whose output they read: vLLM id + 1)
+    offset: expr_lang.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -237,11 +240,14 @@ def _layer_set(loaded, name, spec, problems) -> LayerSetSpec:
     if "default" in spec and not has_values:
         problems.append(diag("SRG122", f"`default` only belongs to a `values` layer set (set {name!r})",
                              loaded.location(path + ("default",))))
+    if "offset" in spec and not has_values:
+        problems.append(diag("SRG122", f"`offset` only belongs to a `values` layer set (set {name!r})",
+                             loaded.location(path + ("offset",))))
     default = tuple(e for j, item in enumerate(spec.get("default", ()))
                     if (e := _expression(loaded, path + ("default", j), str(item), problems)) is not None)
     return LayerSetSpec(name, spec.get("side", "target"), ex("start"), ex("count"), ex("values"), default,
                         ex("min"), ex("max"), spec.get("because"), path, ex("expect_count"),
-                        ex("when"))
+                        ex("when"), ex("offset"))
 
 
 def _op(loaded, i, item, maps, problems, sets=None) -> OpSpec:

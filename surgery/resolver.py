@@ -304,6 +304,12 @@ class _Resolver:
                              f"got {value!r}"[:300], self.recipe.location(spec.path + ("values",)))
                     return ()
                 indices, origin = list(value), f"from `{spec.values.text}`"
+                if spec.offset is not None:
+                    shift = self._int(spec.offset, spec.path + ("offset",), f"layer set {spec.name} offset")
+                    if shift is None:
+                        return ()
+                    indices = [i + shift for i in indices]
+                    origin += f" {'+' if shift >= 0 else '-'} {abs(shift)} (offset)"
             else:
                 for j, e in enumerate(spec.default):
                     v = self._int(e, spec.path + ("default", j), f"layer set {spec.name} default")

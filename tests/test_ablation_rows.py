@@ -83,3 +83,40 @@ def test_a_row_that_would_change_nothing_is_an_error(spec):
     with pytest.raises(SurgeryError) as e:
         ablation.rewire(Stand(), Stand(), spec)
     assert e.value.diagnostics[0].code == "SRG460"
+
+
+def test_capture_removal_drops_a_dflash_drafts_own_ids_too(tmp_path):
+    """A DFlash draft names its layers in dflash_config.target_layer_ids: removing the capture step
+    drops those as well (else vLLM would still read them and the row would change nothing), and
+    ablated_draft removes the nested key."""
+    cfg = {"dflash_config": {"mask_token_id": 3, "target_layer_ids": [0, 6, 7]}}
+    (row,) = ablation_runs.step_removals(steps(("capture_hidden_states", None)), {}, cfg)
+    assert row["drop_config_keys"] == [ablation_runs.AUX_IDS_KEY, "dflash_config.target_layer_ids"]
+    import json
+
+    from surgery.pairs import Ablation
+
+    src = tmp_path / "draft"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = ablation_runs.ablated_draft(src, Ablation(name="x", drop_config_keys=tuple(row["drop_config_keys"])), tmp_path)
+    assert json.loads((out / "config.json").read_text()) == {"dflash_config": {"mask_token_id": 3}}
+
+
+def test_peagle_rows_serve_the_head_without_parallel_drafting(monkeypatch):
+    """The P-EAGLE pair's field row replaces the pair's speculative_config keys (parallel_drafting
+    off); every other row keeps them."""
+    pair = builtin_pair("peagle")
+    calls = []
+
+    def fake_run(target, draft, method, ids, reference, **kw):
+        calls.append(kw.get("spec_extra"))
+        return {"decode": {"acceptance_rate": 0.1, "identical": True, "drafted": 10, "accepted": 1,
+                           "accepted_per_position": [1, 0, 0]}, "rewired": [], "inspect": {}}
+
+    monkeypatch.setattr(decoding, "speculative_run", fake_run)
+    main = {"plugin": {"steps": steps(("capture_hidden_states", None))}, "inspect": {}}
+    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
+                                       lambda m: None, spec_extra={"parallel_drafting": True})
+    assert {"parallel_drafting": False} in calls and {"parallel_drafting": True} in calls
+    assert any("no parallel drafting" in r["variant"] for r in rows)

@@ -12,7 +12,7 @@ import pytest
 from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
 from surgery.vllm.readout import engine_checks
 
-SHIPPED = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
+SHIPPED = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp", "peagle", "dflash", "dspark")
 
 
 @pytest.mark.parametrize("recipe", SHIPPED)
@@ -116,7 +116,12 @@ def test_ablation_rows_name_pairs_and_roles_that_exist():
     for recipe, rows in load_ablations().items():
         assert recipe in pairs, recipe
         for row in rows:
-            assert row["because"] and (row.get("rewire") or row.get("drop_config_keys") or row.get("set_config")), row
+            assert row["because"] and (row.get("rewire") or row.get("drop_config_keys") or row.get("set_config")
+                                       or row.get("speculative")), row
+            # a speculative override names speculative_config fields vLLM has
+            SpeculativeConfig = pytest.importorskip("vllm.config.speculative").SpeculativeConfig
+
+            assert set(row.get("speculative") or {}) <= set(SpeculativeConfig.__dataclass_fields__), row
             assert all(r in roles and k in KINDS for r, k in (row.get("rewire") or {}).items()), row
 
 

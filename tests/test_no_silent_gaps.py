@@ -264,6 +264,20 @@ def test_engine_hint_method_is_checked():
     assert live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
 
 
+def test_engine_hint_parallel_drafting_is_checked():
+    """P-EAGLE: a head trained for mask slots served without parallel drafting is SRG324."""
+    from surgery import facts_from_config
+
+    cfg = json.loads((ROOT / "surgery" / "data" / "pairs" / "peagle" / "draft" / "config.json").read_text())
+    target = json.loads((ROOT / "surgery" / "data" / "pairs" / "llama-target" / "config.json").read_text())
+    plan = resolve(load_recipe("peagle"), facts_from_config(cfg, "d"), facts_from_config(target, "t"), Runtime())
+    proposer = types.SimpleNamespace(speculative_config=types.SimpleNamespace(method="eagle3"), parallel_drafting=False)
+    problems = live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
+    assert [d.code for d in problems] == ["SRG324"] and "parallel_drafting" in problems[0].message
+    proposer.parallel_drafting = True
+    assert live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
+
+
 def test_capture_hidden_states_sets_vllm_aux_layers():
     """EAGLE-3: the target returns the planned auxiliary layers, set through vLLM's own
     EagleModelMixin (old main: no applier, SRG321 at best)."""

@@ -61,9 +61,10 @@ def versions() -> dict:
     return out
 
 
-def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False, extra=None) -> dict:
+def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False, extra=None, spec_extra=None) -> dict:
     """Small deterministic settings; bf16 on the GPU (the pairs are fp32 checkpoints). ``extra``:
-    engine arguments of one row (the aux-0 kernel rows: ``kernel_config``, ``enforce_eager``)."""
+    engine arguments of one row (the aux-0 kernel rows: ``kernel_config``, ``enforce_eager``);
+    ``spec_extra``: more speculative_config keys (a P-EAGLE head needs ``parallel_drafting``)."""
     kw = dict(model=str(target), skip_tokenizer_init=True, enforce_eager=True, max_model_len=256, max_num_seqs=8,
               max_num_batched_tokens=1024, seed=0, enable_prefix_caching=False, disable_log_stats=False)
     mla = {}
@@ -78,6 +79,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, cpu=False, extra
         spec = {"model": str(draft), "num_speculative_tokens": NUM_SPEC, **mla.get("speculative", {})}
         if method:
             spec["method"] = method
+        spec.update(spec_extra or {})
         kw["speculative_config"] = spec
     if recipe is not None:
         kw["additional_config"] = {"surgery": {"recipe": recipe}}
@@ -157,7 +159,8 @@ class Aux0Probe:
                 "overwritten_in_place": any(d > 0 for d in diffs)}
 
 
-def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=None, aux0=None, extra=None) -> dict:
+def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=None, aux0=None, extra=None,
+                spec_extra=None) -> dict:
     """One speculative engine; the proposer is grabbed from the draft-loading hook (after the
     plugin's own callback) and, as a cross-check, found on the live runner (v2: .speculator).
     ``rewire``: an ablation row's live rewiring; ``aux0``: an Aux0Probe active during the run."""
@@ -182,7 +185,7 @@ def speculative(target, draft, method, prompts, reference, recipe, cpu, rewire=N
     with probe:
         t = time.perf_counter()
         try:
-            llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu, extra=extra))
+            llm = LLM(**engine_kwargs(target, draft, method, recipe, cpu=cpu, extra=extra, spec_extra=spec_extra))
         finally:
             for cb in callbacks:
                 hooks.remove_hook(cb)

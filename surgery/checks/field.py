@@ -76,7 +76,8 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
 
     # EAGLE-3 aux ids absent -> engine default
     for op in plan.ops("capture_hidden_states"):
-        if draft["eagle_aux_hidden_state_layer_ids"] is None:
+        # a DFlash / DSpark draft names its layers in its own numbering (recipes/dflash.yaml offset 1)
+        if draft["eagle_aux_hidden_state_layer_ids"] is None and draft["block_draft_target_layer_ids"] is None:
             ids = ", ".join(map(str, op.layers or ()))
             L = target.num_layers
             out.append(diag("SRG640", f"the head's config has no eagle_aux_hidden_state_layer_ids: the engine uses its "

@@ -84,6 +84,50 @@ def aux_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:
     return list(ids)
 
 
+def _layer_id_list(ids, key: str, source: str) -> list[int] | None:
+    if ids is None or ids == []:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and -1 <= i <= 4096
+                                            for i in ids):
+        raise fail("SRG205", f"`{key}` must be a list of layer indices, got {ids!r}"[:200], Location(source, key_path=key))
+    return list(ids)
+
+
+# Where vLLM 0.32 reads a DFlash / DSpark draft's own target-layer numbering, in its order
+# (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py `get_eagle3_aux_layers_from_config`, after the
+# top-level `eagle_aux_hidden_state_layer_ids`): `dflash_config.target_layer_ids`, the DSpark
+# `dspark_target_layer_ids`, the dense DSpark top-level `target_layer_ids`. These ids name the target
+# layer whose OUTPUT the draft reads, so vLLM captures id + 1 (the -1 of algos.py `update_dflash`).
+BLOCK_DRAFT_ID_KEYS = ("dflash_config.target_layer_ids", "dspark_target_layer_ids", "target_layer_ids")
+
+
+def block_draft_target_layer_ids(cfg: dict, source: str = "<config>") -> list[int] | None:
+    """A DFlash / DSpark draft's `target_layer_ids` in the draft's own numbering (first key of
+    BLOCK_DRAFT_ID_KEYS present), or None."""
+    for key in BLOCK_DRAFT_ID_KEYS:
+        value = _lookup(cfg, key)
+        if value:
+            return _layer_id_list(value, key, source)
+    return None
+
+
+# vLLM 0.32's order for the token id that fills parallel-drafting slots (llm_base_proposer.py
+# `_init_parallel_drafting_params`, v1/worker/gpu/spec_decode/utils.py `get_parallel_drafting_token_id`)
+MASK_TOKEN_KEYS = ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token",
+                   "ptd_token_id")
+
+
+def parallel_drafting_token_id(cfg: dict, source: str = "<config>") -> int | None:
+    """The mask / noise token id a parallel-drafting head fills its extra slots with, or None."""
+    for key in MASK_TOKEN_KEYS:
+        value = _lookup(cfg, key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail("SRG205", f"`{key}` must be a token id, got {value!r}"[:200], Location(source, key_path=key))
+            return value
+    return None
+
+
 def num_aux(cfg: dict, source: str = "<config>") -> int | None:
     """How many auxiliary hidden states the EAGLE-3 fc layer consumes (vLLM llama_eagle3: the
     config's `num_aux_hidden_states`, else the length of the configured ids, else 3)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
-from .drafts import aux_layer_ids, mtp_facts, num_aux
+from .drafts import aux_layer_ids, block_draft_target_layer_ids, mtp_facts, num_aux, parallel_drafting_token_id
 from .jsonread import check_depth, read_config, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
 
@@ -171,6 +171,9 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "target_hidden_size": cfg.get("target_hidden_size"),
         "eagle_aux_hidden_state_layer_ids": aux_layer_ids(cfg, source),
         "num_aux_hidden_states": num_aux(cfg, source),
+        "block_draft_target_layer_ids": block_draft_target_layer_ids(cfg, source),
+        "parallel_drafting_token_id": parallel_drafting_token_id(cfg, source),
+        "markov_rank": cfg.get("markov_rank"),
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
         "bos_token_id": _token_ids(cfg, text, "bos_token_id"),
         "eos_token_id": _token_ids(cfg, text, "eos_token_id"),

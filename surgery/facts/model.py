@@ -91,4 +91,7 @@ FACT_NAMES = (
     "pad_token_id", "num_centroids", "head_dims", "rope_scaling_type",
     # added for MTP coverage (issue 18): the MTP layer count however the family spells it
     "num_mtp_layers", "num_mtp_layers_served", "mtp_layers_per_step", "mtp_missing_keys", "mtp_layer_types_count",
+    # added for the block / parallel drafters (issue 25): DFlash / DSpark ids in the draft's own numbering,
+    # the parallel-drafting mask token, DSpark's Markov head rank
+    "block_draft_target_layer_ids", "parallel_drafting_token_id", "markov_rank",
 )

@@ -15,9 +15,20 @@ from .readout import brief_wiring
 
 
 AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+# the other keys vLLM reads a draft's target-layer ids from (DFlash / DSpark numbering; surgery/facts/drafts.py)
+BLOCK_ID_KEYS = ("dflash_config.target_layer_ids", "dspark_target_layer_ids", "target_layer_ids")
 
 
-def step_removals(steps: list[dict], wiring: dict | None) -> list[dict]:
+def _has_key(cfg: dict, dotted: str) -> bool:
+    node = cfg
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def step_removals(steps: list[dict], wiring: dict | None, draft_cfg: dict | None = None) -> list[dict]:
     """How each recipe step is removed on a live vLLM engine (vLLM wires these pairs itself, so
     leaving a step out of the recipe alone would change nothing): a shared module becomes the
     draft's own, never loaded; a kept module becomes the target's; captured aux layers fall back
@@ -37,7 +48,7 @@ def step_removals(steps: list[dict], wiring: dict | None) -> list[dict]:
             row["rewire"] = {st["role"]: "target"}
             row["because"] = f"the draft's own {st['role']} is replaced by the target's (the step left out)"
         elif st["op"] == "capture_hidden_states":
-            row["drop_config_keys"] = [AUX_IDS_KEY]
+            row["drop_config_keys"] = [AUX_IDS_KEY] + [k for k in BLOCK_ID_KEYS if _has_key(draft_cfg or {}, k)]
             row["because"] = "the head's config loses its aux layer ids: vLLM captures its defaults (2, L//2, L-3)"
         else:
             row["note"] = f"{st['op']} is not ablated in vLLM (no way to undo it after vLLM's own wiring)"
@@ -51,27 +62,34 @@ def ablated_draft(draft: Path, ablation, workdir: Path) -> Path:
     shutil.copytree(draft, dest)
     cfg = json.loads((dest / "config.json").read_text())
     for key in ablation.drop_config_keys:
-        cfg.pop(key, None)
-        if isinstance(cfg.get("eagle_config"), dict):
+        *path, last = key.split(".")  # dotted: a nested key (dflash_config.target_layer_ids)
+        node = cfg
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+        if not path and isinstance(cfg.get("eagle_config"), dict):
             cfg["eagle_config"].pop(key, None)
     cfg.update(ablation.set_config)
     (dest / "config.json").write_text(json.dumps(cfg, indent=2))
     return dest
 
 
-def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) -> list[dict]:
+def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
+                  spec_extra=None) -> list[dict]:
     """Each recipe step removed in turn, then the pair's field rows (ablations.yaml)."""
     from ..pairs import Ablation
 
-    todo = step_removals(run["plugin"].get("steps") or [], run["inspect"])
+    draft_cfg = json.loads((Path(draft) / "config.json").read_text())
+    todo = step_removals(run["plugin"].get("steps") or [], run["inspect"], draft_cfg)
 
     def edit(spec):
-        return (sorted(spec.get("drop_config_keys") or ()), sorted((spec.get("set_config") or {}).items()),
-                sorted((spec.get("rewire") or {}).items()))
+        return (sorted(spec.get("drop_config_keys") or ()), sorted(map(repr, (spec.get("set_config") or {}).items())),
+                sorted((spec.get("rewire") or {}).items()), sorted((spec.get("speculative") or {}).items()))
 
     for ab in (pair.ablations if pair is not None else ()):
         spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
-                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire)}
+                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire), "speculative": dict(ab.speculative)}
         same = next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
         if same is not None:  # a field row that IS a step removal: one engine, both names
             same["variant"] += f" = {ab.name}"
@@ -87,13 +105,15 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
             continue
         progress(f"ablation: {spec['variant']}")
         ab = Ablation(name=spec["variant"], drop_config_keys=tuple(spec.get("drop_config_keys") or ()),
-                      set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {})
+                      set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {},
+                      speculative=spec.get("speculative") or {})
+        row_extra = {**(spec_extra or {}), **ab.speculative} or None
         with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
             try:
                 d_folder = ablated_draft(Path(draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
                     else draft
                 r = decoding.speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
-                                    max_tokens=max_tokens, rewire=ab.rewire or None)
+                                             max_tokens=max_tokens, rewire=ab.rewire or None, spec_extra=row_extra)
                 d = r["decode"]
                 row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
                            drafted=d["drafted"], accepted=d["accepted"],

@@ -58,25 +58,47 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
 
         texts, prompt_set = DEFAULT_PROMPTS, "default"
     ids = decoding.prompt_ids(texts)
+    _preflight(recipe, target, draft)
+    # a P-EAGLE head is an EAGLE-3 head vLLM serves with parallel drafting only when told (a speculators
+    # `peagle` file tells it; a native config cannot): the recipe's hint, or the pair's index entry
+    parallel = bool((engine or {}).get("parallel_drafting") or (pair.info.get("parallel_drafting") if builtin else False))
+    spec_extra = {"parallel_drafting": True} if parallel else None
     progress("target-only greedy reference")
     reference, ref_s = decoding.greedy_reference(target, ids, max_tokens)
     progress(f"speculative run ({method}, {num_spec} draft tokens, recipe {recipe.name})")
     try:
         run = decoding.speculative_run(target, draft, method, ids, reference, recipe=recipe_ref, num_spec=num_spec,
-                              max_tokens=max_tokens)
+                                       max_tokens=max_tokens, spec_extra=spec_extra)
     except SurgeryError:
         raise
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
         raise SurgeryError(diag("SRG451", f"vLLM could not run {recipe.name} with method {method!r}: "
                                 f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
-    rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress) \
-        if ablate else None
+    rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
+                         spec_extra=spec_extra) if ablate else None
     d = dict(run["decode"], prompt_set=prompt_set)
     verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
+            "parallel_drafting": parallel,
             "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+def _preflight(recipe, target, draft) -> None:
+    """The recipe resolved against the two folders for vLLM on this platform's device, before any
+    engine starts: a requirement the device cannot meet (dspark on vllm-cpu: SRG675) is its own coded
+    error, not vLLM's config error after a target-only engine ran."""
+    from ..facts import read_facts
+    from ..plan import Runtime
+    from ..resolver import resolve
+
+    from vllm.platforms import current_platform
+
+    device = getattr(current_platform, "device_type", None) or None
+    plan = resolve(recipe, read_facts(draft), read_facts(target), Runtime(engine="vllm", device=device))
+    if not plan.ok:
+        raise SurgeryError(plan.errors)
 
 
 def _cause_hint(exc: BaseException) -> str:

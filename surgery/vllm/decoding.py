@@ -25,10 +25,11 @@ def decode_summary(reference, outputs, counters, num_spec) -> dict:
 
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
-                    max_tokens=MAX_TOKENS, inspect=None, rewire=None) -> dict:
+                    max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
     ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
+    ``spec_extra``: more speculative_config keys (engine.engine_kwargs).
     ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
     callback (the oracle a recipe's wiring is compared with)."""
     live: dict[str, Any] = {}
@@ -47,7 +48,7 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
     callbacks.append(stock)
     t0 = time.perf_counter()
     try:
-        llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec))
+        llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec, spec_extra))
     finally:
         for cb in callbacks:
             hooks.remove_hook(cb)

@@ -49,9 +49,10 @@ def cpu_mla_overrides(target) -> dict:
             "speculative": {"attention_backend": CPU_MLA_BACKEND}}
 
 
-def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC) -> dict:
+def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC, spec_extra=None) -> dict:
     """Small, deterministic engine settings (float32, eager, no prefix cache, stats on); MLA
-    targets on CPU get :func:`cpu_mla_overrides`."""
+    targets on CPU get :func:`cpu_mla_overrides`. ``spec_extra``: more speculative_config keys
+    (``parallel_drafting`` for a P-EAGLE head, which vLLM cannot tell from a native config)."""
     kw: dict[str, Any] = dict(
         model=str(target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
         max_num_seqs=8, max_num_batched_tokens=1024, kv_cache_memory_bytes=32 * 1024 * 1024, seed=0,
@@ -62,6 +63,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
         spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
         if method:
             spec["method"] = method
+        spec.update(spec_extra or {})
         kw["speculative_config"] = spec
     if recipe is not None:
         kw["additional_config"] = {"surgery": {"recipe": str(recipe)}}

@@ -55,6 +55,12 @@ def hint_problems(plan: Any, proposer: Any, draft: Any, target: Any) -> list:
         if isinstance(constant, bool) and constant == hints["advance_draft_positions"]:
             problems.append(diag("SRG324", f"advance_draft_positions: {hints['advance_draft_positions']}, but the "
                                  f"proposer {type(proposer).__name__} has constant_draft_positions={constant}"))
+    if "parallel_drafting" in hints:
+        live = getattr(proposer, "parallel_drafting", None)
+        if isinstance(live, bool) and live != hints["parallel_drafting"]:
+            problems.append(diag("SRG324", f"parallel_drafting: {hints['parallel_drafting']}, but the proposer "
+                                 f"{type(proposer).__name__} has parallel_drafting={live} (speculative_config."
+                                 "parallel_drafting; a P-EAGLE head needs it, a speculators `peagle` file sets it)"))
     return problems
 
 

@@ -61,6 +61,10 @@ def live_wiring(proposer, target) -> dict:
         "shared_roles": shared_roles,
         "draft_mtp_layers": sorted(mtp) if mtp else None,
         "draft_shared_heads_are_target": [same(mtp[i], t_head) for i in sorted(mtp)] if mtp else None,
+        # block / parallel drafters (P-EAGLE, DFlash): one pass over mask slots, and the mask token used
+        "parallel_drafting": getattr(proposer, "parallel_drafting", None),
+        "parallel_drafting_token_id": getattr(proposer, "parallel_drafting_token_id", None)
+        if getattr(proposer, "parallel_drafting", False) else None,
     }
 
 

@@ -120,10 +120,12 @@ def runtime_of(vllm_config: Any):
     par = vllm_config.parallel_config
     backend = getattr(getattr(vllm_config, "attention_config", None), "backend", None)
     pp_rank, tp_rank = parallel_ranks()
+    # the device type vLLM runs on (cpu, cuda, ...): recipes condition on it (dspark: SRG675 on cpu)
+    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
     return Runtime(engine="vllm", pp_size=int(par.pipeline_parallel_size), tp_size=int(par.tensor_parallel_size),
                    kv_cache_dtype=str(vllm_config.cache_config.cache_dtype),
                    attention_backend=getattr(backend, "name", None) if backend is not None else None,
-                   pp_rank=pp_rank, tp_rank=tp_rank)
+                   pp_rank=pp_rank, tp_rank=tp_rank, device=device if isinstance(device, str) and device else None)
 
 
 @dataclass(frozen=True)

