@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "surgery/data/pairs/ablations.yaml)")
     p.add_argument("--engine", choices=list(ENGINES), default="hf",
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
-                   "plugin applying the recipe; no --target/--draft: the family's built-in pair")
+                   "plugin applying the recipe; no --target/--draft: the family's built-in pair; --draft alone: a "
+                   "speculators head is served as vLLM detects it (its verifier as the target, its k), any other "
+                   "head against the built-in pair's target")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from surgery.folders import is_complete
 from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
 from surgery.vllm.readout import engine_checks
 
@@ -116,7 +117,11 @@ def test_ablation_rows_name_pairs_and_roles_that_exist():
     for recipe, rows in load_ablations().items():
         assert recipe in pairs, recipe
         for row in rows:
-            assert row["because"] and (row.get("rewire") or row.get("drop_config_keys") or row.get("set_config")), row
+            # a row edits something, or serves another head as the reference of rows that edit it
+            assert row["because"] and (row.get("rewire") or row.get("drop_config_keys") or row.get("set_config")
+                                       or row.get("draft")), row
+            if row.get("draft"):
+                assert is_complete(PAIRS_DIR / row["draft"]), row
             assert all(r in roles and k in KINDS for r, k in (row.get("rewire") or {}).items()), row
 
 

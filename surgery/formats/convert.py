@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import fail
+from ..diagnostics import Location, fail
 from .conventions import from_vllm, trained_on
 from .recognise import IDS, NESTED, recognise
 from .table import formats_data
@@ -41,13 +41,16 @@ class Head:
 
 
 def _refuse(message: str, key: str | None = None):
-    from ..diagnostics import Location
-
     return fail("SRG660", message, Location(None, key_path=key) if key else None)
 
 
 def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
     fmt = recognise(cfg, producer=producer)
+    if fmt.name == "hf" and _plain_causal_lm(cfg):
+        raise fail("SRG663", f"a plain {cfg['architectures'][0]} config (an EAGLE-1 head, or a draft model) has no "
+                   "form in the formats surgery converts: vLLM 0.32 reads speculators files of "
+                   f"{', '.join(sorted(formats_data()['speculators_algorithms']))} only (no EAGLE-1 `eagle`), and the "
+                   "ModelOpt / EAGLE-3 configs are EAGLE-3 heads", Location(None, key_path="architectures"))
     if fmt.name == "hf":
         raise _refuse("not a draft head in a known format (no speculators_config, eagle_config or "
                       "LlamaForCausalLMEagle3 + draft_vocab_size)")
@@ -94,6 +97,13 @@ def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
     if "norm_before_fc" in nested:
         fields_["norm_before_fc"] = bool(nested.pop("norm_before_fc"))
     return Head(layer, fields_, ids, nested, None, None, {"ids": trained[1]})
+
+
+def _plain_causal_lm(cfg: dict) -> bool:
+    """An EAGLE-1 head's (or a draft model's) config: an ordinary *ForCausalLM, no draft-format marker."""
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    return bool(archs) and all(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs) \
+        and not any(k in cfg for k in ("draft_vocab_size", NESTED, IDS))
 
 
 def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: int | None) -> tuple[dict, dict]:

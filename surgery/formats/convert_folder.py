@@ -57,7 +57,9 @@ def convert_folder(src: str, to: str, out: str, target: str | None = None, produ
     with staged_dir(out_dir) as tmp:
         for p in files:
             shutil.copyfile(p, tmp / p.name)
-        (tmp / "config.json").write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
+        # written as transformers' save_pretrained writes config.json (sorted keys, indent 2): a round
+        # trip of a head saved by transformers gives back its config.json byte for byte
+        (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
     return {"ok": True, "out": str(out_dir), "format": to, "from": fmt.name, "fields": why,
             "files": sorted(provenance["files"])}

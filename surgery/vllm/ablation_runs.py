@@ -71,8 +71,8 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
 
     for ab in (pair.ablations if pair is not None else ()):
         spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
-                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire)}
-        same = next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
+                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire), "draft": ab.draft}
+        same = None if ab.draft else next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
         if same is not None:  # a field row that IS a step removal: one engine, both names
             same["variant"] += f" = {ab.name}"
             same["because"] = ab.because
@@ -88,10 +88,13 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
         progress(f"ablation: {spec['variant']}")
         ab = Ablation(name=spec["variant"], drop_config_keys=tuple(spec.get("drop_config_keys") or ()),
                       set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {})
+        head = spec.get("draft") or draft
+        if spec.get("draft"):
+            row["draft"] = str(head)
         with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
             try:
-                d_folder = ablated_draft(Path(draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
-                    else draft
+                d_folder = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
+                    else head
                 r = decoding.speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
                                     max_tokens=max_tokens, rewire=ab.rewire or None)
                 d = r["decode"]

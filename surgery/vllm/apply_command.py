@@ -40,8 +40,14 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     engine = (recipe.engine or {}).get("vllm") if isinstance(getattr(recipe, "engine", None), dict) else None
     method = (engine or {}).get("method")
     pair = builtin_pair(recipe.name)
-    if (target is None) != (draft is None):
-        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in pair)"))
+    if target is not None and draft is None:
+        raise SurgeryError(diag("SRG011", "--target without --draft: give --draft too, or neither (built-in pair)"))
+    head = draft_format(draft) if draft is not None else None
+    head_as_model = head is not None and head.name == "speculators" and target is None
+    if draft is not None and target is None:
+        target = served_target(draft, head, pair)
+    if head_as_model:
+        num_spec = head.speculators.num_speculative_tokens  # vLLM takes k from the file (the report says it)
     if target is None:
         if pair is None:
             raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
@@ -63,7 +69,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     progress(f"speculative run ({method}, {num_spec} draft tokens, recipe {recipe.name})")
     try:
         run = decoding.speculative_run(target, draft, method, ids, reference, recipe=recipe_ref, num_spec=num_spec,
-                              max_tokens=max_tokens)
+                                       max_tokens=max_tokens, head_as_model=head_as_model)
     except SurgeryError:
         raise
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
@@ -75,8 +81,33 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
-            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
+            "target": str(target), "draft": str(draft), "draft_format": head.name if head else None,
+            "served": dict(run.get("served") or {}, as_given="head folder as the model (vLLM's speculators detection)"
+                           if head_as_model else "target as the model, draft in speculative_config"), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+
+
+def draft_format(draft):
+    """The published format of the draft folder (surgery/formats), read as vLLM reads it."""
+    from ..facts import read_facts
+    from ..formats import format_of
+
+    return format_of(read_facts(draft))
+
+
+def served_target(draft, head, pair):
+    """The target for a draft given alone: a speculators head's verifier, which vLLM serves when the
+    head folder is the model (a local folder only: no hub here); else the built-in pair's target."""
+    if head is not None and head.name == "speculators":
+        verifier = Path(head.speculators.verifier).expanduser()
+        if not (verifier / "config.json").is_file():
+            raise SurgeryError(diag("SRG011", f"the speculators head names verifier {head.speculators.verifier!r}, "
+                                    "which is not a local model folder", hint="pass --target with the verifier's folder"))
+        return verifier
+    if pair is None:
+        raise SurgeryError(diag("SRG011", "--draft without --target, and the recipe has no built-in pair whose "
+                                "target could serve it", hint="pass --target"))
+    return pair.target
 
 
 def _cause_hint(exc: BaseException) -> str:
@@ -91,7 +122,9 @@ def render(result: dict) -> str:
     d = result["decode"]
     lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
-             f"  target {result['target']}", f"  draft  {result['draft']}",
+             f"  target {result['target']}", f"  draft  {result['draft']}"
+             + (f" ({result['draft_format']} format)" if result.get("draft_format") else ""),
+             *([f"  served: {result['served']['as_given']}"] if result.get("served") else []),
              f"  plugin: verified {result['verified']}, applied {result['plugin'].get('applied')}"
              + (f", failed: {result['plugin'].get('failed')}" if result['plugin'].get('failed') else ""),
              *(f"  not applied: {m}" for m in result["plugin"].get("not_applicable") or ()),
