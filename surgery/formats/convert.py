@@ -38,6 +38,7 @@ class Head:
     k: int | None
     verifier: str | None
     why: dict[str, str] = field(default_factory=dict)
+    verifier_architectures: tuple[str, ...] = ()
 
 
 def _refuse(message: str, key: str | None = None):
@@ -80,7 +81,7 @@ def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
         fields_ = {k: cfg.get(k) for k in ("draft_vocab_size", "target_hidden_size") if cfg.get(k) is not None}
         fields_.update(s.norm_vllm)
         return Head(layer, fields_, ids, dict(nested), s.num_speculative_tokens, s.verifier,
-                    {"ids": trained[1]})
+                    {"ids": trained[1]}, tuple(s.verifier_architectures))
     layer = {k: v for k, v in cfg.items() if k not in HEAD_KEYS}
     nested = dict(cfg.get(NESTED) or {})
     nested.pop(IDS, None)
@@ -106,8 +107,11 @@ def _plain_causal_lm(cfg: dict) -> bool:
         and not any(k in cfg for k in ("draft_vocab_size", NESTED, IDS))
 
 
-def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: int | None) -> tuple[dict, dict]:
-    """(config.json, why per field) in format `to`."""
+def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: int | None,
+                 verifier_architectures: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """(config.json, why per field) in format `to`. `verifier_architectures`: the --target's, which
+    the speculators library's own config class requires (VerifierConfig.architectures; vLLM does
+    not read them)."""
     if to not in TARGETS:
         raise _refuse(f"--to {to!r}: one of {', '.join(TARGETS)}")
     why: dict[str, str] = {}
@@ -129,10 +133,18 @@ def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: 
         if head.ids is not None:
             out[IDS] = list(head.ids)
             why[IDS] = f"vLLM's convention (input of layer i); {head.why.get('ids')}"
+        archs = list(head.verifier_architectures if verifier == head.verifier and head.verifier_architectures
+                     else verifier_architectures)
+        if not archs:
+            raise _refuse("the speculators library requires the verifier's architectures "
+                          "(speculators_config.verifier.architectures): pass --target with its config.json")
         out["speculators_config"] = {
             "algorithm": "eagle3", "default_proposal_method": "greedy",
             "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": k}],
-            "verifier": {"name_or_path": verifier}}
+            "verifier": {"name_or_path": verifier, "architectures": archs}}
+        why["speculators_config.verifier.architectures"] = \
+            "from the source" if archs == list(head.verifier_architectures) else "--target's architectures " \
+            "(required by the speculators library's VerifierConfig; vLLM does not read them)"
         why["speculators_config.proposal_methods[0].speculative_tokens"] = \
             "from the source" if head.k == k else ("--num-speculative-tokens" if k != DEFAULT_K or head.k else f"default {DEFAULT_K}")
         why["speculators_config.verifier.name_or_path"] = "from the source" if verifier == head.verifier else "--target"
@@ -167,9 +179,9 @@ def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: 
 
 
 def converted(cfg: dict, to: str, num_layers: int, producer: str | None = None, verifier: str | None = None,
-              k: int | None = None) -> tuple[dict, dict]:
+              k: int | None = None, verifier_architectures: tuple[str, ...] = ()) -> tuple[dict, dict]:
     head = read_head(cfg, num_layers, producer)
-    return write_config(head, to, num_layers, verifier, k)
+    return write_config(head, to, num_layers, verifier, k, verifier_architectures)
 
 
 def format_names() -> list[str]:

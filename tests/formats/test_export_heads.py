@@ -103,3 +103,11 @@ def test_validate_plan_new_audit_accept_every_export(tmp_path, capsys, to):
     rc = main(["new", "--target", str(TARGET), "--draft", str(out), "--json"])
     r = json.loads(capsys.readouterr().out)
     assert rc == 0 and r["recipe"] == "eagle3" and r["draft_format"]["format"] == to
+
+
+def test_the_speculators_export_names_the_verifiers_architectures(tmp_path):
+    """The speculators library's own config class (VerifierConfig) requires them, vLLM does not read
+    them: without them the library refused our export (bench/speculators_crosscheck.py)."""
+    convert_folder(str(BUILTIN), "speculators", str(tmp_path / "spec"), target=str(TARGET), producer="vllm")
+    verifier = _cfg(tmp_path / "spec")["speculators_config"]["verifier"]
+    assert verifier == {"name_or_path": str(TARGET), "architectures": _cfg(TARGET)["architectures"]}
