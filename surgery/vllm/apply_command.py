@@ -30,7 +30,7 @@ from .engine import MAX_TOKENS, NUM_SPEC
 from .readout import brief_wiring
 
 
-def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=NUM_SPEC,
+def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=None,
                    max_tokens=MAX_TOKENS, prompts=None, progress=lambda _m: None) -> dict:
     """The whole `--engine vllm` check; returns the report dict (see module doc)."""
     from ..pairs import builtin_pair
@@ -46,8 +46,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     head_as_model = head is not None and head.name == "speculators" and target is None
     if draft is not None and target is None:
         target = served_target(draft, head, pair)
-    if head_as_model:
-        num_spec = head.speculators.num_speculative_tokens  # vLLM takes k from the file (the report says it)
+    num_spec, notes = serving_k(head if head_as_model else None, num_spec)
     if target is None:
         if pair is None:
             raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
@@ -84,7 +83,21 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
             "target": str(target), "draft": str(draft), "draft_format": head.name if head else None,
             "served": dict(run.get("served") or {}, as_given="head folder as the model (vLLM's speculators detection)"
                            if head_as_model else "target as the model, draft in speculative_config"), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
-            "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+            "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows,
+            "diagnostics": [n.to_dict() for n in notes]}
+
+
+def serving_k(head, asked: int | None) -> tuple[int, list]:
+    """(k served, coded notes). A speculators head given as the model: the file's k, as vLLM takes it,
+    unless --num-draft-tokens asks for another (vLLM applies it on top: SRG655 says so); else the
+    asked k or 3."""
+    if head is None or head.speculators is None:
+        return asked or NUM_SPEC, []
+    k = head.speculators.num_speculative_tokens
+    if asked is None or asked == k:
+        return k, []
+    return asked, [diag("SRG655", f"the file's k is {k}, --num-draft-tokens {asked} overrides it (vLLM applies a "
+                        "serving k on top of the file's)", severity="warning")]
 
 
 def draft_format(draft):
@@ -125,6 +138,7 @@ def render(result: dict) -> str:
              f"  target {result['target']}", f"  draft  {result['draft']}"
              + (f" ({result['draft_format']} format)" if result.get("draft_format") else ""),
              *([f"  served: {result['served']['as_given']}"] if result.get("served") else []),
+             *(f"  {n['severity']} {n['code']}: {n['message']}" for n in result.get("diagnostics") or ()),
              f"  plugin: verified {result['verified']}, applied {result['plugin'].get('applied')}"
              + (f", failed: {result['plugin'].get('failed')}" if result['plugin'].get('failed') else ""),
              *(f"  not applied: {m}" for m in result["plugin"].get("not_applicable") or ()),

@@ -61,8 +61,8 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
     mla = cpu_mla_overrides(target)
     kw.update(mla.get("engine", {}))
     if draft is not None and head_as_model:
-        if mla.get("speculative"):
-            kw["speculative_config"] = dict(mla["speculative"])  # applied on top of the file's (vLLM's rule)
+        # applied on top of the file's by vLLM (maybe_override_with_speculators): k, the MLA backend
+        kw["speculative_config"] = {"num_speculative_tokens": num_spec, **mla.get("speculative", {})}
     elif draft is not None:
         spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
         if method:

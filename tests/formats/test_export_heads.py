@@ -111,3 +111,15 @@ def test_the_speculators_export_names_the_verifiers_architectures(tmp_path):
     convert_folder(str(BUILTIN), "speculators", str(tmp_path / "spec"), target=str(TARGET), producer="vllm")
     verifier = _cfg(tmp_path / "spec")["speculators_config"]["verifier"]
     assert verifier == {"name_or_path": str(TARGET), "architectures": _cfg(TARGET)["architectures"]}
+
+
+def test_apply_serves_a_speculators_files_k_unless_asked_otherwise(tmp_path):
+    from surgery.vllm.apply_command import draft_format, serving_k
+
+    out = tmp_path / "spec"
+    convert_folder(str(OUTPUTS), "speculators", str(out), target=str(TARGET), producer="vllm", k=5)
+    head = draft_format(out)
+    assert serving_k(head, None) == (5, []) and serving_k(head, 5) == (5, [])
+    k, notes = serving_k(head, 2)
+    assert k == 2 and [n.code for n in notes] == ["SRG655"]
+    assert serving_k(draft_format(OUTPUTS), None) == (3, [])

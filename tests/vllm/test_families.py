@@ -339,3 +339,27 @@ def test_the_plugin_refuses_a_modelopt_export_the_engine_would_misread(exports, 
     (d,) = err.value.diagnostics
     assert d.code == "SRG656" and "[0, 6, 7]" in d.message and "[1, 7, 8]" in d.message
     assert "--to speculators" in d.hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["speculators", "eagle", "modelopt->speculators"])
+def test_the_second_head_in_every_servable_format_accepts_what_it_accepts_as_shipped(route, outputs_runs, pairs,
+                                                                                     prompts, reference, tmp_path):
+    """Every format the second head can be served from (a speculators file given as the model, as
+    vLLM detects it; a plain EAGLE-3 config; the ModelOpt export converted to speculators, which is
+    how SRG656 tells a user to proceed): verified, identical, the same drafts accepted. ~10 s each."""
+    from surgery.formats.convert_folder import convert_folder
+    from surgery.pairs import PAIRS_DIR
+
+    target = str(pairs["eagle3"].target)
+    src, steps = PAIRS_DIR / OUTPUTS_HEAD, route.split("->")
+    for i, to in enumerate(steps):
+        out = tmp_path / f"{i}-{to}"
+        convert_folder(str(src), to, str(out), target=target, producer="vllm" if i == 0 else None)
+        src = out
+    run = decoding.speculative_run(pairs["eagle3"].target, src, "eagle3", prompts, reference, recipe="eagle3",
+                                   head_as_model=steps[-1] == "speculators")
+    d, right = run["decode"], outputs_runs[0]["decode"]
+    assert run["plugin"]["verified"] and d["identical"]
+    assert run["inspect"]["target_aux_layers"] == [1, 7, 8]
+    assert (d["accepted"], d["drafted"]) == (right["accepted"], right["drafted"]), (d, right)
