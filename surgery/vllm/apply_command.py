@@ -14,6 +14,12 @@ undoing its effect on the live engine: a shared module becomes the draft's own, 
 config without its ids). Each row is a fresh stock engine without the recipe; config edits go to
 a temporary copy of the draft folder. A step no row can remove is listed with why.
 
+`--draft` alone (issue 24): a speculators-format head is served the way `vllm serve HEAD` serves it,
+the head folder as the model, vLLM's own detection taking the target (the file's verifier, a local
+folder here), the method and k from the file; any other head (EAGLE-3, ModelOpt, EAGLE-1 configs)
+against the recipe's built-in pair's target. A head whose ids the serving runner would misread is
+refused by the plugin at engine start (SRG656, surgery/vllm/startup.py).
+
 The pieces: surgery/vllm/engine.py (one engine's settings and lifecycle), decoding.py (the greedy
 reference and the speculative run), readout.py (what the live engine wired, checked against the
 plan), ablation_runs.py (the `--ablate` rows).
@@ -81,10 +87,14 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
             "target": str(target), "draft": str(draft), "draft_format": head.name if head else None,
-            "served": dict(run.get("served") or {}, as_given="head folder as the model (vLLM's speculators detection)"
-                           if head_as_model else "target as the model, draft in speculative_config"), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
+            "served": dict(run.get("served") or {}, as_given=AS_MODEL if head_as_model else AS_SPEC_CONFIG),
+            "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows,
             "diagnostics": [n.to_dict() for n in notes]}
+
+
+AS_MODEL = "head folder as the model (vLLM's speculators detection)"
+AS_SPEC_CONFIG = "target as the model, draft in speculative_config"
 
 
 def serving_k(head, asked: int | None) -> tuple[int, list]:

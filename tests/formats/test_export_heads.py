@@ -89,9 +89,9 @@ def test_the_runner_that_serves_a_modelopt_export_reads_other_layers(tmp_path):
 
 
 @pytest.mark.parametrize("to", ["speculators", "eagle", "modelopt"])
-def test_validate_plan_new_audit_accept_every_export(tmp_path, capsys, to):
-    """Every format the second head is exported in is read by validate / plan / new; audit's argument
-    check too (its engine run is tests/vllm/test_audit.py). new picks eagle3 from the format."""
+def test_validate_plan_new_accept_every_export(tmp_path, capsys, to):
+    """Every format the second head is exported in is read by validate / plan / new (audit: the slow
+    test in tests/vllm/test_families.py); new picks eagle3 from the format."""
     out = tmp_path / to
     convert_folder(str(OUTPUTS), to, str(out), target=str(TARGET), producer="vllm")
     for cmd in ("validate", "plan"):

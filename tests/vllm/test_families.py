@@ -363,3 +363,17 @@ def test_the_second_head_in_every_servable_format_accepts_what_it_accepts_as_shi
     assert run["plugin"]["verified"] and d["identical"]
     assert run["inspect"]["target_aux_layers"] == [1, 7, 8]
     assert (d["accepted"], d["drafted"]) == (right["accepted"], right["drafted"]), (d, right)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["speculators", "modelopt"])
+def test_audit_reads_every_export_and_reports_the_misread_modelopt_ids(exports, pairs, capsys, to):
+    """`surgery audit` on the second head's exports: the speculators one audits clean, the ModelOpt
+    one is reported (SRG656, the audit does not refuse). ~10 s each."""
+    from surgery.cli import main
+
+    rc = main(["audit", "eagle3", "--target", str(pairs["eagle3"].target), "--draft", str(exports["outputs", to]),
+               "--json", "--engine-arg", "kv_cache_memory_bytes=33554432", "--engine-arg", "max_model_len=256"])
+    out = json.loads(capsys.readouterr().out)
+    errors = [f["code"] for f in out["findings"] if f["severity"] == "error"]
+    assert (rc, errors) == ((0, []) if to == "speculators" else (1, ["SRG656"])), out["findings"]
