@@ -70,6 +70,10 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
                 sorted((spec.get("rewire") or {}).items()))
 
     for ab in (pair.ablations if pair is not None else ()):
+        if ab.draft is not None and Path(target).resolve() != pair.target:
+            todo.append({"variant": ab.name, "note": f"serves the built-in head {ab.draft.parent.name} on the built-in "
+                         "target, not on this pair's"})  # said, never run against another target
+            continue
         spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
                 "set_config": dict(ab.set_config), "rewire": dict(ab.rewire), "draft": ab.draft}
         same = None if ab.draft else next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
