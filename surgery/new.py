@@ -185,6 +185,10 @@ def render(result: NewResult, out: Path | None, name: str | None) -> str:
         f"# for draft {label(d)} -> target {label(t)}.\n",
         f"# Check it: surgery validate {out if out is not None else 'THIS_FILE'} --target {t.source} --draft {d.source}\n",
     ]
+    if result.draft_format is not None:
+        f = result.draft_format
+        header.append(f"# The draft is a {f['format']}-format head (method {f['method']}): only recipes for that "
+                      "method were candidates.\n")
     if result.alternatives:
         header.append(f"# Also fits: {', '.join(result.alternatives)}.\n")
     header.append("# The shipped recipe's notes follow.\n")

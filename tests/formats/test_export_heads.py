@@ -123,3 +123,18 @@ def test_apply_serves_a_speculators_files_k_unless_asked_otherwise(tmp_path):
     k, notes = serving_k(head, 2)
     assert k == 2 and [n.code for n in notes] == ["SRG655"]
     assert serving_k(draft_format(OUTPUTS), None) == (3, [])
+
+
+def test_new_takes_the_method_from_the_format(tmp_path):
+    """A format-marked draft: only recipes for the method the format states are candidates; the
+    others are listed with the reason (a plain config is matched as before)."""
+    from surgery.new import choose
+
+    out = tmp_path / "mo"
+    convert_folder(str(OUTPUTS), "modelopt", str(out), target=str(TARGET), producer="vllm")
+    result = choose(read_facts(TARGET), read_facts(out))
+    assert result.chosen.name == "eagle3" and result.draft_format["method"] == "eagle3"
+    others = [c for c in result.candidates if c.name != "eagle3"]
+    assert others and all(not c.applies and any("modelopt-format head" in r.message for r in c.reasons)
+                          for c in others)
+    assert choose(read_facts(TARGET), read_facts(EAGLE1)).draft_format is None
