@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
     p.add_argument("--max-new-tokens", type=_positive_int, default=48, metavar="N")
-    p.add_argument("--num-draft-tokens", type=_positive_int, default=3, metavar="K")
+    p.add_argument("--num-draft-tokens", type=_positive_int, default=None, metavar="K",
+                   help="draft tokens per step (default 3; --engine vllm with a speculators head: the file's k)")
     p.add_argument("--prompts", type=_positive_int, default=8, metavar="N", help="number of built-in prompts to decode")
     p.add_argument("--no-strict", action="store_true",
                    help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
@@ -174,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "surgery/data/pairs/ablations.yaml)")
     p.add_argument("--engine", choices=list(ENGINES), default="hf",
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
-                   "plugin applying the recipe; no --target/--draft: the family's built-in pair")
+                   "plugin applying the recipe; no --target/--draft: the family's built-in pair; --draft alone: a "
+                   "speculators head is served as vLLM detects it (its verifier as the target, its k), any other "
+                   "head against the built-in pair's target")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
@@ -382,6 +385,8 @@ def cmd_apply(args, out) -> int:
         return run_apply_vllm(args, out)
     from .hf.command import refuse_hf_without_pair, run_apply
 
+    if args.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
+        args.num_draft_tokens = 3
     if args.target is None and args.draft is None:
         refuse_hf_without_pair(args.recipe)
 

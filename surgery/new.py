@@ -56,6 +56,7 @@ class NewResult:
     chosen: Candidate | None
     text: str | None = None
     out: str | None = None
+    draft_format: dict | None = None  # the draft's published format and the method it states
 
     @property
     def ok(self) -> bool:
@@ -72,6 +73,7 @@ class NewResult:
             "recipe": self.chosen.name if self.chosen else None,
             "from": self.chosen.file if self.chosen else None,
             "alternatives": self.alternatives,
+            "draft_format": self.draft_format,
             "out": self.out,
             "candidates": [c.to_dict() for c in self.candidates],
         }
@@ -109,14 +111,33 @@ def _breadth(recipe: Recipe) -> int:
                for sel in recipe.applies_to.values())
 
 
+def format_method(draft: ModelFacts) -> tuple[dict | None, str | None]:
+    """(the draft's published format, the speculative method it states): a speculators file names
+    its method (`speculators_model_type` as vLLM maps it), ModelOpt and EAGLE-3 configs are EAGLE-3
+    heads (surgery/data/formats.yaml); a plain config states none."""
+    from .formats import format_of
+
+    fmt = format_of(draft)
+    if fmt.name == "hf":
+        return None, None
+    method = fmt.speculators.method if fmt.speculators is not None else "eagle3"
+    return dict(fmt.to_dict(), method=method), method
+
+
 def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None) -> NewResult:
     runtime = runtime or Runtime(engine="vllm")
     candidates = []
+    fmt, method = format_method(draft)
     for path in shipped_recipes():
         recipe = load_recipe(path)
         (t_ok, t_pin), (d_ok, d_pin) = _applies(recipe, "target", target), _applies(recipe, "draft", draft)
         plan = resolve(recipe, draft, target, runtime)
         errors = [d for d in plan.diagnostics if d.severity == "error"]
+        recipe_method = (recipe.engine.get("vllm") or {}).get("method")
+        if method is not None and recipe_method != method:  # the format states the method: others do not fit
+            d_ok = False
+            errors.append(diag("SRG020", f"the draft is a {fmt['format']}-format head, method {method}; recipe "
+                               f"{recipe.name} is for method {recipe_method}", Location(draft.source)))
         cand = Candidate(recipe.name, str(path), t_ok and d_ok, plan.ok and t_ok and d_ok,
                          (-(t_pin + d_pin), _breadth(recipe), recipe.name), errors,
                          len(plan.operations), len(plan.skipped))
@@ -124,7 +145,7 @@ def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None
     fitting = sorted((c for c in candidates if c.ok), key=lambda c: c.specificity)
     # candidates that apply come first in reports; then by name
     candidates.sort(key=lambda c: (not c.ok, not c.applies, c.specificity))
-    return NewResult(target, draft, candidates, fitting[0] if fitting else None)
+    return NewResult(target, draft, candidates, fitting[0] if fitting else None, draft_format=fmt)
 
 
 def no_fit_diagnostic(result: NewResult) -> Diagnostic:
@@ -164,6 +185,10 @@ def render(result: NewResult, out: Path | None, name: str | None) -> str:
         f"# for draft {label(d)} -> target {label(t)}.\n",
         f"# Check it: surgery validate {out if out is not None else 'THIS_FILE'} --target {t.source} --draft {d.source}\n",
     ]
+    if result.draft_format is not None:
+        f = result.draft_format
+        header.append(f"# The draft is a {f['format']}-format head (method {f['method']}): only recipes for that "
+                      "method were candidates.\n")
     if result.alternatives:
         header.append(f"# Also fits: {', '.join(result.alternatives)}.\n")
     header.append("# The shipped recipe's notes follow.\n")

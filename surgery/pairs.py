@@ -53,7 +53,9 @@ class Ablation:
     """A wrong-wiring variant (surgery/data/pairs/ablations.yaml): the draft folder with config keys
     removed or replaced, and / or roles rewired on the live draft (surgery/vllm/ablation.py:
     role -> ``target`` or ``random``), and / or speculative_config keys the engine gets instead of the
-    pair's (``speculative``: a P-EAGLE head served without ``parallel_drafting``)."""
+    pair's (``speculative``: a P-EAGLE head served without ``parallel_drafting``). ``draft``: a row that
+    needs another head than the pair's (the aux-id convention rows: the shipped head reads vLLM id 0,
+    which one layer earlier does not exist) names it; the same target serves it."""
 
     name: str
     drop_config_keys: tuple[str, ...] = ()
@@ -61,6 +63,7 @@ class Ablation:
     rewire: dict = field(default_factory=dict)
     because: str = ""
     speculative: dict = field(default_factory=dict)
+    draft: Path | None = None  # another head folder (relative to the pairs folder) the row serves instead
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,8 @@ def builtin_pair(recipe: str, path: Path = INDEX) -> BuiltinPair | None:
     rows = list(entry.get("ablations") or ()) + list(load_ablations(base / ABLATIONS.name).get(recipe) or ())
     abl = tuple(Ablation(name=a["name"], drop_config_keys=tuple(a.get("drop_config_keys") or ()),
                          set_config=dict(a.get("set_config") or {}), rewire=dict(a.get("rewire") or {}),
-                         because=a.get("because", ""), speculative=dict(a.get("speculative") or {}))
+                         because=a.get("because", ""), speculative=dict(a.get("speculative") or {}),
+                         draft=(base / a["draft"]).resolve() if a.get("draft") else None)
                 for a in rows)
     return BuiltinPair(recipe=recipe, target=(base / entry["target"]).resolve(), draft=(base / entry["draft"]).resolve(),
                        method=entry.get("method"), prompts=tuple(entry.get("prompts") or ()), ablations=abl,

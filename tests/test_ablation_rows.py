@@ -120,3 +120,32 @@ def test_peagle_rows_serve_the_head_without_parallel_drafting(monkeypatch):
                                        lambda m: None, spec_extra={"parallel_drafting": True})
     assert {"parallel_drafting": False} in calls and {"parallel_drafting": True} in calls
     assert any("no parallel drafting" in r["variant"] for r in rows)
+
+
+def test_rows_of_another_built_in_head_run_only_on_the_built_in_target(monkeypatch, tmp_path):
+    """The aux-id convention rows serve the second built-in head (ablations.yaml `draft:`): on the
+    built-in target they run on that head; on a user's target they are listed, not run."""
+    pair = builtin_pair("eagle3")
+    calls = []
+
+    def fake_run(target, draft, method, ids, reference, **kw):
+        calls.append(str(draft))
+        return {"decode": {"acceptance_rate": 0.1, "identical": True, "drafted": 10, "accepted": 1,
+                           "accepted_per_position": [1, 0, 0]}, "rewired": [], "inspect": {}}
+
+    monkeypatch.setattr(decoding, "speculative_run", fake_run)
+    main = {"plugin": {"steps": []}, "inspect": {}}
+    own = [a for a in pair.ablations if a.draft is not None]
+    assert own and all(a.draft.is_dir() for a in own)
+    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
+                                       lambda m: None)
+    by_name = {r["variant"]: r for r in rows}
+    assert all(by_name[a.name]["runs"] and by_name[a.name]["draft"] == str(a.draft) for a in own)
+    assert len(calls) == len(pair.ablations) and str(own[0].draft) in calls  # the reference row: the head itself
+    calls.clear()
+    other = tmp_path / "target"
+    other.mkdir()
+    rows = ablation_runs.ablation_rows(main, pair, other, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
+    by_name = {r["variant"]: r for r in rows}
+    assert all(by_name[a.name]["runs"] is None and "not on this pair" in by_name[a.name]["note"] for a in own)
+    assert len(calls) == len(pair.ablations) - len(own)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import fail
+from ..diagnostics import Location, fail
 from .conventions import from_vllm, trained_on
 from .recognise import IDS, NESTED, recognise
 from .table import formats_data
@@ -38,16 +38,20 @@ class Head:
     k: int | None
     verifier: str | None
     why: dict[str, str] = field(default_factory=dict)
+    verifier_architectures: tuple[str, ...] = ()
 
 
 def _refuse(message: str, key: str | None = None):
-    from ..diagnostics import Location
-
     return fail("SRG660", message, Location(None, key_path=key) if key else None)
 
 
 def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
     fmt = recognise(cfg, producer=producer)
+    if fmt.name == "hf" and _plain_causal_lm(cfg):
+        raise fail("SRG663", f"a plain {cfg['architectures'][0]} config (an EAGLE-1 head, or a draft model) has no "
+                   "form in the formats surgery converts: vLLM 0.32 reads speculators files of "
+                   f"{', '.join(sorted(formats_data()['speculators_algorithms']))} only (no EAGLE-1 `eagle`), and the "
+                   "ModelOpt / EAGLE-3 configs are EAGLE-3 heads", Location(None, key_path="architectures"))
     if fmt.name == "hf":
         raise _refuse("not a draft head in a known format (no speculators_config, eagle_config or "
                       "LlamaForCausalLMEagle3 + draft_vocab_size)")
@@ -77,7 +81,7 @@ def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
         fields_ = {k: cfg.get(k) for k in ("draft_vocab_size", "target_hidden_size") if cfg.get(k) is not None}
         fields_.update(s.norm_vllm)
         return Head(layer, fields_, ids, dict(nested), s.num_speculative_tokens, s.verifier,
-                    {"ids": trained[1]})
+                    {"ids": trained[1]}, tuple(s.verifier_architectures))
     layer = {k: v for k, v in cfg.items() if k not in HEAD_KEYS}
     nested = dict(cfg.get(NESTED) or {})
     nested.pop(IDS, None)
@@ -96,8 +100,18 @@ def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
     return Head(layer, fields_, ids, nested, None, None, {"ids": trained[1]})
 
 
-def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: int | None) -> tuple[dict, dict]:
-    """(config.json, why per field) in format `to`."""
+def _plain_causal_lm(cfg: dict) -> bool:
+    """An EAGLE-1 head's (or a draft model's) config: an ordinary *ForCausalLM, no draft-format marker."""
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    return bool(archs) and all(isinstance(a, str) and a.endswith("ForCausalLM") for a in archs) \
+        and not any(k in cfg for k in ("draft_vocab_size", NESTED, IDS))
+
+
+def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: int | None,
+                 verifier_architectures: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """(config.json, why per field) in format `to`. `verifier_architectures`: the --target's, which
+    the speculators library's own config class requires (VerifierConfig.architectures; vLLM does
+    not read them)."""
     if to not in TARGETS:
         raise _refuse(f"--to {to!r}: one of {', '.join(TARGETS)}")
     why: dict[str, str] = {}
@@ -119,10 +133,18 @@ def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: 
         if head.ids is not None:
             out[IDS] = list(head.ids)
             why[IDS] = f"vLLM's convention (input of layer i); {head.why.get('ids')}"
+        archs = list(head.verifier_architectures if verifier == head.verifier and head.verifier_architectures
+                     else verifier_architectures)
+        if not archs:
+            raise _refuse("the speculators library requires the verifier's architectures "
+                          "(speculators_config.verifier.architectures): pass --target with its config.json")
         out["speculators_config"] = {
             "algorithm": "eagle3", "default_proposal_method": "greedy",
             "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": k}],
-            "verifier": {"name_or_path": verifier}}
+            "verifier": {"name_or_path": verifier, "architectures": archs}}
+        why["speculators_config.verifier.architectures"] = \
+            "from the source" if archs == list(head.verifier_architectures) else "--target's architectures " \
+            "(required by the speculators library's VerifierConfig; vLLM does not read them)"
         why["speculators_config.proposal_methods[0].speculative_tokens"] = \
             "from the source" if head.k == k else ("--num-speculative-tokens" if k != DEFAULT_K or head.k else f"default {DEFAULT_K}")
         why["speculators_config.verifier.name_or_path"] = "from the source" if verifier == head.verifier else "--target"
@@ -157,9 +179,9 @@ def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: 
 
 
 def converted(cfg: dict, to: str, num_layers: int, producer: str | None = None, verifier: str | None = None,
-              k: int | None = None) -> tuple[dict, dict]:
+              k: int | None = None, verifier_architectures: tuple[str, ...] = ()) -> tuple[dict, dict]:
     head = read_head(cfg, num_layers, producer)
-    return write_config(head, to, num_layers, verifier, k)
+    return write_config(head, to, num_layers, verifier, k, verifier_architectures)
 
 
 def format_names() -> list[str]:

@@ -37,8 +37,10 @@ def convert_folder(src: str, to: str, out: str, target: str | None = None, produ
         raise fail("SRG001", f"{src} is not a model folder", Location(src))
     cfg, source = read_config(src_dir)
     cfg = {k2: v for k2, v in cfg.items() if not k2.startswith("_") or k2 == "_name_or_path"}
-    layers = read_facts(target).num_layers if target else None
-    written, why = converted(cfg, to, layers, producer=producer, verifier=target, k=k)
+    target_facts = read_facts(target) if target else None
+    layers = target_facts.num_layers if target_facts else None
+    written, why = converted(cfg, to, layers, producer=producer, verifier=target, k=k,
+                             verifier_architectures=tuple(target_facts.architectures) if target_facts else ())
     if out_dir.exists() and not force:
         raise fail("SRG661", f"{out} exists", Location(out))
     if out_dir.resolve() == src_dir.resolve():
@@ -57,7 +59,9 @@ def convert_folder(src: str, to: str, out: str, target: str | None = None, produ
     with staged_dir(out_dir) as tmp:
         for p in files:
             shutil.copyfile(p, tmp / p.name)
-        (tmp / "config.json").write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
+        # written as transformers' save_pretrained writes config.json (sorted keys, indent 2): a round
+        # trip of a head saved by transformers gives back its config.json byte for byte
+        (tmp / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
     return {"ok": True, "out": str(out_dir), "format": to, "from": fmt.name, "fields": why,
             "files": sorted(provenance["files"])}

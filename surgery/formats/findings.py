@@ -8,6 +8,10 @@
 - SRG656: a runner will read other layers than the head was trained on (convention, nesting);
 - SRG657: the legacy and v2 runners read different layers; SRG658: norm_before_residual absent;
 - SRG659 (info): explicit ids in a plain EAGLE-3 config, producer unknown.
+
+`misread_by_runner` is the serving side of SRG656: the one runner that will serve the head, as an
+error the plugin raises at engine start (surgery/vllm/startup.py), so a head whose ids the engine
+would read in another convention is never served wrong in silence.
 """
 from __future__ import annotations
 
@@ -121,3 +125,25 @@ def _speculators_findings(fmt: DraftFormat, draft, k: int | None) -> list[Diagno
             out.append(diag("SRG658", f"`{key}` is absent: vLLM builds {value}, the speculators config class "
                             f"{s.norm_speculators[key]}", Location(draft.source, key_path=key)))
     return out
+
+
+def misread_by_runner(draft, target, runner: str, producer: str | None = None) -> list[Diagnostic]:
+    """SRG656 (error) when the vLLM model runner `runner` ("legacy" or "v2") would capture other
+    target layers than the head was trained on; empty when it reads them right or the producer's
+    convention is unknown (SRG659 says that in the plan)."""
+    fmt = format_of(draft, producer)
+    if fmt.name == "hf" and not fmt.ids_written:
+        return []
+    trained = trained_on(fmt, target.num_layers)
+    reads = runner_reads(fmt, target.num_layers)
+    if trained is None or runner not in reads or tuple(reads[runner][0]) == tuple(trained[0]):
+        return []
+    ids, why = reads[runner]
+    folder = Path(draft.source).parent if Path(draft.source).name == "config.json" else Path(draft.source)
+    return [diag("SRG656", f"vLLM's {runner} model runner would capture target layers {list(ids)} ({why}); the "
+                 f"{fmt.name}-format head was trained on {list(trained[0])} ({trained[1]}), both in vLLM's "
+                 "convention: served as it is, it drafts from the wrong layers",
+                 Location(draft.source, key_path=fmt.where_written or "eagle_aux_hidden_state_layer_ids"),
+                 hint=f"write the ids in vLLM's convention at the top level, where every runner reads them: "
+                      f"`surgery convert {folder} --to speculators OUT --target TARGET` (or --to eagle), then "
+                      "serve OUT")]

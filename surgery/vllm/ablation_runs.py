@@ -88,9 +88,14 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
                 sorted((spec.get("rewire") or {}).items()), sorted((spec.get("speculative") or {}).items()))
 
     for ab in (pair.ablations if pair is not None else ()):
+        if ab.draft is not None and Path(target).resolve() != pair.target:
+            todo.append({"variant": ab.name, "note": f"serves the built-in head {ab.draft.parent.name} on the built-in "
+                         "target, not on this pair's"})  # said, never run against another target
+            continue
         spec = {"variant": ab.name, "because": ab.because, "drop_config_keys": list(ab.drop_config_keys),
-                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire), "speculative": dict(ab.speculative)}
-        same = next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
+                "set_config": dict(ab.set_config), "rewire": dict(ab.rewire), "speculative": dict(ab.speculative),
+                "draft": ab.draft}
+        same = None if ab.draft else next((t for t in todo if "note" not in t and edit(t) == edit(spec)), None)
         if same is not None:  # a field row that IS a step removal: one engine, both names
             same["variant"] += f" = {ab.name}"
             same["because"] = ab.because
@@ -108,10 +113,13 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
                       set_config=spec.get("set_config") or {}, rewire=spec.get("rewire") or {},
                       speculative=spec.get("speculative") or {})
         row_extra = {**(spec_extra or {}), **ab.speculative} or None
+        head = spec.get("draft") or draft
+        if spec.get("draft"):
+            row["draft"] = str(head)
         with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
             try:
-                d_folder = ablated_draft(Path(draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
-                    else draft
+                d_folder = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
+                    else head
                 r = decoding.speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
                                              max_tokens=max_tokens, rewire=ab.rewire or None, spec_extra=row_extra)
                 d = r["decode"]

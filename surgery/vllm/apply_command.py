@@ -14,6 +14,12 @@ undoing its effect on the live engine: a shared module becomes the draft's own, 
 config without its ids). Each row is a fresh stock engine without the recipe; config edits go to
 a temporary copy of the draft folder. A step no row can remove is listed with why.
 
+`--draft` alone (issue 24): a speculators-format head is served the way `vllm serve HEAD` serves it,
+the head folder as the model, vLLM's own detection taking the target (the file's verifier, a local
+folder here), the method and k from the file; any other head (EAGLE-3, ModelOpt, EAGLE-1 configs)
+against the recipe's built-in pair's target. A head whose ids the serving runner would misread is
+refused by the plugin at engine start (SRG656, surgery/vllm/startup.py).
+
 The pieces: surgery/vllm/engine.py (one engine's settings and lifecycle), decoding.py (the greedy
 reference and the speculative run), readout.py (what the live engine wired, checked against the
 plan), ablation_runs.py (the `--ablate` rows).
@@ -30,7 +36,7 @@ from .engine import MAX_TOKENS, NUM_SPEC
 from .readout import brief_wiring
 
 
-def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=NUM_SPEC,
+def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=None,
                    max_tokens=MAX_TOKENS, prompts=None, progress=lambda _m: None) -> dict:
     """The whole `--engine vllm` check; returns the report dict (see module doc)."""
     from ..pairs import builtin_pair
@@ -40,8 +46,13 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     engine = (recipe.engine or {}).get("vllm") if isinstance(getattr(recipe, "engine", None), dict) else None
     method = (engine or {}).get("method")
     pair = builtin_pair(recipe.name)
-    if (target is None) != (draft is None):
-        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in pair)"))
+    if target is not None and draft is None:
+        raise SurgeryError(diag("SRG011", "--target without --draft: give --draft too, or neither (built-in pair)"))
+    head = draft_format(draft) if draft is not None else None
+    head_as_model = head is not None and head.name == "speculators" and target is None
+    if draft is not None and target is None:
+        target = served_target(draft, head, pair)
+    num_spec, notes = serving_k(head if head_as_model else None, num_spec)
     if target is None:
         if pair is None:
             raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
@@ -68,7 +79,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     progress(f"speculative run ({method}, {num_spec} draft tokens, recipe {recipe.name})")
     try:
         run = decoding.speculative_run(target, draft, method, ids, reference, recipe=recipe_ref, num_spec=num_spec,
-                                       max_tokens=max_tokens, spec_extra=spec_extra)
+                                       max_tokens=max_tokens, spec_extra=spec_extra, head_as_model=head_as_model)
     except SurgeryError:
         raise
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
@@ -81,8 +92,51 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     ok = bool(verified) and d["identical"]
     return {"ok": ok, "verified": verified, "engine": "vllm", "method": method, "recipe": recipe.name,
             "parallel_drafting": parallel,
-            "target": str(target), "draft": str(draft), "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
-            "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows}
+            "target": str(target), "draft": str(draft), "draft_format": head.name if head else None,
+            "served": dict(run.get("served") or {}, as_given=AS_MODEL if head_as_model else AS_SPEC_CONFIG),
+            "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
+            "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows,
+            "diagnostics": [n.to_dict() for n in notes]}
+
+
+AS_MODEL = "head folder as the model (vLLM's speculators detection)"
+AS_SPEC_CONFIG = "target as the model, draft in speculative_config"
+
+
+def serving_k(head, asked: int | None) -> tuple[int, list]:
+    """(k served, coded notes). A speculators head given as the model: the file's k, as vLLM takes it,
+    unless --num-draft-tokens asks for another (vLLM applies it on top: SRG655 says so); else the
+    asked k or 3."""
+    if head is None or head.speculators is None:
+        return asked or NUM_SPEC, []
+    k = head.speculators.num_speculative_tokens
+    if asked is None or asked == k:
+        return k, []
+    return asked, [diag("SRG655", f"the file's k is {k}, --num-draft-tokens {asked} overrides it (vLLM applies a "
+                        "serving k on top of the file's)", severity="warning")]
+
+
+def draft_format(draft):
+    """The published format of the draft folder (surgery/formats), read as vLLM reads it."""
+    from ..facts import read_facts
+    from ..formats import format_of
+
+    return format_of(read_facts(draft))
+
+
+def served_target(draft, head, pair):
+    """The target for a draft given alone: a speculators head's verifier, which vLLM serves when the
+    head folder is the model (a local folder only: no hub here); else the built-in pair's target."""
+    if head is not None and head.name == "speculators":
+        verifier = Path(head.speculators.verifier).expanduser()
+        if not (verifier / "config.json").is_file():
+            raise SurgeryError(diag("SRG011", f"the speculators head names verifier {head.speculators.verifier!r}, "
+                                    "which is not a local model folder", hint="pass --target with the verifier's folder"))
+        return verifier
+    if pair is None:
+        raise SurgeryError(diag("SRG011", "--draft without --target, and the recipe has no built-in pair whose "
+                                "target could serve it", hint="pass --target"))
+    return pair.target
 
 
 def _preflight(recipe, target, draft) -> None:
@@ -113,7 +167,10 @@ def render(result: dict) -> str:
     d = result["decode"]
     lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
-             f"  target {result['target']}", f"  draft  {result['draft']}",
+             f"  target {result['target']}", f"  draft  {result['draft']}"
+             + (f" ({result['draft_format']} format)" if result.get("draft_format") else ""),
+             *([f"  served: {result['served']['as_given']}"] if result.get("served") else []),
+             *(f"  {n['severity']} {n['code']}: {n['message']}" for n in result.get("diagnostics") or ()),
              f"  plugin: verified {result['verified']}, applied {result['plugin'].get('applied')}"
              + (f", failed: {result['plugin'].get('failed')}" if result['plugin'].get('failed') else ""),
              *(f"  not applied: {m}" for m in result["plugin"].get("not_applicable") or ()),

@@ -278,6 +278,10 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
                           method=getattr(spec, "method", None), method_given=True,
                           max_model_len=getattr(target_config, "max_model_len", None), serving_flags=flags):
         audit.findings.append(("load", d))
+    from .startup import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
+
+    for d in draft_ids_misread(proposer.vllm_config, selection):
+        audit.findings.append(("load", d))
     drafter_length(audit, proposer)
 
 

@@ -25,11 +25,13 @@ def decode_summary(reference, outputs, counters, num_spec) -> dict:
 
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
-                    max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None) -> dict:
+                    max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None, head_as_model=False) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
     ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
     ``spec_extra``: more speculative_config keys (engine.engine_kwargs).
+    ``head_as_model``: a speculators head given as the model (vLLM takes target, method and k from
+    its file); ``num_spec`` is then the file's k, for the summary.
     ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
     callback (the oracle a recipe's wiring is compared with)."""
     live: dict[str, Any] = {}
@@ -48,7 +50,8 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
     callbacks.append(stock)
     t0 = time.perf_counter()
     try:
-        llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec, spec_extra))
+        llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec, spec_extra,
+                                                         head_as_model=head_as_model))
     finally:
         for cb in callbacks:
             hooks.remove_hook(cb)
@@ -57,6 +60,7 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         raise SurgeryError(diag("SRG460", f"ablation rewire {rewire} was not performed (no drafter load_model ran)"))
     try:
         start_s = time.perf_counter() - t0
+        served = served_config(llm)
         proposer = live.get("proposer")
         seen = (inspect or live_wiring)(proposer, live["target"]) if proposer is not None else None
         t = time.perf_counter()
@@ -73,10 +77,21 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                       "skipped": [f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
                       "layer_sets": {name: list(v) for name, v in plan.layer_sets.items()},
                       "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
-        return {"decode": decode, "plugin": plugin, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
+        return {"decode": decode, "plugin": plugin, "served": served, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
                 "rewired": rewired}
     finally:
         engine.shutdown(llm)
+
+
+def served_config(llm) -> dict | None:
+    """What the engine serves, as vLLM configured it: target, draft, method, k (for a head given
+    as the model, vLLM's speculators detection chose them)."""
+    cfg = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    spec = getattr(cfg, "speculative_config", None)
+    if cfg is None or spec is None:
+        return None
+    return {"target": cfg.model_config.model, "draft": spec.model, "method": spec.method,
+            "num_speculative_tokens": spec.num_speculative_tokens}
 
 
 def greedy_reference(target, prompts, max_tokens=MAX_TOKENS) -> tuple[list[list[int]], float]:

@@ -49,17 +49,25 @@ def cpu_mla_overrides(target) -> dict:
             "speculative": {"attention_backend": CPU_MLA_BACKEND}}
 
 
-def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC, spec_extra=None) -> dict:
+def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC, spec_extra=None,
+                  head_as_model=False) -> dict:
     """Small, deterministic engine settings (float32, eager, no prefix cache, stats on); MLA
     targets on CPU get :func:`cpu_mla_overrides`. ``spec_extra``: more speculative_config keys
-    (``parallel_drafting`` for a P-EAGLE head, which vLLM cannot tell from a native config)."""
+    (``parallel_drafting`` for a P-EAGLE head, which vLLM cannot tell from a native config).
+    ``head_as_model``: a speculators-format head is given as the model, as `vllm serve HEAD` does:
+    vLLM detects the format and takes the target (the file's verifier), the method and k from the
+    file (maybe_override_with_speculators)."""
     kw: dict[str, Any] = dict(
-        model=str(target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
+        model=str(draft if head_as_model else target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
         max_num_seqs=8, max_num_batched_tokens=1024, kv_cache_memory_bytes=32 * 1024 * 1024, seed=0,
         enable_prefix_caching=False, disable_log_stats=False)
     mla = cpu_mla_overrides(target)
     kw.update(mla.get("engine", {}))
-    if draft is not None:
+    if draft is not None and head_as_model:
+        # applied on top of the file's by vLLM (maybe_override_with_speculators): k, the MLA backend
+        kw["speculative_config"] = {"num_speculative_tokens": num_spec, **mla.get("speculative", {}),
+                                    **(spec_extra or {})}
+    elif draft is not None:
         spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
         if method:
             spec["method"] = method

@@ -27,7 +27,7 @@ from typing import Any
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engines import card
 from .log import get_logger
-from .selection import load_selected_recipe, plan_from_config, selected_recipe
+from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
 WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")
@@ -118,13 +118,18 @@ def check_engine_config(vllm_config: Any):
             _warn(diag("SRG030", f"recipe {recipe.name} is selected but speculative method {spec.method!r} has no "
                        "draft model: nothing will be applied"))
             return None
-        plan = plan_from_config(vllm_config, spec).plan
+        selection = plan_from_config(vllm_config, spec)
+        plan = selection.plan
     except SurgeryError:
         _print_block_if_uncaught()
         raise
     if not plan.ok:
         _print_block_if_uncaught()
         raise SurgeryError(plan.errors)
+    misread = draft_ids_misread(vllm_config, selection)
+    if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
+        _print_block_if_uncaught()
+        raise SurgeryError(misread)
     for d in plan.diagnostics:
         if d.severity == "warning":
             _warn(d)
@@ -132,6 +137,25 @@ def check_engine_config(vllm_config: Any):
              "%d operations planned (pp=%d, tp=%d, kv_cache_dtype=%s)", plan.recipe, len(plan.operations),
              plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
     return plan
+
+
+def serving_runner(vllm_config: Any) -> str:
+    """Which vLLM model runner will serve: "v2" or "legacy" (vLLM's own choice, config/vllm.py
+    use_v2_model_runner: the environment, Triton, the features the v2 runner lacks)."""
+    try:
+        return "v2" if vllm_config.use_v2_model_runner else "legacy"
+    except Exception:  # noqa: BLE001 - a vLLM without the property runs the legacy runner
+        return "legacy"
+
+
+def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
+    """SRG656 errors: the runner that will serve reads other aux layers than the draft head was
+    trained on (its format's id convention, ids nested where this runner does not look;
+    surgery/formats/findings.py). Refused at start: the plugin would otherwise capture, and verify,
+    the layers vLLM read."""
+    from ..formats.findings import misread_by_runner
+
+    return misread_by_runner(selection.draft, selection.target, serving_runner(vllm_config))
 
 
 def _print_block_if_uncaught() -> None:

@@ -42,13 +42,15 @@ def test_eagle_to_speculators_and_back_is_bit_identical(tmp_path):
 @pytest.mark.parametrize("folder", ["modelopt-llama3.1-8b-eagle3", "specforge-llama3.1-8b-eagle3"])
 def test_config_round_trips_through_speculators(folder):
     src = _cfg(FORMATS / folder)
-    spec, _ = converted(src, "speculators", 32, verifier="meta-llama/Llama-3.1-8B-Instruct")
+    spec, _ = converted(src, "speculators", 32, verifier="meta-llama/Llama-3.1-8B-Instruct",
+                        verifier_architectures=("LlamaForCausalLM",))
     back, _ = converted(spec, "modelopt" if "eagle_config" in src else "eagle", 32)
     assert back == src
 
 
 def test_modelopt_ids_are_translated_into_vllms_convention():
-    spec, why = converted(_cfg(FORMATS / "modelopt-llama3.1-8b-eagle3"), "speculators", 32, verifier="t")
+    spec, why = converted(_cfg(FORMATS / "modelopt-llama3.1-8b-eagle3"), "speculators", 32, verifier="t",
+                         verifier_architectures=("LlamaForCausalLM",))
     assert spec["eagle_aux_hidden_state_layer_ids"] == [2, 16, 29]  # ModelOpt [1, 15, 28] = layer outputs
     assert "modelopt" in why["eagle_aux_hidden_state_layer_ids"]
 

