@@ -68,7 +68,7 @@ def runs(pairs, prompts, references):
 def eagle3_default_aux(pairs, prompts, reference, tmp_path_factory):
     """The EAGLE-3 head with its aux ids removed from its config: vLLM falls back to (2, L//2, L-3)."""
     p = pairs["eagle3"]
-    (ab,) = [a for a in p.ablations if "eagle_aux_hidden_state_layer_ids" in a.drop_config_keys]
+    (ab,) = [a for a in p.ablations if "eagle_aux_hidden_state_layer_ids" in a.drop_config_keys and a.draft is None]
     draft = ablation_runs.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
     return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
 
