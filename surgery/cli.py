@@ -174,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "surgery/data/pairs/ablations.yaml)")
     p.add_argument("--engine", choices=list(ENGINES), default="hf",
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
-                   "plugin applying the recipe; no --target/--draft: the family's built-in pair")
+                   "plugin applying the recipe; no --target/--draft: the family's built-in pair; sglang: where "
+                   "SGLang cannot run speculative decoding (this CPU), SRG360 with the blocker (docs/sglang.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
@@ -357,6 +358,10 @@ def cmd_new(args, out) -> int:
 
 
 def cmd_apply(args, out) -> int:
+    if getattr(args, "engine", "hf") == "sglang":
+        from .sglang.apply_command import run_apply_sglang
+
+        return run_apply_sglang(args, out)
     if getattr(args, "engine", "hf") == "vllm":
         from .vllm.apply_command import run_apply_vllm
 

@@ -1,0 +1,133 @@
+"""Hook points into SGLang: where the draft is wired (the engine card's `wiring.draft_load_points`)
+and where the target's capture list is set.
+
+Lifecycle in SGLang's scheduler process (0.5.21, speculative/eagle_worker_v2.py)::
+
+    EagleDraftWorker.__init__            draft TpModelWorker built, draft weights loaded
+    Scheduler.init_memory_pools -> EagleDraftWorker.alloc_memory_pool
+        init_token_map
+        init_lm_head                     <- wrapped: SGLang's set_embed_and_head / set_embed, then
+                                            >>> the recipe is applied and verified here <<<
+    ModelRunner.init_attention_backends  <- wrapped: configure_aux_hidden_state_capture ->
+                                            target.set_eagle3_layers_to_capture(SGLang's ids + 1);
+                                            >>> the planned capture is re-applied and checked <<<
+
+`install()` wraps what this SGLang has; finding none of the draft-load points is an error (SRG361),
+never a hook that waits for a call that never comes. SGLang is imported here only, lazily.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from ..diagnostics import SurgeryError, diag
+from ..engines import card
+from .log import get_logger
+from .selection import selected_recipe, strict
+
+_MARK = "__surgery_hook__"
+RUNNER_POINT = ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_attention_backends")
+_state: dict[str, Any] = {"recipe": None, "applied": {}}  # id(target model) -> Applied
+
+
+def draft_load_points() -> list[tuple[str, str, str]]:
+    return [tuple(p) for p in card("sglang")["wiring"]["draft_load_points"]]
+
+
+def _class(module: str, name: str):
+    try:
+        return getattr(importlib.import_module(module), name, None), None
+    except Exception as exc:  # noqa: BLE001 - an SGLang without this worker (or without its deps)
+        return None, f"{type(exc).__name__}: {str(exc)[:160]}"
+
+
+def _wrap(cls: Any, method: str, after) -> bool:
+    fn = cls.__dict__.get(method)
+    if fn is None:
+        return False
+    if getattr(fn, _MARK, None) is None:
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            result = fn(self, *args, **kwargs)
+            after(self)
+            return result
+
+        setattr(wrapper, _MARK, fn)
+        setattr(cls, method, wrapper)
+    return True
+
+
+def install(recipe: str | None = None, points=None) -> list[str]:
+    """Wrap SGLang's draft-load points (and the runner's attention-backend set-up). Returns the
+    wrapped methods. SRG361 when no draft-load point exists in this SGLang."""
+    _state["recipe"] = selected_recipe(recipe)
+    wrapped, missing = [], []
+    for module, name, method in points or draft_load_points():
+        cls, why = _class(module, name)
+        if cls is not None and _wrap(cls, method, after_draft_load):
+            wrapped.append(f"{module}.{name}.{method}")
+        else:
+            missing.append(f"{module}.{name}.{method} ({why or 'absent'})")
+    if not wrapped:
+        raise SurgeryError(diag("SRG361", "no SGLang draft-load point to wrap: " + "; ".join(missing)))
+    cls, _ = _class(*RUNNER_POINT[:2])
+    if cls is not None and _wrap(cls, RUNNER_POINT[2], after_attention_backends):
+        wrapped.append(".".join(RUNNER_POINT))
+    get_logger().info("spec-surgery: recipe %s; wrapped %s", _state["recipe"] or "none selected (nothing changes)",
+                      ", ".join(wrapped))
+    return wrapped
+
+
+def uninstall(points=None) -> None:
+    for module, name, method in list(points or draft_load_points()) + [RUNNER_POINT]:
+        cls, _ = _class(module, name)
+        fn = cls.__dict__.get(method) if cls is not None else None
+        if fn is not None and getattr(fn, _MARK, None) is not None:
+            setattr(cls, method, getattr(fn, _MARK))
+    _state["applied"].clear()
+
+
+def algorithm_of(worker: Any) -> str | None:
+    algo = getattr(worker, "speculative_algorithm", None)
+    return getattr(algo, "name", None) or (str(algo) if algo is not None else None)
+
+
+def draft_models(worker: Any) -> list[Any]:
+    runners = getattr(worker, "draft_runner_list", None) or [worker.draft_runner]
+    return [r.model for r in runners]
+
+
+def after_draft_load(worker: Any) -> None:
+    """Right after SGLang's own init_lm_head: apply the selected recipe to each draft model."""
+    from .live_apply import apply_recipe
+
+    ref = _state["recipe"]
+    if ref is None:
+        return
+    target_runner = worker.target_worker.model_runner
+    target = target_runner.model
+    for draft in draft_models(worker):
+        applied = apply_recipe(ref, draft, target, worker.draft_runner.model_config.model_path,
+                               target_runner.model_config.model_path, algorithm=algorithm_of(worker),
+                               strict=strict())
+        _state["applied"][id(target)] = applied
+
+
+def after_attention_backends(runner: Any) -> None:
+    """SGLang sets the target's capture list with its own ids here; the planned one goes back on
+    and is checked (SRG501 when it does not hold)."""
+    applied = _state["applied"].get(id(getattr(runner, "model", None)))
+    if applied is None:
+        return
+    from ..applier.core import prepare_op
+
+    for op in applied.plan.ops("capture_hidden_states"):
+        prepared = prepare_op(op, None, runner.model, applied.context)
+        for m in prepared.mutations:
+            m.apply()
+        failed = [c for c in (make() for make in prepared.checks) if not c.ok]
+        get_logger().info("spec-surgery: capture list after SGLang's set_eagle3_layers_to_capture: %s",
+                          "as planned" if not failed else "; ".join(f"{c.name} ({c.detail})" for c in failed))
+        if failed and strict():
+            raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in failed)))
