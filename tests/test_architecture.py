@@ -180,16 +180,31 @@ def test_no_underscore_name_is_used_across_modules():
 
 
 LAYER_RULES = [
+    ("surgery.hf", ("surgery.sglang",), "engines do not import each other"),
+    ("surgery.vllm", ("surgery.sglang",), "engines do not import each other"),
+    ("surgery.sglang", ("surgery.hf", "surgery.vllm", "surgery.cli"), "engines do not import each other"),
     # (importer prefix, forbidden import prefixes, why)
-    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.cli", "surgery.checks"),
+    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.sglang", "surgery.cli",
+                      "surgery.checks"),
      "the kernel knows no op and no engine integration"),
-    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.applier"), "the registry never imports an engine"),
-    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.cli"), "the applier is engine-neutral"),
-    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.applier"),
+     "the registry never imports an engine"),
+    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.cli"), "the applier is engine-neutral"),
+    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
 ]
+
+
+def engine_names() -> tuple[str, ...]:
+    from surgery.engines import ENGINES
+
+    return ENGINES
 
 
 def _op_package_rules():
@@ -199,7 +214,7 @@ def _op_package_rules():
     for name in MODULES:
         parts = name.split(".")
         if len(parts) == 3 and parts[:2] == ["surgery", "ops"] and _is_package(name):
-            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in ("hf", "vllm"))
+            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in engine_names())
             rules.append((name, performers + ("surgery.ops.registry", "surgery.applier"),
                           "an op's spec knows no performer"))
         if len(parts) == 4 and parts[:2] == ["surgery", "ops"]:

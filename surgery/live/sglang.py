@@ -48,4 +48,7 @@ class SGLangContext(Context):
         its load_weights received). None without a record: SGLang keeps none of its own."""
         if self.loaded_names is None or path is None:
             return None
-        return f"{path}.weight" in self.loaded_names
+        # EAGLE-original / SpecForge heads name their tensors without the `model.` prefix
+        # (`embed_tokens.weight`), as SGLang's load_weights accepts them
+        names = {f"{path}.weight", f"{path.removeprefix('model.')}.weight"}
+        return bool(names & self.loaded_names)

@@ -8,6 +8,8 @@ Lifecycle in SGLang's scheduler process (0.5.21, speculative/eagle_worker_v2.py)
         init_token_map
         init_lm_head                     <- wrapped: SGLang's set_embed_and_head / set_embed, then
                                             >>> the recipe is applied and verified here <<<
+    (every model load) DefaultModelLoader.load_weights_and_postprocess <- wrapped: the checkpoint's
+                                            tensor names recorded (has-own answers, must_exist)
     ModelRunner.init_attention_backends  <- wrapped: configure_aux_hidden_state_capture ->
                                             target.set_eagle3_layers_to_capture(SGLang's ids + 1);
                                             >>> the planned capture is re-applied and checked <<<
@@ -28,7 +30,10 @@ from .selection import selected_recipe, strict
 
 _MARK = "__surgery_hook__"
 RUNNER_POINT = ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_attention_backends")
-_state: dict[str, Any] = {"recipe": None, "applied": {}}  # id(target model) -> Applied
+# every model SGLang loads passes its checkpoint's (name, tensor) pairs through this static method:
+# the names are recorded, since SGLang itself keeps no record of what a draft brought (sglang#27908)
+LOADER_POINT = ("sglang.srt.model_loader.loader", "DefaultModelLoader", "load_weights_and_postprocess")
+_state: dict[str, Any] = {"recipe": None, "applied": {}, "loaded": {}}  # applied: id(target) -> Applied
 
 
 def draft_load_points() -> list[tuple[str, str, str]]:
@@ -58,6 +63,34 @@ def _wrap(cls: Any, method: str, after) -> bool:
     return True
 
 
+def record_names(model: Any, weights):
+    """Pass the checkpoint's (name, tensor) pairs through, keeping the names for `model`."""
+    names = _state["loaded"].setdefault(id(model), set())
+    for item in weights:
+        names.add(item[0])
+        yield item
+
+
+def loaded_names(model: Any) -> frozenset[str] | None:
+    names = _state["loaded"].get(id(model))
+    return None if names is None else frozenset(names)
+
+
+def _wrap_static(cls: Any, method: str) -> bool:
+    raw = cls.__dict__.get(method)
+    if not isinstance(raw, staticmethod):
+        return False
+    fn = raw.__func__
+    if getattr(fn, _MARK, None) is None:
+        @functools.wraps(fn)
+        def wrapper(model, weights, *args, **kwargs):
+            return fn(model, record_names(model, weights), *args, **kwargs)
+
+        setattr(wrapper, _MARK, fn)
+        setattr(cls, method, staticmethod(wrapper))
+    return True
+
+
 def install(recipe: str | None = None, points=None) -> list[str]:
     """Wrap SGLang's draft-load points (and the runner's attention-backend set-up). Returns the
     wrapped methods. SRG361 when no draft-load point exists in this SGLang."""
@@ -74,18 +107,24 @@ def install(recipe: str | None = None, points=None) -> list[str]:
     cls, _ = _class(*RUNNER_POINT[:2])
     if cls is not None and _wrap(cls, RUNNER_POINT[2], after_attention_backends):
         wrapped.append(".".join(RUNNER_POINT))
+    cls, _ = _class(*LOADER_POINT[:2])
+    if cls is not None and _wrap_static(cls, LOADER_POINT[2]):
+        wrapped.append(".".join(LOADER_POINT))
     get_logger().info("spec-surgery: recipe %s; wrapped %s", _state["recipe"] or "none selected (nothing changes)",
                       ", ".join(wrapped))
     return wrapped
 
 
 def uninstall(points=None) -> None:
-    for module, name, method in list(points or draft_load_points()) + [RUNNER_POINT]:
+    for module, name, method in list(points or draft_load_points()) + [RUNNER_POINT, LOADER_POINT]:
         cls, _ = _class(module, name)
-        fn = cls.__dict__.get(method) if cls is not None else None
+        raw = cls.__dict__.get(method) if cls is not None else None
+        fn = raw.__func__ if isinstance(raw, staticmethod) else raw
         if fn is not None and getattr(fn, _MARK, None) is not None:
-            setattr(cls, method, getattr(fn, _MARK))
+            orig = getattr(fn, _MARK)
+            setattr(cls, method, staticmethod(orig) if isinstance(raw, staticmethod) else orig)
     _state["applied"].clear()
+    _state["loaded"].clear()
 
 
 def algorithm_of(worker: Any) -> str | None:
@@ -93,9 +132,9 @@ def algorithm_of(worker: Any) -> str | None:
     return getattr(algo, "name", None) or (str(algo) if algo is not None else None)
 
 
-def draft_models(worker: Any) -> list[Any]:
-    runners = getattr(worker, "draft_runner_list", None) or [worker.draft_runner]
-    return [r.model for r in runners]
+def draft_runners(worker: Any) -> list[Any]:
+    """The model runners of the worker's drafts: one, or one per step (multi-layer EAGLE)."""
+    return list(getattr(worker, "draft_runner_list", None) or [worker.draft_runner])
 
 
 def after_draft_load(worker: Any) -> None:
@@ -107,10 +146,11 @@ def after_draft_load(worker: Any) -> None:
         return
     target_runner = worker.target_worker.model_runner
     target = target_runner.model
-    for draft in draft_models(worker):
-        applied = apply_recipe(ref, draft, target, worker.draft_runner.model_config.model_path,
+    for runner in draft_runners(worker):
+        draft = runner.model
+        applied = apply_recipe(ref, draft, target, runner.model_config.model_path,
                                target_runner.model_config.model_path, algorithm=algorithm_of(worker),
-                               strict=strict())
+                               loaded_names=loaded_names(draft), strict=strict())
         _state["applied"][id(target)] = applied
 
 
