@@ -253,3 +253,21 @@ def test_each_op_kind_is_one_folder_with_its_performers(kind):
     folder = PKG / "ops" / kind
     for engine in ENGINES:
         assert (folder / f"{engine}.py").exists() == (unit.refusal(engine) is None), (kind, engine)
+
+
+def test_only_the_sglang_layer_imports_sglang_and_only_lazily():
+    """CI has no SGLang: the package `sglang` is imported nowhere but in surgery/sglang/, and there
+    only inside functions (so `import surgery.sglang.<module>` works without it)."""
+    problems = []
+    for name, tree in TREES.items():
+        for node in ast.walk(tree):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if not any(m == "sglang" or m.startswith("sglang.") for m in mods):
+                continue
+            where = f"{MODULES[name].relative_to(ROOT)}:{node.lineno}"
+            if not name.startswith("surgery.sglang"):
+                problems.append(f"{where}: imports sglang outside surgery/sglang/")
+            elif node in tree.body:
+                problems.append(f"{where}: imports sglang at module level")
+    assert not problems, "\n".join(problems)

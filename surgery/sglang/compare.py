@@ -2,8 +2,7 @@
 vLLM's own, per role (input_embeddings, lm_head: `target` or `own`) and for the captured layers.
 
 Plan level: computed from the configs, the checkpoints' tensor names and values, SGLang's rules
-(rules.py, checked against its code) and vLLM's (share when the draft brings none or identical
-weights: llm_base_proposer.py `_maybe_share_embeddings` / `_maybe_share_lm_head`). No engine runs:
+(rules.py, checked against its code) and vLLM's (`vllm_stock`). No engine runs:
 SGLang cannot run speculative decoding on this CPU (docs/sglang.md). `variant="own_different"`
 gives the draft its own, different weights for every role (what a checkpoint with a trained or a
 random head / embedding brings: TorchSpec#38, sglang#27908's opposite)."""
@@ -45,6 +44,17 @@ def brings(draft_dir: Path, target_dir: Path, role: str) -> tuple[bool, bool]:
     return True, tw is not None and dw.shape == tw.shape and bool(torch.equal(dw, tw))
 
 
+def vllm_stock(method: str, has_own: bool, identical: bool) -> str:
+    """vLLM 0.32's own wiring (v1/spec_decode/llm_base_proposer.py): MTP always shares; a draft
+    model keeps everything (its loader requires every weight); EAGLE / EAGLE-3 share when the draft
+    brings none or identical weights (`_maybe_share_embeddings` / `_maybe_share_lm_head`)."""
+    if method == "mtp":
+        return "target"
+    if method == "draft_model":
+        return "own"
+    return "target" if not has_own or identical else "own"
+
+
 def _shared(policy: str | None, has_own: bool, identical: bool) -> bool:
     policy = policy or "share"
     return policy == "share" or not has_own or (policy == "share_if_identical" and identical)
@@ -73,7 +83,7 @@ def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is") 
                 continue
             recipe_says = ("target" if _shared(op.if_draft_has_own, has_own, identical) else "own") \
                 if op.kind == "share_module" else "own"
-        vllm = "target" if not has_own or identical else "own"
+        vllm = vllm_stock(method, has_own, identical)
         row = {"role": role, "draft_brings_own": has_own, "identical_to_target": identical, "recipe": recipe_says,
                "sglang_stock": sglang[role], "vllm_stock": vllm}
         row["sglang_differs_from_vllm"] = row["sglang_stock"] != vllm

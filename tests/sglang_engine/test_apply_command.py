@@ -62,3 +62,21 @@ def test_eagle3_builtin_pair_on_sglang_reads_other_aux_layers():
     capture = wiring_rows("eagle3", pair.draft, pair.target)["capture"]
     assert capture == {"recipe": [0, 7, 8], "sglang_stock": [2, 4, 5], "sglang_reads": None,
                        "capturable_by_sglang": [7]}
+
+
+@pytest.mark.parametrize("recipe", ["eagle", "eagle3", "mtp", "deepseek-mtp", "draft-model"])
+@pytest.mark.parametrize("variant", ["as_is", "own_different"])
+def test_the_recipes_decision_is_vllms_own_and_sglang_differs_only_where_said(recipe, variant):
+    """The shipped recipes reproduce vLLM's wiring (their oracle tests): so per role the recipe's
+    decision equals the comparison's vLLM column, and SGLang's column differs exactly for an EAGLE
+    head or an EAGLE-3 embedding that the draft brings, different from the target's."""
+    from surgery.sglang.compare import wiring_rows
+
+    pair = builtin_pair(recipe)
+    result = wiring_rows(recipe, pair.draft, pair.target, variant=variant)
+    for row in result["roles"]:
+        assert row["recipe"] == row["vllm_stock"], row
+        brings_different = row["draft_brings_own"] and not row["identical_to_target"]
+        expected = brings_different and (result["algorithm"] == "EAGLE"
+                                         or (result["algorithm"] == "EAGLE3" and row["role"] == "input_embeddings"))
+        assert row["sglang_differs_from_vllm"] is expected, (result["algorithm"], row)
