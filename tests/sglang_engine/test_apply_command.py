@@ -80,3 +80,13 @@ def test_the_recipes_decision_is_vllms_own_and_sglang_differs_only_where_said(re
         expected = brings_different and (result["algorithm"] == "EAGLE"
                                          or (result["algorithm"] == "EAGLE3" and row["role"] == "input_embeddings"))
         assert row["sglang_differs_from_vllm"] is expected, (result["algorithm"], row)
+
+
+def test_validate_says_before_any_load_which_aux_ids_sglang_cannot_capture(run_cli):
+    """The built-in EAGLE-3 head's ids [0, 7, 8] on an 8-layer target: fine for vLLM, SRG362 for
+    SGLang at plan time, at the recipe's `layers:` (file:line:col)."""
+    pair = builtin_pair("eagle3")
+    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--target", pair.target, "--draft", pair.draft)
+    assert code == 1 and "SRG362" in out + err and "[0, 8]" in out + err and "eagle3.yaml:" in out + err
+    code, _, _ = run_cli("validate", "eagle3", "--engine", "vllm", "--target", pair.target, "--draft", pair.draft)
+    assert code == 0
