@@ -103,7 +103,12 @@ def install(recipe: str | None = None, points=None) -> list[str]:
         else:
             missing.append(f"{module}.{name}.{method} ({why or 'absent'})")
     if not wrapped:
-        raise SurgeryError(diag("SRG361", "no SGLang draft-load point to wrap: " + "; ".join(missing)))
+        if _state["recipe"] is None:  # nothing selected, nothing to apply: said, not an error
+            get_logger().info("spec-surgery: no recipe selected and no SGLang draft-load point here (%s)",
+                              "; ".join(missing))
+            return []
+        raise SurgeryError(diag("SRG361", f"recipe {_state['recipe']!r} is selected but there is no SGLang "
+                                "draft-load point to wrap: " + "; ".join(missing)))
     cls, _ = _class(*RUNNER_POINT[:2])
     if cls is not None and _wrap(cls, RUNNER_POINT[2], after_attention_backends):
         wrapped.append(".".join(RUNNER_POINT))

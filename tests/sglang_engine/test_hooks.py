@@ -253,3 +253,34 @@ def test_the_environment_variable_selects_the_recipe(sglang_modules, monkeypatch
     from surgery.sglang.selection import selected_recipe
 
     assert selected_recipe() == "eagle" and selected_recipe("mtp") == "mtp"  # the launcher's argument wins
+
+
+def test_the_plugin_entry_point_is_sglangs_general_plugin_group():
+    """SGLang loads `sglang.srt.plugins` entry points in every process (its load_plugins, called
+    from the scheduler): ours is declared there and resolves to plugin.register."""
+    import tomllib
+
+    from testpaths import ROOT
+
+    eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert eps["sglang.srt.plugins"] == {"spec_surgery": "surgery.sglang.plugin:register"}
+    loader = sgl.source("plugins/__init__.py")
+    assert 'GENERAL_PLUGINS_GROUP = "sglang.srt.plugins"' in loader
+    assert "load_plugins()" in sgl.source("managers/scheduler.py")
+
+
+def test_the_plugin_without_sglang_says_so(monkeypatch, caplog):
+    """No SGLang here: with a recipe selected, SRG361, also logged at error level (SGLang swallows
+    plugin exceptions); with none selected, one info line and nothing wrapped."""
+    from surgery.sglang import plugin
+
+    monkeypatch.setenv("SURGERY_RECIPE", "eagle")
+    with caplog.at_level(logging.INFO, logger="sglang.surgery"), pytest.raises(SurgeryError) as exc:
+        plugin.register()
+    assert [d.code for d in exc.value.diagnostics] == ["SRG361"]
+    assert any(r.levelno == logging.ERROR and "SRG361" in r.getMessage() for r in caplog.records)
+    monkeypatch.delenv("SURGERY_RECIPE")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sglang.surgery"):
+        plugin.register()
+    assert any("no recipe selected" in r.getMessage() for r in caplog.records)
