@@ -36,12 +36,23 @@ def num_layers(target: Any) -> int | None:
 class SGLangContext(Context):
     engine = "sglang"
 
-    def __init__(self, algorithm: str | None = None, loaded_names: frozenset[str] | None = None):
+    def __init__(self, algorithm: str | None = None, loaded_names: frozenset[str] | None = None,
+                 own_weights: dict[str, Any] | None = None):
         """`algorithm`: SGLang's speculative algorithm (EAGLE3, EAGLE, NEXTN, STANDALONE).
         `loaded_names`: the parameter names the draft's `load_weights` received from its checkpoint,
-        when the hook recorded them; None: not recorded (has-own cannot be told)."""
+        when the hook recorded them; None: not recorded (has-own cannot be told).
+        `own_weights`: role path -> the draft's own weight tensor as it was BEFORE SGLang's
+        init_lm_head, which deletes and rebinds it (`del m.weight; m.weight = target's`): without it a
+        recipe applied afterwards would see the target's tensor and call it the draft's own."""
         self.algorithm = algorithm
         self.loaded_names = loaded_names
+        self.own_weights = dict(own_weights or {})
+
+    def own_weight(self, draft: Any, path: str) -> Any:
+        """The draft's own weight at `path`: the one SGLang's wiring replaced, else the current one."""
+        from .paths import get_path
+
+        return self.own_weights.get(path, getattr(get_path(draft, path), "weight", None))
 
     def draft_has_own(self, draft: Any, role: str, path: str | None = None) -> bool | None:
         """Whether the draft checkpoint brought the role's weight (`<path>.weight` among the names

@@ -6,7 +6,8 @@ Lifecycle in SGLang's scheduler process (0.5.21, speculative/eagle_worker_v2.py)
     EagleDraftWorker.__init__            draft TpModelWorker built, draft weights loaded
     Scheduler.init_memory_pools -> EagleDraftWorker.alloc_memory_pool
         init_token_map
-        init_lm_head                     <- wrapped: SGLang's set_embed_and_head / set_embed, then
+        init_lm_head                     <- wrapped: the draft's own embedding / head kept aside; SGLang's
+                                            set_embed_and_head / set_embed (del + rebind); then
                                             >>> the recipe is applied and verified here <<<
     (every model load) DefaultModelLoader.load_weights_and_postprocess <- wrapped: the checkpoint's
                                             tensor names recorded (has-own answers, must_exist)
@@ -33,7 +34,9 @@ RUNNER_POINT = ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_a
 # every model SGLang loads passes its checkpoint's (name, tensor) pairs through this static method:
 # the names are recorded, since SGLang itself keeps no record of what a draft brought (sglang#27908)
 LOADER_POINT = ("sglang.srt.model_loader.loader", "DefaultModelLoader", "load_weights_and_postprocess")
-_state: dict[str, Any] = {"recipe": None, "applied": {}, "loaded": {}}  # applied: id(target) -> Applied
+# applied: id(target) -> Applied; loaded: id(model) -> checkpoint names; own: id(worker) -> the drafts'
+# own weights before SGLang's init_lm_head replaced them
+_state: dict[str, Any] = {"recipe": None, "applied": {}, "loaded": {}, "own": {}}
 
 
 def draft_load_points() -> list[tuple[str, str, str]]:
@@ -47,13 +50,15 @@ def _class(module: str, name: str):
         return None, f"{type(exc).__name__}: {str(exc)[:160]}"
 
 
-def _wrap(cls: Any, method: str, after) -> bool:
+def _wrap(cls: Any, method: str, after, before=None) -> bool:
     fn = cls.__dict__.get(method)
     if fn is None:
         return False
     if getattr(fn, _MARK, None) is None:
         @functools.wraps(fn)
         def wrapper(self, *args, **kwargs):
+            if before is not None:
+                before(self)
             result = fn(self, *args, **kwargs)
             after(self)
             return result
@@ -98,7 +103,7 @@ def install(recipe: str | None = None, points=None) -> list[str]:
     wrapped, missing = [], []
     for module, name, method in points or draft_load_points():
         cls, why = _class(module, name)
-        if cls is not None and _wrap(cls, method, after_draft_load):
+        if cls is not None and _wrap(cls, method, after_draft_load, before_draft_load):
             wrapped.append(f"{module}.{name}.{method}")
         else:
             missing.append(f"{module}.{name}.{method} ({why or 'absent'})")
@@ -128,8 +133,8 @@ def uninstall(points=None) -> None:
         if fn is not None and getattr(fn, _MARK, None) is not None:
             orig = getattr(fn, _MARK)
             setattr(cls, method, staticmethod(orig) if isinstance(raw, staticmethod) else orig)
-    _state["applied"].clear()
-    _state["loaded"].clear()
+    for key in ("applied", "loaded", "own"):
+        _state[key].clear()
 
 
 def algorithm_of(worker: Any) -> str | None:
@@ -142,6 +147,15 @@ def draft_runners(worker: Any) -> list[Any]:
     return list(getattr(worker, "draft_runner_list", None) or [worker.draft_runner])
 
 
+def before_draft_load(worker: Any) -> None:
+    """Right before SGLang's init_lm_head, which deletes the draft's embedding / head weights and
+    binds the target's: keep the draft's own tensors, so a recipe that keeps them can put them back."""
+    from .live_apply import snapshot_own_weights
+
+    if _state["recipe"] is not None:
+        _state["own"][id(worker)] = [snapshot_own_weights(r.model) for r in draft_runners(worker)]
+
+
 def after_draft_load(worker: Any) -> None:
     """Right after SGLang's own init_lm_head: apply the selected recipe to each draft model."""
     from .live_apply import apply_recipe
@@ -151,11 +165,12 @@ def after_draft_load(worker: Any) -> None:
         return
     target_runner = worker.target_worker.model_runner
     target = target_runner.model
-    for runner in draft_runners(worker):
+    owns = _state["own"].pop(id(worker), None) or [None] * len(draft_runners(worker))
+    for runner, own in zip(draft_runners(worker), owns):
         draft = runner.model
         applied = apply_recipe(ref, draft, target, runner.model_config.model_path,
                                target_runner.model_config.model_path, algorithm=algorithm_of(worker),
-                               loaded_names=loaded_names(draft), strict=strict())
+                               loaded_names=loaded_names(draft), own_weights=own, strict=strict())
         _state["applied"][id(target)] = applied
 
 
@@ -167,12 +182,17 @@ def after_attention_backends(runner: Any) -> None:
         return
     from ..applier.core import prepare_op
 
+    from ..live.sglang import capture_holder
+
     for op in applied.plan.ops("capture_hidden_states"):
+        holder = capture_holder(runner.model)
+        sglangs = list(getattr(holder, "layers_to_capture", ()) or ())
         prepared = prepare_op(op, None, runner.model, applied.context)
         for m in prepared.mutations:
             m.apply()
         failed = [c for c in (make() for make in prepared.checks) if not c.ok]
-        get_logger().info("spec-surgery: capture list after SGLang's set_eagle3_layers_to_capture: %s",
-                          "as planned" if not failed else "; ".join(f"{c.name} ({c.detail})" for c in failed))
+        get_logger().info("spec-surgery: SGLang's set_eagle3_layers_to_capture set layers_to_capture=%s; the planned "
+                          "%s %s", sglangs, list(op.layers), "put back" if not failed else
+                          "NOT held: " + "; ".join(f"{c.name} ({c.detail})" for c in failed))
         if failed and strict():
             raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in failed)))

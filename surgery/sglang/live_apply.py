@@ -33,6 +33,41 @@ class Applied:
                 "not_applicable": [f"{d.code} {d.message}" for d in self.report.not_applicable]}
 
 
+def wiring(draft: Any, target: Any) -> dict[str, str]:
+    """Where the draft's embedding and head point on the live models: `target` (the draft's weight IS
+    the target's tensor), `own`, or `absent`. Read before and after the recipe: the live oracle that
+    the recipe's wiring equals SGLang's own where the two must agree."""
+    from ..live.paths import get_path, role_path
+
+    out = {}
+    for role in ("input_embeddings", "lm_head"):
+        try:
+            d = getattr(get_path(draft, role_path("sglang", draft, role, "draft")), "weight", None)
+            t = getattr(get_path(target, role_path("sglang", target, role, "target")), "weight", None)
+        except SurgeryError:
+            out[role] = "absent"
+            continue
+        out[role] = "absent" if d is None else "target" if d is t else "own"
+    return out
+
+
+def snapshot_own_weights(draft: Any) -> dict[str, Any]:
+    """Role path -> the draft's weight tensor now (before SGLang's wiring), for every role SGLang's
+    init_lm_head may replace."""
+    from ..live.paths import get_path, role_path
+
+    out = {}
+    for role in ("input_embeddings", "lm_head"):
+        try:
+            path = role_path("sglang", draft, role, "draft")
+        except SurgeryError:
+            continue
+        weight = getattr(get_path(draft, path), "weight", None)
+        if weight is not None:
+            out[path] = weight
+    return out
+
+
 def plan_for(recipe_ref: str, draft_path: str, target_path: str):
     from ..facts import read_facts
     from ..plan import Runtime
@@ -48,23 +83,28 @@ def plan_for(recipe_ref: str, draft_path: str, target_path: str):
 
 def apply_recipe(recipe_ref: str, draft: Any, target: Any, draft_path: str, target_path: str,
                  algorithm: str | None = None, loaded_names: frozenset[str] | None = None,
-                 strict: bool = True) -> Applied:
+                 own_weights: dict[str, Any] | None = None, strict: bool = True) -> Applied:
     """Apply, verify, roll back on failure (then SRG501 when strict). Never leaves a wiring that
     failed its own checks in place."""
     from ..applier import apply_plan, rollback, verify_plan
 
     plan = plan_for(recipe_ref, draft_path, target_path)
-    context = SGLangContext(algorithm=algorithm, loaded_names=loaded_names)
+    context = SGLangContext(algorithm=algorithm, loaded_names=loaded_names, own_weights=own_weights)
+    stock = wiring(draft, target)  # SGLang's own init_lm_head has run
     report = apply_plan(plan, draft, target, context, strict=strict)
     verification = verify_plan(plan, draft, target, context, report=report)
     if not verification.ok:
         rollback(report)
+    after = wiring(draft, target)
     get_logger().info(
         "spec-surgery: recipe %s applied at SGLang's draft load (%s): %d operations, %s, verification %s "
-        "(%d checks)%s", plan.recipe, algorithm or "?", len(report.applied), report.summary(),
-        "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks),
-        "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]))
+        "(%d checks)%s; wiring SGLang's own %s, after the recipe %s (%s)", plan.recipe, algorithm or "?",
+        len(report.applied), report.summary(), "PASS" if verification.ok else "FAIL, rolled back",
+        len(verification.checks),
+        "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),
+        stock, after, "identical" if stock == after else "the recipe rewired " +
+        ", ".join(r for r in stock if stock[r] != after[r]))
     if not verification.ok and strict:
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)
                                 + " (the wiring was rolled back)"))
-    return Applied(plan, report, verification, context)
+    return Applied(plan, report, verification, context, notes=[{"sglang_wiring": stock, "after_recipe": after}])

@@ -149,6 +149,7 @@ def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe,
     assert identities(draft3, target3) == stock
     line = next(r.getMessage() for r in caplog.records if r.name == "sglang.surgery" and "applied" in r.getMessage())
     assert f"recipe {recipe} applied" in line and "verification PASS" in line and algorithm in line
+    assert "SGLang's own {'input_embeddings': 'target', 'lm_head': 'target'}" in line and "(identical)" in line
 
 
 def test_an_aux_id_sglang_cannot_capture_is_refused_before_any_change(sglang_modules, sglang_code):
@@ -284,3 +285,25 @@ def test_the_plugin_without_sglang_says_so(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="sglang.surgery"):
         plugin.register()
     assert any("no recipe selected" in r.getMessage() for r in caplog.records)
+
+
+def test_a_draft_head_sglang_replaces_is_kept_when_the_recipe_keeps_it(sglang_modules, sglang_code, caplog):
+    """The ablation row, on SGLang's own init_lm_head: an EAGLE draft that brings its own, different
+    embedding and head. SGLang replaces both (set_embed_and_head, always); the recipe
+    (share_if_identical, vLLM's rule) keeps them: the hook kept the tensors aside before SGLang's
+    `del` + rebind and puts them back, verified by identity with the checkpoint's tensors."""
+    pair, draft, target = pair_models(sglang_code, "eagle")
+    own = {"embed": draft.model.embed_tokens.weight, "head": draft.lm_head.weight}
+    names = checkpoint_names(pair.draft) + [("embed_tokens.weight", None), ("lm_head.weight", None)]
+
+    stock_draft = pair_models(sglang_code, "eagle")[1]
+    worker_for(sglang_modules, "EAGLE", stock_draft, target, pair.draft, pair.target).init_lm_head()
+    assert identities(stock_draft, target) == {"embed": True, "head": True}  # SGLang stock: replaced
+
+    hooks.install(recipe="eagle", points=POINTS)
+    list(hooks.record_names(draft, names))
+    with caplog.at_level(logging.INFO, logger="sglang.surgery"):
+        worker_for(sglang_modules, "EAGLE", draft, target, pair.draft, pair.target).init_lm_head()
+    assert draft.model.embed_tokens.weight is own["embed"] and draft.lm_head.weight is own["head"]
+    line = next(r.getMessage() for r in caplog.records if "applied" in r.getMessage())
+    assert "verification PASS" in line and "the recipe rewired input_embeddings, lm_head" in line

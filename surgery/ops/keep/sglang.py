@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...live.mutations import SetAttr
 from ...live.paths import get_path, role_path
 from ...live.prepared import Check, Prepared
 from . import own_weights_check, require_own_weights
@@ -14,8 +15,13 @@ from . import own_weights_check, require_own_weights
 
 def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
     d_path = ctx.role_path(draft, op, "draft")
-    d_weight = getattr(get_path(draft, d_path), "weight", None)
+    d_mod = get_path(draft, d_path)
+    current = getattr(d_mod, "weight", None)
+    d_weight = ctx.own_weight(draft, d_path)  # before SGLang's init_lm_head replaced it, where it did
     t_weight = getattr(get_path(target, ctx.role_path(target, op, "target")), "weight", None)
+    # SGLang's init_lm_head replaces an EAGLE / NEXTN draft's head and embedding whatever it brought:
+    # keeping means putting the draft's own tensor back
+    restore = [SetAttr(op.id, d_mod, "weight", d_weight)] if d_weight is not None and current is not d_weight else []
     require_own_weights(op, draft, d_path, ctx, f"SGLang {type(draft).__name__}",
                         " (SGLang records no loaded weight names for this draft: the surgery hook did not see "
                         "its load_weights)")
@@ -43,4 +49,4 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
                          "embedding weight)", ok, f"on_target={on_target} on_own={on_own}")
 
         checks.append(tie)
-    return Prepared(op, [], checks)
+    return Prepared(op, restore, checks, decision="SGLang's init_lm_head had replaced it: restored" if restore else None)

@@ -6,6 +6,7 @@ SGLang records nothing about what the draft checkpoint brought; the context answ
 where the hook recorded the names `load_weights` received (surgery/live/sglang.py)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from ...diagnostics import SurgeryError, diag
@@ -24,17 +25,21 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
     if t_weight is None or d_weight is None:
         raise SurgeryError(diag("SRG405", f"{op.id}: {'target ' + t_path if t_weight is None else 'draft ' + d_path} "
                                 "has no weight to share (SGLang shares weights, not modules)"))
-    if tuple(d_weight.shape) != tuple(t_weight.shape):
-        raise SurgeryError(diag("SRG405", f"{op.id}: draft {d_path}.weight is {tuple(d_weight.shape)}, the target's "
+    own = ctx.own_weight(draft, d_path)  # before SGLang's init_lm_head replaced it, where it did
+    if tuple(own.shape) != tuple(t_weight.shape):
+        raise SurgeryError(diag("SRG405", f"{op.id}: draft {d_path}.weight is {tuple(own.shape)}, the target's "
                                 f"{tuple(t_weight.shape)}"))
-    decision = decide_share(op.if_draft_has_own, d_mod, t_mod, ctx.draft_has_own(draft, op.role, d_path))
+    replaced = own is not d_weight
+    decision = decide_share(op.if_draft_has_own, SimpleNamespace(weight=own), t_mod,
+                            ctx.draft_has_own(draft, op.role, d_path))
     if not decision.share:
+        why = decision.why + ("; SGLang's init_lm_head had replaced it with the target's: restored" if replaced else "")
+
         def kept() -> Check:
             now = getattr(get_path(draft, d_path), "weight", None)
-            return Check(op.id, f"draft {d_path}.weight keeps its own tensor ({decision.why})",
-                         now is d_weight and now is not t_weight)
+            return Check(op.id, f"draft {d_path}.weight is its own tensor ({why})", now is own and now is not t_weight)
 
-        return Prepared(op, [], [kept], decision=decision.why)
+        return Prepared(op, [SetAttr(op.id, d_mod, "weight", own)] if replaced else [], [kept], decision=why)
 
     def identical() -> Check:
         now = getattr(get_path(draft, d_path), "weight", None)
