@@ -44,6 +44,10 @@ def draft_load_points() -> list[tuple[str, str, str]]:
 
 
 def _class(module: str, name: str):
+    """The class, or (None, why). Only SGLang's own modules are ever imported: the names come from
+    the engine card's `draft_load_points` and the two literals above (tests/test_security.py)."""
+    if not module.startswith("sglang."):
+        return None, "not an SGLang module (never imported)"
     try:
         return getattr(importlib.import_module(module), name, None), None
     except Exception as exc:  # noqa: BLE001 - an SGLang without this worker (or without its deps)

@@ -50,12 +50,12 @@ def sglang_code():
 @pytest.fixture
 def sglang_modules(monkeypatch, sglang_code):
     """A fake worker module holding SGLang's EagleDraftWorker.init_lm_head, and the lora import it makes."""
-    for name in ("sglang", "sglang.srt", "sglang.srt.lora"):
+    for name in ("sglang", "sglang.srt", "sglang.srt.lora", "sglang.srt.speculative"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     lora = types.ModuleType("sglang.srt.lora.layers")
     lora.unwrap_lora_layer = lambda m: m
     monkeypatch.setitem(sys.modules, "sglang.srt.lora.layers", lora)
-    worker_mod = types.ModuleType("fake_sglang_worker")
+    worker_mod = types.ModuleType(POINTS[0][0])
 
     class EagleDraftWorker:
         init_lm_head = sglang_code["init_lm_head"]
@@ -64,12 +64,12 @@ def sglang_modules(monkeypatch, sglang_code):
             return self.target_worker.model_runner.model.get_embed_and_head()
 
     worker_mod.EagleDraftWorker = EagleDraftWorker
-    monkeypatch.setitem(sys.modules, "fake_sglang_worker", worker_mod)
+    monkeypatch.setitem(sys.modules, POINTS[0][0], worker_mod)
     yield worker_mod
     hooks.uninstall(POINTS)
 
 
-POINTS = [("fake_sglang_worker", "EagleDraftWorker", "init_lm_head")]
+POINTS = [("sglang.srt.speculative.stand_in_worker", "EagleDraftWorker", "init_lm_head")]
 
 
 def sglang_model(sglang_code, cfg: dict, *, draft: bool):
@@ -233,9 +233,12 @@ def test_a_failed_check_rolls_the_wiring_back(sglang_modules, sglang_code, monke
 
 def test_a_hook_with_nothing_to_wrap_is_an_error():
     with pytest.raises(SurgeryError) as exc:
-        hooks.install(recipe="eagle", points=[("no_such_sglang.speculative", "EagleDraftWorker", "init_lm_head")])
+        hooks.install(recipe="eagle", points=[("sglang.srt.no_such_worker", "EagleDraftWorker", "init_lm_head"),
+                                              ("os", "EagleDraftWorker", "init_lm_head")])
     assert [d.code for d in exc.value.diagnostics] == ["SRG361"]
-    assert "no_such_sglang.speculative.EagleDraftWorker.init_lm_head (ModuleNotFoundError" in str(exc.value.diagnostics[0].message)
+    message = exc.value.diagnostics[0].message
+    assert "sglang.srt.no_such_worker.EagleDraftWorker.init_lm_head (ModuleNotFoundError" in message
+    assert "os.EagleDraftWorker.init_lm_head (not an SGLang module (never imported))" in message
 
 
 def test_no_recipe_selected_is_said_and_changes_nothing(sglang_modules, sglang_code, monkeypatch, caplog):
