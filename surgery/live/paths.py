@@ -49,6 +49,11 @@ def role_paths(engine: str, role: str, side: str, layer: int | None = None) -> l
     if role not in roles:
         return None
     entry = roles[role]
+    if isinstance(entry, dict) and entry.get("one_module_for_every_layer"):
+        # declared in the card: the engine keeps this per-layer role (numbered as vLLM numbers it) in
+        # ONE module whatever the layer (SGLang's NextN draft holds its single MTP layer's shared head
+        # as `lm_head`); the layer is then not silently ignored but said to mean nothing here
+        return list(entry[side])
     candidates = entry[side] if isinstance(entry, dict) else entry
     per_layer = any("{i}" in c for paths in (entry.values() if isinstance(entry, dict) else [entry]) for c in paths)
     if any("{i}" in c for c in candidates):

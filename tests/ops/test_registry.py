@@ -16,6 +16,7 @@ from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.engines import ENGINES  # noqa: E402
 from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
 from surgery.live.prepared import NotApplicable  # noqa: E402
+from surgery.live.sglang import SGLangContext  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 from surgery.ops.registry import RECIPE_KEYS, UNITS, implemented, performer, performer_module, register  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
@@ -187,6 +188,31 @@ def hf_pair():
     return draft, target
 
 
+def _sglang_model(n):
+    """SGLang's Llama shape: model.layers[i].self_attn.attn, model.embed_tokens, lm_head, model.norm,
+    and on the target's text model the capture list `layers_to_capture`."""
+    root = torch.nn.Module()
+    root.model = torch.nn.Module()
+    layers = torch.nn.ModuleList()
+    for _ in range(n):
+        layer = torch.nn.Module()
+        layer.self_attn = torch.nn.Module()
+        layer.self_attn.attn = torch.nn.Module()
+        layers.append(layer)
+    root.model.layers = layers
+    root.model.embed_tokens = torch.nn.Embedding(6, 4)
+    root.model.norm = torch.nn.LayerNorm(4)
+    root.model.layers_to_capture = []
+    root.lm_head = torch.nn.Linear(4, 6, bias=False)
+    root.config = types.SimpleNamespace(num_hidden_layers=n)
+    return root
+
+
+def sglang_pair():
+    torch.manual_seed(0)
+    return _sglang_model(4), _sglang_model(4)
+
+
 # one concrete spec per (kind, engine), and the other values each field can take
 SPECS = {
     "share_kv": ShareKV(id="x", step=0, map="m", draft_layer=1, target_layer=2),
@@ -203,7 +229,9 @@ ALTERNATIVES = {
     "if_draft_has_own": ["share", "share_if_identical", "keep"], "tied_to": ["draft_embeddings", "none"],
     "must_exist": [True], "layers": [(1,), (0, 1, 3)], "scope": ["model", "all_modules"],
 }
-PAIRS = {"hf": hf_pair, "vllm": vllm_pair}
+PAIRS = {"hf": hf_pair, "vllm": vllm_pair, "sglang": sglang_pair}
+CONTEXTS = {"vllm": lambda: VLLMContext(is_attention=lambda m: isinstance(m, VAttention)), "hf": HFContext,
+            "sglang": lambda: SGLangContext(loaded_names=frozenset({"model.embed_tokens.weight"}))}
 
 
 def _val(v):
@@ -217,7 +245,7 @@ def _val(v):
 def outcome(engine, spec, draft, target):
     """What the performer would do with `spec`: its mutations (what, where, to which value), its
     load-time decision and its checks' names; or the refusal."""
-    context = VLLMContext(is_attention=lambda m: isinstance(m, VAttention)) if engine == "vllm" else HFContext()
+    context = CONTEXTS[engine]()
     try:
         p = prepare_op(spec, draft, target, context)
     except (SurgeryError, NotApplicable) as exc:
@@ -245,6 +273,8 @@ def test_no_spec_field_is_ignored(kind, engine, field):
     spec = SPECS[kind]
     if kind in ("share_module", "keep") and field == "layer" and engine == "vllm":
         spec = dataclasses.replace(spec, role="mtp_shared_head", layer=3)  # a per-layer role on vLLM
+    if kind == "capture_hidden_states" and engine == "sglang":
+        spec = dataclasses.replace(spec, layers=(1, 2))  # SGLang cannot capture id 0 (SRG362)
     draft, target = PAIRS[engine]()
     base = outcome(engine, spec, draft, target)
     assert base[0] == "prepared", f"{engine} performer refuses the base spec of {kind}: {base}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...engines import ENGINES, card
 from ..base import Operation, OpUnit
 from ..common import step_fields
 
@@ -18,8 +19,23 @@ class CaptureHiddenStates(Operation):
 
 def expand(resolver, step) -> list[CaptureHiddenStates]:
     name = step.args["layers"]
-    return [CaptureHiddenStates(id=f"capture_hidden_states:{name}", layers=tuple(resolver.sets.get(name, ())),
-                                layer_set=name, **step_fields(step))]
+    layers = tuple(resolver.sets.get(name, ()))
+    check_capturable(resolver, step, layers)
+    return [CaptureHiddenStates(id=f"capture_hidden_states:{name}", layers=layers, layer_set=name, **step_fields(step))]
+
+
+def check_capturable(resolver, step, layers: tuple[int, ...]) -> None:
+    """Plan time: ids the engine's capture loop cannot return (the card's `wiring.capturable_ids`,
+    `1..L-1` for SGLang: no embedding output, no final state), said before anything loads (SRG362)."""
+    engine = resolver.runtime.engine
+    span = ((card(engine).get("wiring") or {}).get("capturable_ids") if engine in ENGINES else None)
+    if span != "1..L-1":
+        return
+    n = resolver.target.num_layers
+    outside = [i for i in layers if not 1 <= i < n]
+    if outside:
+        resolver.add("SRG362", f"{engine} cannot capture aux ids {outside} of a {n}-layer target (it captures the "
+                     f"input of layers 1..{n - 1})", resolver.recipe.location(step.path + ("layers",)))
 
 
 def render(step: int, ops: list[CaptureHiddenStates]) -> list[str]:

@@ -42,5 +42,7 @@ UNIT = OpUnit(
     kind="copy_attr", recipe_key="copy_attrs", spec=CopyAttr, expand=expand, render=render,
     label=lambda o: "copy_attrs",
     summary="copy attention attributes (KV-cache quantisation scales) from the mapped target layer",
-    refused_by={"hf": "HF attention layers hold no KV-cache quantisation scales (a vLLM concept)"},
+    refused_by={"hf": "HF attention layers hold no KV-cache quantisation scales (a vLLM concept)",
+                "sglang": "copy_attrs copies KV scales between layers that share a KV cache (share_kv), which "
+                          "SGLang's draft never does (it allocates the draft's own KV pool); docs/sglang.md"},
 )

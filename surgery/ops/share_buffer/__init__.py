@@ -33,5 +33,7 @@ UNIT = OpUnit(
     label=lambda o: f"share_buffer {o.attr}",
     summary="draft modules use the target's object for a named attribute (e.g. a shared top-k indices buffer)",
     refused_by={"hf": "surgery's HF loader runs Gemma 4 pairs only; their modules hold no buffer shared with "
-                      "the target"},
+                      "the target",
+                "sglang": "the recipes' share_buffer is for vLLM's DeepSeek-V3.2 / GLM MTP indexer buffers; "
+                          "surgery does not wire SGLang's sparse-attention (DSA) drafts; docs/sglang.md"},
 )

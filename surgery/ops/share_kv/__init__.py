@@ -29,4 +29,7 @@ def render(step: int, ops: list[ShareKV]) -> list[str]:
 
 
 UNIT = OpUnit(kind="share_kv", spec=ShareKV, expand=expand, render=render, label=lambda o: f"share_kv ({o.map})",
-              summary="draft attention layer reads the mapped target layer's KV cache")
+              summary="draft attention layer reads the mapped target layer's KV cache",
+              refused_by={"sglang": "SGLang gives the draft worker its own KV pool (EagleDraftWorker.alloc_memory_pool "
+                                    "shares only req_to_token_pool); a draft layer cannot read a target layer's cache "
+                                    "there. Gemma 4 assistants: use vLLM or HF; docs/sglang.md"})

@@ -1,0 +1,202 @@
+"""Hook points into SGLang: where the draft is wired (the engine card's `wiring.draft_load_points`)
+and where the target's capture list is set.
+
+Lifecycle in SGLang's scheduler process (0.5.21, speculative/eagle_worker_v2.py)::
+
+    EagleDraftWorker.__init__            draft TpModelWorker built, draft weights loaded
+    Scheduler.init_memory_pools -> EagleDraftWorker.alloc_memory_pool
+        init_token_map
+        init_lm_head                     <- wrapped: the draft's own embedding / head kept aside; SGLang's
+                                            set_embed_and_head / set_embed (del + rebind); then
+                                            >>> the recipe is applied and verified here <<<
+    (every model load) DefaultModelLoader.load_weights_and_postprocess <- wrapped: the checkpoint's
+                                            tensor names recorded (has-own answers, must_exist)
+    ModelRunner.init_attention_backends  <- wrapped: configure_aux_hidden_state_capture ->
+                                            target.set_eagle3_layers_to_capture(SGLang's ids + 1);
+                                            >>> the planned capture is re-applied and checked <<<
+
+`install()` wraps what this SGLang has; finding none of the draft-load points is an error (SRG361),
+never a hook that waits for a call that never comes. SGLang is imported here only, lazily.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from ..diagnostics import SurgeryError, diag
+from ..engines import card
+from .log import get_logger
+from .selection import selected_recipe, strict
+
+_MARK = "__surgery_hook__"
+RUNNER_POINT = ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_attention_backends")
+# every model SGLang loads passes its checkpoint's (name, tensor) pairs through this static method:
+# the names are recorded, since SGLang itself keeps no record of what a draft brought (sglang#27908)
+LOADER_POINT = ("sglang.srt.model_loader.loader", "DefaultModelLoader", "load_weights_and_postprocess")
+# applied: id(target) -> Applied; loaded: id(model) -> checkpoint names; own: id(worker) -> the drafts'
+# own weights before SGLang's init_lm_head replaced them
+_state: dict[str, Any] = {"recipe": None, "applied": {}, "loaded": {}, "own": {}}
+
+
+def draft_load_points() -> list[tuple[str, str, str]]:
+    return [tuple(p) for p in card("sglang")["wiring"]["draft_load_points"]]
+
+
+def _class(module: str, name: str):
+    """The class, or (None, why). Only SGLang's own modules are ever imported: the names come from
+    the engine card's `draft_load_points` and the two literals above (tests/test_security.py)."""
+    if not module.startswith("sglang."):
+        return None, "not an SGLang module (never imported)"
+    try:
+        return getattr(importlib.import_module(module), name, None), None
+    except Exception as exc:  # noqa: BLE001 - an SGLang without this worker (or without its deps)
+        return None, f"{type(exc).__name__}: {str(exc)[:160]}"
+
+
+def _wrap(cls: Any, method: str, after, before=None) -> bool:
+    fn = cls.__dict__.get(method)
+    if fn is None:
+        return False
+    if getattr(fn, _MARK, None) is None:
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            if before is not None:
+                before(self)
+            result = fn(self, *args, **kwargs)
+            after(self)
+            return result
+
+        setattr(wrapper, _MARK, fn)
+        setattr(cls, method, wrapper)
+    return True
+
+
+def record_names(model: Any, weights):
+    """Pass the checkpoint's (name, tensor) pairs through, keeping the names for `model`."""
+    names = _state["loaded"].setdefault(id(model), set())
+    for item in weights:
+        names.add(item[0])
+        yield item
+
+
+def loaded_names(model: Any) -> frozenset[str] | None:
+    names = _state["loaded"].get(id(model))
+    return None if names is None else frozenset(names)
+
+
+def _wrap_static(cls: Any, method: str) -> bool:
+    raw = cls.__dict__.get(method)
+    if not isinstance(raw, staticmethod):
+        return False
+    fn = raw.__func__
+    if getattr(fn, _MARK, None) is None:
+        @functools.wraps(fn)
+        def wrapper(model, weights, *args, **kwargs):
+            return fn(model, record_names(model, weights), *args, **kwargs)
+
+        setattr(wrapper, _MARK, fn)
+        setattr(cls, method, staticmethod(wrapper))
+    return True
+
+
+def install(recipe: str | None = None, points=None) -> list[str]:
+    """Wrap SGLang's draft-load points (and the runner's attention-backend set-up). Returns the
+    wrapped methods. SRG361 when no draft-load point exists in this SGLang."""
+    _state["recipe"] = selected_recipe(recipe)
+    wrapped, missing = [], []
+    for module, name, method in points or draft_load_points():
+        cls, why = _class(module, name)
+        if cls is not None and _wrap(cls, method, after_draft_load, before_draft_load):
+            wrapped.append(f"{module}.{name}.{method}")
+        else:
+            missing.append(f"{module}.{name}.{method} ({why or 'absent'})")
+    if not wrapped:
+        if _state["recipe"] is None:  # nothing selected, nothing to apply: said, not an error
+            get_logger().info("spec-surgery: no recipe selected and no SGLang draft-load point here (%s)",
+                              "; ".join(missing))
+            return []
+        raise SurgeryError(diag("SRG361", f"recipe {_state['recipe']!r} is selected but there is no SGLang "
+                                "draft-load point to wrap: " + "; ".join(missing)))
+    cls, _ = _class(*RUNNER_POINT[:2])
+    if cls is not None and _wrap(cls, RUNNER_POINT[2], after_attention_backends):
+        wrapped.append(".".join(RUNNER_POINT))
+    cls, _ = _class(*LOADER_POINT[:2])
+    if cls is not None and _wrap_static(cls, LOADER_POINT[2]):
+        wrapped.append(".".join(LOADER_POINT))
+    get_logger().info("spec-surgery: recipe %s; wrapped %s", _state["recipe"] or "none selected (nothing changes)",
+                      ", ".join(wrapped))
+    return wrapped
+
+
+def uninstall(points=None) -> None:
+    for module, name, method in list(points or draft_load_points()) + [RUNNER_POINT, LOADER_POINT]:
+        cls, _ = _class(module, name)
+        raw = cls.__dict__.get(method) if cls is not None else None
+        fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+        if fn is not None and getattr(fn, _MARK, None) is not None:
+            orig = getattr(fn, _MARK)
+            setattr(cls, method, staticmethod(orig) if isinstance(raw, staticmethod) else orig)
+    for key in ("applied", "loaded", "own"):
+        _state[key].clear()
+
+
+def algorithm_of(worker: Any) -> str | None:
+    algo = getattr(worker, "speculative_algorithm", None)
+    return getattr(algo, "name", None) or (str(algo) if algo is not None else None)
+
+
+def draft_runners(worker: Any) -> list[Any]:
+    """The model runners of the worker's drafts: one, or one per step (multi-layer EAGLE)."""
+    return list(getattr(worker, "draft_runner_list", None) or [worker.draft_runner])
+
+
+def before_draft_load(worker: Any) -> None:
+    """Right before SGLang's init_lm_head, which deletes the draft's embedding / head weights and
+    binds the target's: keep the draft's own tensors, so a recipe that keeps them can put them back."""
+    from .live_apply import snapshot_own_weights
+
+    if _state["recipe"] is not None:
+        _state["own"][id(worker)] = [snapshot_own_weights(r.model) for r in draft_runners(worker)]
+
+
+def after_draft_load(worker: Any) -> None:
+    """Right after SGLang's own init_lm_head: apply the selected recipe to each draft model."""
+    from .live_apply import apply_recipe
+
+    ref = _state["recipe"]
+    if ref is None:
+        return
+    target_runner = worker.target_worker.model_runner
+    target = target_runner.model
+    owns = _state["own"].pop(id(worker), None) or [None] * len(draft_runners(worker))
+    for runner, own in zip(draft_runners(worker), owns):
+        draft = runner.model
+        applied = apply_recipe(ref, draft, target, runner.model_config.model_path,
+                               target_runner.model_config.model_path, algorithm=algorithm_of(worker),
+                               loaded_names=loaded_names(draft), own_weights=own, strict=strict())
+        _state["applied"][id(target)] = applied
+
+
+def after_attention_backends(runner: Any) -> None:
+    """SGLang sets the target's capture list with its own ids here; the planned one goes back on
+    and is checked (SRG501 when it does not hold)."""
+    applied = _state["applied"].get(id(getattr(runner, "model", None)))
+    if applied is None:
+        return
+    from ..applier.core import prepare_op
+
+    from ..live.sglang import capture_holder
+
+    for op in applied.plan.ops("capture_hidden_states"):
+        holder = capture_holder(runner.model)
+        sglangs = list(getattr(holder, "layers_to_capture", ()) or ())
+        prepared = prepare_op(op, None, runner.model, applied.context)
+        for m in prepared.mutations:
+            m.apply()
+        failed = [c for c in (make() for make in prepared.checks) if not c.ok]
+        get_logger().info("spec-surgery: SGLang's set_eagle3_layers_to_capture set layers_to_capture=%s; the planned "
+                          "%s %s", sglangs, list(op.layers), "put back" if not failed else
+                          "NOT held: " + "; ".join(f"{c.name} ({c.detail})" for c in failed))
+        if failed and strict():
+            raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in failed)))
