@@ -301,25 +301,33 @@ def round_cost(device, dtype, width, ks, new_tokens, repeats, prompt_len=64, con
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu", action="store_true", help="small CPU version (tiny pair only, fp32)")
+    parser.add_argument("--prompts", choices=("held-out", "default"), default="held-out",
+                        help="the pair's held-out prompts (text it never trained on; default) or "
+                        "surgery.pairs.DEFAULT_PROMPTS (what the 2026-12-03 figures of docs/gpu.md used)")
     args = parser.parse_args()
     import torch
 
-    from surgery.pairs import DEFAULT_PROMPTS
+    from surgery.pairs import DEFAULT_PROMPTS as DEFAULT, held_out_prompts
+
+    texts = tuple(held_out_prompts()) if args.prompts == "held-out" else DEFAULT
+    if not texts:
+        raise SystemExit("the pair index lists no held-out prompts: pass --prompts default")
 
     device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
     if device == "cpu":
         torch.set_num_threads(1)  # two shared cores: one thread is faster and steadier for the tiny pair
     results = _versions(device)
+    results["prompt_set"] = args.prompts
     name = "hf_generate_cpu" if device == "cpu" else "hf_generate"
     if device == "cpu":
-        dtype, prompts, max_new, ks, tf_ks = torch.float32, DEFAULT_PROMPTS[:3], 32, (1, 2, 3, 4), (3,)
+        dtype, prompts, max_new, ks, tf_ks = torch.float32, texts[:3], 32, (1, 2, 3, 4), (3,)
         parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 5, ks, tf_ks)),
-                 ("tf_path_maps", tf_path_maps, (device, dtype, DEFAULT_PROMPTS[:2], 24, 3)),
+                 ("tf_path_maps", tf_path_maps, (device, dtype, texts[:2], 24, 3)),
                  ("round_cost", round_cost, (device, dtype, "tiny", (1, 2, 3, 4), 32, 5))]
     else:
-        dtype, prompts, max_new, ks, tf_ks = torch.bfloat16, DEFAULT_PROMPTS[:6], 64, (1, 2, 3, 4), (1, 3)
+        dtype, prompts, max_new, ks, tf_ks = torch.bfloat16, texts[:6], 64, (1, 2, 3, 4), (1, 3)
         parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 3, ks, tf_ks)),
-                 ("tf_path_maps", tf_path_maps, (device, dtype, DEFAULT_PROMPTS[:4], 48, 3)),
+                 ("tf_path_maps", tf_path_maps, (device, dtype, texts[:4], 48, 3)),
                  ("round_cost", round_cost, (device, dtype, "e2b", (1, 2, 3, 4), 48, 3))]
     for key, fn, fn_args in parts:
         log("part", key)

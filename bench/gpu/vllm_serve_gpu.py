@@ -25,6 +25,11 @@ from pathlib import Path
 
 from common import OUT, ROOT, log, readable_pair, save
 
+# third-party modules vllm/entrypoints/ imports (0.26.0); which of them import here is recorded first,
+# so a server that cannot start says which wheel to carry (bench/gpu/server_wheels.sh)
+SERVER_MODULES = ("uvicorn", "h11", "click", "fastapi", "starlette", "prometheus_client",
+                  "prometheus_fastapi_instrumentator", "multipart", "aiohttp", "uvloop", "watchfiles", "PIL",
+                  "psutil", "jinja2", "regex", "openai")
 PROMPTS = ["def __init__(self, ", "import os\n", "    def __repr__(self):\n        return "]
 MAX_TOKENS = 24
 PORT = 8011
@@ -38,6 +43,15 @@ def versions() -> dict:
 
     return {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "python": sys.version.split()[0], "device": torch.cuda.get_device_name(0)}
+
+
+def server_modules() -> dict[str, str]:
+    """module -> "ok" or the import error, each in a fresh interpreter (an import may poison this one)."""
+    out = {}
+    for name in SERVER_MODULES:
+        r = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=60)
+        out[name] = "ok" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1][:200]
+    return out
 
 
 def _get(url: str, timeout: float = 5):
@@ -66,6 +80,8 @@ def main() -> None:
         res["versions"] = versions()
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         res["versions"] = {"error": repr(exc)}
+    res["server_modules"] = server_modules()
+    log("server modules", res["server_modules"])
     out = pairs.export("gemma4-mtp", Path("/tmp/serve-pair"))
     target, draft = readable_pair(Path(out["target"]), Path(out["draft"]))
     report_path = Path("/tmp/serve-pair/report.json")
