@@ -175,7 +175,7 @@ class _Builder:
             raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
         try:
             value = self._scalar.construct_object(node)
-        except (ValueError, OverflowError, KeyError, TypeError) as exc:  # `0x_`, `0b_`, `!!bool x`, 4300+ digits
+        except (ValueError, OverflowError, KeyError, TypeError):  # `0x_`, `0b_`, `!!bool x`, 4300+ digits
             kind = node.tag.rsplit(":", 1)[-1]
             raise fail("SRG102", f"{node.value[:40]!r} is not a valid {kind}", self.loc(node)) from None
         if isinstance(value, float) and not math.isfinite(value):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Any
 
 from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
 

@@ -8,7 +8,7 @@ came in. Rules are data: surgery/data/formats.yaml.
 """
 from __future__ import annotations
 
-from .recognise import DraftFormat, format_name, recognise
+from .recognise import DraftFormat, recognise
 from .speculators import vllm_hf_config
 
 SOURCE_KEY = "speculators_source_config"  # the original speculators file inside the normalised dict

@@ -51,7 +51,7 @@ def _dtype(name: str):
     return table[name]
 
 
-def _model_folder(path) -> "Path":
+def _model_folder(path):
     from pathlib import Path
 
     p = Path(path)

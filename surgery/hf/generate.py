@@ -26,7 +26,6 @@ import sys
 import warnings
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
