@@ -94,7 +94,19 @@ def block_draft_findings(fmt: DraftFormat, draft, target, k: int | None) -> list
     found, verdict = verifier_findings(fmt, draft, target)
     parts += [verdict, f"method {s.method}, k {s.num_speculative_tokens} (proposal_methods[0])"]
     out = [diag("SRG652", "; ".join(parts), Location(draft.source))] + found
-    out += _speculators_findings(fmt, draft, k)
+    return out + _speculators_findings(fmt, draft, k) + shifted_own_ids(fmt, draft)
+
+
+def shifted_own_ids(fmt: DraftFormat, draft) -> list[Diagnostic]:
+    """SRG665 for each draft-numbering `target_layer_ids` a speculators dflash / dspark file writes
+    that is not its aux ids - 1 (what vLLM gives the draft); empty for any other file."""
+    algo = algorithm(fmt.speculators.algorithm) if fmt.speculators is not None else None
+    if not (algo or {}).get("aux_ids"):
+        return []
+    cfg = original_config(draft.raw)
+    capture, native = block_draft_ids(cfg, algo, draft.source)
+    rule = algo["aux_ids"]
+    out = []
     for key in NATIVE_ID_KEYS:
         written = _lookup(cfg, key)
         if written and list(written) != native:
@@ -174,10 +186,14 @@ def _speculators_findings(fmt: DraftFormat, draft, k: int | None) -> list[Diagno
 def misread_by_runner(draft, target, runner: str, producer: str | None = None) -> list[Diagnostic]:
     """SRG656 (error) when the vLLM model runner `runner` ("legacy" or "v2") would capture other
     target layers than the head was trained on; empty when it reads them right or the producer's
-    convention is unknown (SRG659 says that in the plan)."""
+    convention is unknown (SRG659 says that in the plan). A speculators dflash / dspark file whose own
+    target_layer_ids are not its aux ids - 1 is SRG665 here as well: served, it drafts from shifted layers."""
     fmt = format_of(draft, producer)
     if fmt.name == "hf" and not fmt.ids_written:
         return []
+    shifted = shifted_own_ids(fmt, draft)
+    if shifted:  # a block drafter whose two numberings disagree: refused at engine start too
+        return shifted
     trained = trained_on(fmt, target.num_layers)
     reads = runner_reads(fmt, target.num_layers)
     if trained is None or runner not in reads or tuple(reads[runner][0]) == tuple(trained[0]):
