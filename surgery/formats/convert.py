@@ -45,7 +45,24 @@ def _refuse(message: str, key: str | None = None):
     return fail("SRG660", message, Location(None, key_path=key) if key else None)
 
 
+def _block_draft(cfg: dict) -> str | None:
+    """What makes `cfg` a DFlash / DSpark draft (formats.yaml `block_drafters`), or None."""
+    data = formats_data()["block_drafters"]
+    kind = cfg.get("speculators_model_type") if cfg.get("speculators_config") is not None else None
+    if kind in data["speculators_model_types"]:
+        return f"a speculators {kind} file"
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    hit = [a for a in archs if a in data["architectures"]]
+    return f"a native {hit[0]} config" if hit else None
+
+
 def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
+    block = _block_draft(cfg)
+    if block is not None:
+        raise fail("SRG666", f"{block}: convert translates EAGLE-3 heads only; its neutral form has no mask token, "
+                   "block size, anchor sampling or causal flag, so they would be lost",
+                   Location(None, key_path="speculators_model_type" if block.startswith("a speculators")
+                            else "architectures"))
     fmt = recognise(cfg, producer=producer)
     if fmt.name == "hf" and _plain_causal_lm(cfg):
         raise fail("SRG663", f"a plain {cfg['architectures'][0]} config (an EAGLE-1 head, or a draft model) has no "

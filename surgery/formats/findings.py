@@ -7,7 +7,8 @@
 - SRG655: the file's k against the k the recipe / command asks for;
 - SRG656: a runner will read other layers than the head was trained on (convention, nesting);
 - SRG657: the legacy and v2 runners read different layers; SRG658: norm_before_residual absent;
-- SRG659 (info): explicit ids in a plain EAGLE-3 config, producer unknown.
+- SRG659 (info): explicit ids in a plain EAGLE-3 config, producer unknown;
+- SRG665: a speculators dflash / dspark file whose own target_layer_ids are not its aux ids - 1.
 
 `misread_by_runner` is the serving side of SRG656: the one runner that will serve the head, as an
 error the plugin raises at engine start (surgery/vllm/startup.py), so a head whose ids the engine
@@ -19,10 +20,11 @@ import json
 from pathlib import Path
 
 from ..diagnostics import Diagnostic, Location, diag
-from . import format_of
+from . import format_of, original_config
 from .conventions import runner_reads, trained_on
 from .recognise import DraftFormat
-from .table import formats
+from .speculators import block_draft_ids
+from .table import algorithm, formats
 
 DRAFT_METHODS = ("eagle", "eagle3")
 
@@ -64,11 +66,65 @@ def verifier_findings(fmt: DraftFormat, draft, target) -> tuple[list[Diagnostic]
         (", architectures" if archs else "") + ")"
 
 
+# where a block-drafter file may also write the draft's own target-layer ids (vLLM overwrites or ignores them)
+NATIVE_ID_KEYS = ("target_layer_ids", "dspark_target_layer_ids", "dflash_config.target_layer_ids",
+                  "transformer_layer_config.target_layer_ids", "transformer_layer_config.dspark_target_layer_ids",
+                  "transformer_layer_config.dflash_config.target_layer_ids")
+
+
+def _lookup(cfg: dict, dotted: str):
+    for part in dotted.split("."):
+        cfg = cfg.get(part) if isinstance(cfg, dict) else None
+    return cfg
+
+
+def block_draft_findings(fmt: DraftFormat, draft, target, k: int | None) -> list[Diagnostic]:
+    """SRG652 for a speculators dflash / dspark file: the ids the engine captures (the file's
+    aux_hidden_state_layer_ids) and the draft's own numbering vLLM derives (minus one); SRG665 for
+    each target_layer_ids the file also writes that is not that derived numbering."""
+    s = fmt.speculators
+    algo = algorithm(s.algorithm)
+    cfg = original_config(draft.raw)
+    capture, native = block_draft_ids(cfg, algo, draft.source)
+    rule = algo["aux_ids"]
+    parts = [f"draft format speculators {s.algorithm} ({formats()['speculators']['writer']})",
+             f"vLLM ({algo['source']}) captures {capture} ({rule['key']} -> {rule['to']}, capture numbering: "
+             f"id i = input of target layer i) and gives the draft {rule['to_native']} {native} (id {rule['shift']:+d}: "
+             "the target layer whose output it reads)"]
+    found, verdict = verifier_findings(fmt, draft, target)
+    parts += [verdict, f"method {s.method}, k {s.num_speculative_tokens} (proposal_methods[0])"]
+    out = [diag("SRG652", "; ".join(parts), Location(draft.source))] + found
+    return out + _speculators_findings(fmt, draft, k) + shifted_own_ids(fmt, draft)
+
+
+def shifted_own_ids(fmt: DraftFormat, draft) -> list[Diagnostic]:
+    """SRG665 for each draft-numbering `target_layer_ids` a speculators dflash / dspark file writes
+    that is not its aux ids - 1 (what vLLM gives the draft); empty for any other file."""
+    algo = algorithm(fmt.speculators.algorithm) if fmt.speculators is not None else None
+    if not (algo or {}).get("aux_ids"):
+        return []
+    cfg = original_config(draft.raw)
+    capture, native = block_draft_ids(cfg, algo, draft.source)
+    rule = algo["aux_ids"]
+    out = []
+    for key in NATIVE_ID_KEYS:
+        written = _lookup(cfg, key)
+        if written and list(written) != native:
+            shifted = "; they equal the aux ids unshifted: DFlash's own numbering written as capture ids, " \
+                "every feature read one layer early" if list(written) == capture else ""
+            out.append(diag("SRG665", f"`{key}` {list(written)} is not {native}, the {rule['key']} {capture} minus "
+                            f"one that vLLM gives the draft (it captures {capture}){shifted}",
+                            Location(draft.source, key_path=key)))
+    return out
+
+
 def format_findings(draft, target, producer: str | None = None, num_speculative_tokens: int | None = None,
                     method: str | None = None) -> list[Diagnostic]:
+    fmt = format_of(draft, producer)
+    if fmt.speculators is not None and (algorithm(fmt.speculators.algorithm) or {}).get("aux_ids"):
+        return block_draft_findings(fmt, draft, target, num_speculative_tokens)
     if method not in (None, *DRAFT_METHODS):
         return []
-    fmt = format_of(draft, producer)
     if fmt.name == "hf" and not fmt.ids_written:
         return []
     out: list[Diagnostic] = []
@@ -130,10 +186,14 @@ def _speculators_findings(fmt: DraftFormat, draft, k: int | None) -> list[Diagno
 def misread_by_runner(draft, target, runner: str, producer: str | None = None) -> list[Diagnostic]:
     """SRG656 (error) when the vLLM model runner `runner` ("legacy" or "v2") would capture other
     target layers than the head was trained on; empty when it reads them right or the producer's
-    convention is unknown (SRG659 says that in the plan)."""
+    convention is unknown (SRG659 says that in the plan). A speculators dflash / dspark file whose own
+    target_layer_ids are not its aux ids - 1 is SRG665 here as well: served, it drafts from shifted layers."""
     fmt = format_of(draft, producer)
     if fmt.name == "hf" and not fmt.ids_written:
         return []
+    shifted = shifted_own_ids(fmt, draft)
+    if shifted:  # a block drafter whose two numberings disagree: refused at engine start too
+        return shifted
     trained = trained_on(fmt, target.num_layers)
     reads = runner_reads(fmt, target.num_layers)
     if trained is None or runner not in reads or tuple(reads[runner][0]) == tuple(trained[0]):

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from .speculators import SpeculatorsFields, speculators_fields
-from .table import conventions, formats
+from .table import algorithm, conventions, formats
 
 NESTED = "eagle_config"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -83,8 +83,10 @@ def recognise(cfg: dict, source: str = "<config>", producer: str | None = None) 
     nested = cfg.get(NESTED) if isinstance(cfg.get(NESTED), dict) else {}
     spec = speculators_fields(cfg, source) if name == "speculators" else None
     vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "eagle") else None)
+    block = (algorithm(spec.algorithm) or {}).get("aux_ids") if spec is not None else None
+    top_key = block["key"] if block else IDS  # a block drafter's capture ids (algos.py update_dflash)
     return DraftFormat(
         name=name, producer=producer or marked,
         producer_from="--producer" if producer else ("format markers" if marked else "unknown"),
-        ids_top=_ids(cfg.get(IDS), source, IDS), ids_nested=_ids(nested.get(IDS), source, f"{NESTED}.{IDS}"),
+        ids_top=_ids(cfg.get(top_key), source, top_key), ids_nested=_ids(nested.get(IDS), source, f"{NESTED}.{IDS}"),
         speculators=spec, vllm_model_type=vllm_type)

@@ -151,7 +151,8 @@ def serving_runner(vllm_config: Any) -> str:
 def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
     """SRG656 errors: the runner that will serve reads other aux layers than the draft head was
     trained on (its format's id convention, ids nested where this runner does not look;
-    surgery/formats/findings.py). Refused at start: the plugin would otherwise capture, and verify,
+    surgery/formats/findings.py); SRG665: a speculators dflash / dspark file whose two numberings
+    disagree. Refused at start: the plugin would otherwise capture, and verify,
     the layers vLLM read."""
     from ..formats.findings import misread_by_runner
 

@@ -86,3 +86,10 @@ def test_an_existing_out_dir_is_kept_without_force(tmp_path, capsys):
     assert (out / "keep").read_text() == "x"
     with pytest.raises(SurgeryError):
         convert_folder(str(DRAFT), "speculators", str(out), target=str(TARGET), producer="vllm")
+
+
+@pytest.mark.parametrize("draft", [FORMATS / "speculators-miniature-dflash", PAIRS / "dflash" / "draft",
+                                   PAIRS / "dspark" / "draft"])
+def test_block_drafters_are_refused_by_convert(draft, tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused(["convert", str(draft), "--to", "eagle", str(out), "--target", str(TARGET)], out, "SRG666", capsys)

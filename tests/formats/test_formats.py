@@ -142,3 +142,58 @@ def test_malformed_speculators_files_are_coded_errors(edit, code):
 
 def test_recognise_needs_no_facts():
     assert recognise({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}).name == "hf"
+
+
+MINI_TARGET = ROOT / "surgery" / "data" / "pairs" / "llama-target"
+
+
+def _validate_dflash(draft):
+    return subprocess.run([sys.executable, "-m", "surgery", "validate", "dflash", "--target", str(MINI_TARGET),
+                           "--draft", str(draft), "--json"], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_speculators_dflash_validates_and_the_plan_shows_the_captured_ids():
+    """The speculators form of the built-in dflash pair's draft: exit 0, the plan captures the file's
+    aux ids [1, 7, 8] (= the native pair's target_layer_ids [0, 6, 7] + 1), SRG652 names both numberings."""
+    r = _validate_dflash(FORMATS / "speculators-miniature-dflash")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    native = json.loads((ROOT / "surgery/data/pairs/dflash/draft/config.json").read_text())["dflash_config"]
+    assert out["layer_sets"]["aux_layers"] == [i + 1 for i in native["target_layer_ids"]] == [1, 7, 8]
+    msg = next(d["message"] for d in out["diagnostics"] if d["code"] == "SRG652")
+    assert "captures [1, 7, 8]" in msg and "dflash_config.target_layer_ids [0, 6, 7]" in msg
+    assert not [d for d in out["diagnostics"] if d["severity"] == "error"]
+
+
+def test_a_speculators_dflash_file_with_unshifted_ids_is_a_coded_error():
+    r = _validate_dflash(FORMATS / "speculators-miniature-dflash-unshifted")
+    assert r.returncode != 0
+    found = [d for d in json.loads(r.stdout)["diagnostics"] if d["code"] == "SRG665"]
+    assert found and found[0]["severity"] == "error" and "one layer early" in found[0]["message"]
+
+
+def test_speculators_dspark_file_reads_its_ids_minus_one():
+    facts = read_facts(FORMATS / "speculators-miniature-dspark")
+    assert facts["eagle_aux_hidden_state_layer_ids"] == [1, 7, 8]
+    assert facts["block_draft_target_layer_ids"] == [0, 6, 7]
+    assert facts.raw["dspark_bonus_anchor"] is True and facts.raw["markov_rank"] == 16
+    assert format_of(facts).speculators.method == "dspark"
+
+
+def test_dflash2_is_refused_naming_why():
+    cfg = json.loads((FORMATS / "speculators-miniature-dflash" / "config.json").read_text())
+    cfg["speculators_model_type"] = "dflash2"
+    with pytest.raises(SurgeryError) as exc:
+        facts_from_config(cfg, "x/config.json")
+    assert exc.value.diagnostics[0].code == "SRG664" and "no recipe" in exc.value.diagnostics[0].message
+
+
+def test_the_plugin_refuses_the_unshifted_dflash_file_at_engine_start():
+    """misread_by_runner is what surgery/vllm/startup.py raises before any weight loads."""
+    from surgery.formats.findings import misread_by_runner
+
+    target = read_facts(MINI_TARGET)
+    for runner in ("legacy", "v2"):
+        bad = misread_by_runner(read_facts(FORMATS / "speculators-miniature-dflash-unshifted"), target, runner)
+        assert [d.code for d in bad] == ["SRG665"]
+        assert misread_by_runner(read_facts(FORMATS / "speculators-miniature-dflash"), target, runner) == []

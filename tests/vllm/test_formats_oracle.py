@@ -131,3 +131,49 @@ def test_the_speculators_algorithms_surgery_reads_are_vllms_and_eagle1_is_not_on
 
     assert "eagle" not in SUPPORTED_SPECULATORS_TYPES
     assert set(formats_data()["speculators_algorithms"]) <= set(SUPPORTED_SPECULATORS_TYPES)
+
+
+BLOCK = ("speculators-miniature-dflash", "speculators-miniature-dspark", "speculators-miniature-dflash-unshifted")
+
+
+@pytest.mark.parametrize("name", BLOCK)
+def test_block_drafter_files_read_as_vllm_builds_them(name):
+    """Speculators dflash / dspark: the normalised config is vLLM's own `extract_transformers_pre_trained_config`
+    dict key for key; the facts' capture ids are what both runners capture, the facts' own-numbering ids
+    are the ids vLLM gives the draft model (aux ids - 1), the mask token is the one vLLM's
+    `get_parallel_drafting_token_id` finds, and method / k are `build_vllm_speculative_config`'s."""
+    from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
+    from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
+
+    from surgery.formats import SOURCE_KEY, normalise_config
+
+    folder = FORMATS / name
+    raw = json.loads((folder / "config.json").read_text())
+    vllm_dict = SpeculatorsConfig.extract_transformers_pre_trained_config(json.loads(json.dumps(raw)))
+    ours = normalise_config(json.loads(json.dumps(raw)), str(folder))
+    assert ours.pop(SOURCE_KEY) == raw
+    assert ours == vllm_dict
+    cfg, source = read_config(folder)
+    facts = facts_from_config(cfg, source)
+    hf, spec, served = _vllm_view(folder)
+    ids = _runner_ids(hf)
+    assert tuple(facts["eagle_aux_hidden_state_layer_ids"]) == tuple(ids["legacy"]) == tuple(ids["v2"])
+    native = hf.dflash_config["target_layer_ids"] if raw["speculators_model_type"] == "dflash" else hf.target_layer_ids
+    assert facts["block_draft_target_layer_ids"] == native == [i - 1 for i in raw["aux_hidden_state_layer_ids"]]
+    assert facts["parallel_drafting_token_id"] == get_parallel_drafting_token_id(hf)
+    s = format_of(facts).speculators
+    assert (s.method, s.num_speculative_tokens, s.verifier) == (spec["method"], spec["num_speculative_tokens"], served)
+
+
+def test_dflash2_is_registered_by_vllm_and_refused_by_surgery():
+    """vLLM reads dflash2 (DFlash2DraftModel); surgery refuses it with a code naming why (no recipe)."""
+    from vllm.transformers_utils.configs.speculators.algos import SUPPORTED_SPECULATORS_TYPES
+
+    from surgery.diagnostics import SurgeryError
+
+    assert "dflash2" in SUPPORTED_SPECULATORS_TYPES
+    raw = json.loads((FORMATS / "speculators-miniature-dflash" / "config.json").read_text())
+    raw["speculators_model_type"] = "dflash2"
+    with pytest.raises(SurgeryError) as exc:
+        facts_from_config(raw, "x/config.json")
+    assert exc.value.diagnostics[0].code == "SRG664" and "DFlash2DraftModel" in exc.value.diagnostics[0].message
