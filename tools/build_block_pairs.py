@@ -111,20 +111,13 @@ class PEagleHead(fam.EagleHead):
         mask_emb = embed(torch.full((b, q_len), MASK_ID, dtype=torch.long))
         mask_h = self.fc(self.mask_hidden).expand(b, q_len, HIDDEN)
         keys, values, logits = [], [], []
-        scale = HEAD_DIM ** -0.5
         for s in range(1, k_steps + 1):
             emb, hidden = (embed(x[:, 1 : 1 + q_len]), first_hidden[:, :q_len]) if s == 1 else (mask_emb, mask_h)
             inp, residual = self.layer_input(emb, hidden, anchors + (s - 1))
             q, k, v = self.layer.qkv(inp, anchors + (s - 1))
             keys.append(k)
             values.append(v)
-            scores = [(q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))]
-            scores += [(q * kj).sum(-1, keepdim=True) * scale for kj in keys[1:]]
-            probs = torch.softmax(torch.cat(scores, -1), -1)
-            attn = probs[..., :q_len] @ values[0]
-            for j, vj in enumerate(values[1:], start=1):
-                attn = attn + probs[..., q_len + j - 1 : q_len + j] * vj
-            mlp_out, residual = self.layer.finish(attn, residual)
+            mlp_out, residual = self.layer.finish(fam.step_attention(q, keys, values, causal), residual)
             logits.append(lm_head(self.norm(mlp_out + residual)))
         return logits
 

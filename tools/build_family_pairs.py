@@ -129,6 +129,21 @@ def target_features(target, x):
 # ----------------------------------------------------------------------------------- heads
 
 
+def step_attention(q, keys, values, causal):
+    """Attention of draft step s (s = len(keys)) in one training pass: causal over step 1's keys (the
+    prefix), plus each later step's own key at the same position (the tree a k-step drafter builds
+    at inference, where step j attends to the prefix and to its own earlier drafts)."""
+    scale = HEAD_DIM ** -0.5
+    q_len = q.shape[-2]
+    scores = [(q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))]
+    scores += [(q * kj).sum(-1, keepdim=True) * scale for kj in keys[1:]]
+    probs = torch.softmax(torch.cat(scores, -1), -1)
+    attn = probs[..., :q_len] @ values[0]
+    for j, vj in enumerate(values[1:], start=1):
+        attn = attn + probs[..., q_len + j - 1 : q_len + j] * vj
+    return attn
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps=1e-6):
         super().__init__()
@@ -244,21 +259,9 @@ class EagleHead(nn.Module):
         for s in range(1, k_steps + 1):
             inp, residual = self.layer_input(embed(x[:, s : s + q_len]), hidden, anchors + (s - 1))
             q, k, v = self.layer.qkv(inp, anchors + (s - 1))
-            scale = HEAD_DIM ** -0.5
-            if s == 1:
-                keys.append(k)
-                values.append(v)
-                scores = [(q @ k.transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))]
-            else:
-                keys.append(k)
-                values.append(v)
-                scores = [(q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))]
-                scores += [(q * kj).sum(-1, keepdim=True) * scale for kj in keys[1:]]
-            probs = torch.softmax(torch.cat(scores, -1), -1)
-            attn = probs[..., :q_len] @ values[0]
-            for j, vj in enumerate(values[1:], start=1):
-                attn = attn + probs[..., q_len + j - 1 : q_len + j] * vj
-            mlp_out, residual = self.layer.finish(attn, residual)
+            keys.append(k)
+            values.append(v)
+            mlp_out, residual = self.layer.finish(step_attention(q, keys, values, causal), residual)
             logits, hidden = self.output(mlp_out, residual, target_lm_head)
             logits_per_step.append(logits)
         return logits_per_step

@@ -164,11 +164,10 @@ def make_llm(target, draft=None, **extra):
 
 
 def generate(llm, prompts=PROMPTS, max_tokens=MAX_TOKENS) -> list[list[int]]:
-    from vllm import SamplingParams, TokensPrompt
+    """Greedy token ids per prompt (surgery.vllm.engine.generate, with this module's defaults)."""
+    from surgery.vllm import engine
 
-    sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, detokenize=False, ignore_eos=True)
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
-    return [list(o.outputs[0].token_ids) for o in outs]
+    return engine.generate(llm, prompts, max_tokens)
 
 
 def spec_metrics(llm) -> dict:
@@ -180,12 +179,9 @@ def spec_metrics(llm) -> dict:
 
 
 def shutdown(llm) -> None:
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    except Exception:  # noqa: BLE001
-        pass
-    del llm
-    gc.collect()
+    from surgery.vllm import engine
+
+    engine.shutdown(llm)
 
 
 class StopAfterWiring(Exception):
