@@ -29,7 +29,7 @@ if [ "${1:-}" = "--test" ]; then
     quiet_pip uninstall -y -q $present
   fi
   quiet_pip install -q -e '.[apply,test]'
-  # SGLang's own source, for the oracle tests (tests/sglang/test_oracle.py run SGLang's wiring
+  # SGLang's own source, for the oracle tests (tests/sglang_engine/test_oracle.py run SGLang's wiring
   # functions taken from it): the wheel only, never installed (it pins CUDA packages).
   [ -n "$(ls .cache/sglang/sglang-0.5.21-*.whl 2>/dev/null)" ] || \
     quiet_pip download -q --no-deps -d .cache/sglang sglang==0.5.21
