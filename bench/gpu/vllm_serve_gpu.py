@@ -29,11 +29,12 @@ from common import OUT, ROOT, log, readable_pair, save
 # so a server that cannot start says which wheel to carry (bench/gpu/server_wheels.sh)
 SERVER_MODULES = ("uvicorn", "h11", "click", "fastapi", "starlette", "prometheus_client",
                   "prometheus_fastapi_instrumentator", "multipart", "aiohttp", "uvloop", "watchfiles", "PIL",
-                  "psutil", "jinja2", "regex", "openai")
+                  "psutil", "jinja2", "regex", "openai", "model_hosting_container_standards",
+                  "vllm.entrypoints.openai.api_server")  # the last: whatever else the server imports
 PROMPTS = ["def __init__(self, ", "import os\n", "    def __repr__(self):\n        return "]
 MAX_TOKENS = 24
 PORT = 8011
-START_TIMEOUT = 240
+START_TIMEOUT = 480  # 2026-12-03 on vLLM 0.25 (compiled, CUDA graphs): up at 240 s, just as the first run gave up
 
 
 def versions() -> dict:
@@ -52,6 +53,23 @@ def server_modules() -> dict[str, str]:
         r = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=60)
         out[name] = "ok" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1][:200]
     return out
+
+
+def plugin_entry_point(dest: Path) -> tuple[str, Path | None]:
+    """Make vLLM's server find the plugin. Its engine processes load plugins only through the
+    ``vllm.general_plugins`` entry point, which exists only where spec-surgery is pip-installed; on the
+    H200 the repository is on PYTHONPATH and nothing is installed (2026-12-03: the server came up with
+    no plugin line at all). Without an installed distribution, an entry-point-only dist-info is written
+    to ``dest`` (importlib.metadata reads any sys.path folder) and put on the server's PYTHONPATH."""
+    from importlib.metadata import entry_points
+
+    if any(ep.name == "spec_surgery" for ep in entry_points(group="vllm.general_plugins")):
+        return "installed", None
+    info = dest / "spec_surgery-0+repo.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spec-surgery\nVersion: 0+repo\n")
+    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nspec_surgery = surgery.vllm.plugin:register\n")
+    return f"dist-info written to {dest}", dest
 
 
 def _get(url: str, timeout: float = 5):
@@ -88,10 +106,12 @@ def main() -> None:
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
            "--host", "127.0.0.1", "--port", str(PORT),
            "--speculative-config", json.dumps({"method": "mtp", "model": str(draft), "num_speculative_tokens": 3}),
-           "--dtype", "bfloat16", "--max-model-len", "512", "--gpu-memory-utilization", "0.2", "--seed", "0"]
+           "--dtype", "bfloat16", "--max-model-len", "512", "--gpu-memory-utilization", "0.2", "--seed", "0",
+           "--enforce-eager"]  # as every other GPU row: Inductor + CUDA-graph capture took ~4 min of the budget
     res["command"] = " ".join(cmd)
+    res["plugin_entry_point"], shim = plugin_entry_point(Path("/tmp/serve-pair/entry-point"))
     env = {**os.environ, "SURGERY_RECIPE": "gemma4-mtp", "SURGERY_REPORT": str(report_path),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + ([str(shim)] if shim else []) + [os.environ.get("PYTHONPATH", "")])}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     log_path = OUT / "vllm_serve_server.log"
     t0 = time.perf_counter()
@@ -115,6 +135,7 @@ def main() -> None:
             metrics = _get(f"http://127.0.0.1:{PORT}/metrics")[1]
             res["spec_decode_metrics"] = [ln for ln in metrics.splitlines()
                                           if re.match(r"^vllm:spec_decode_num_(draft|accepted)_tokens_total", ln)]
+            res["plugin_report_written"] = report_path.exists()  # False: the plugin never ran in the server
             if report_path.exists():
                 rep = json.loads(report_path.read_text())
                 res["plugin_report"] = {"stage": rep.get("stage"), "verified": rep.get("verified"),
