@@ -24,6 +24,8 @@ import os
 import time
 from pathlib import Path
 
+from procenv import exception_text
+
 ENV_SCALES = "SURGERY_TEST_SCALES"
 ENV_FAULT_RANK = "SURGERY_TEST_FAULT_RANK"
 ENV_STATE_DIR = "SURGERY_TEST_STATE_DIR"
@@ -84,15 +86,6 @@ def _jsonable(obj):
     return json.loads(json.dumps(obj, default=lambda o: repr(o)))
 
 
-def _error_text(exc: BaseException) -> str:
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        parts.append(f"{type(exc).__name__}: {exc}")
-        exc = exc.__cause__ or exc.__context__
-    return "\n".join(parts)
-
-
 def _wrap_plugin_callbacks() -> None:
     """Replace the plugin's registered callbacks, in place in the hook lists, by wrappers that
     time them and (with ENV_STATE_DIR) record each rank's outcome and wiring."""
@@ -116,7 +109,7 @@ def _wrap_plugin_callbacks() -> None:
         record_timing("after_draft_loaded", time.perf_counter() - t)
         if state_dir:
             rank = global_rank()
-            state = {"rank": rank, "tp_rank": tp_rank(), "error": None if error is None else _error_text(error),
+            state = {"rank": rank, "tp_rank": tp_rank(), "error": None if error is None else exception_text(error),
                      "wiring": _jsonable(wiring.describe_wiring(proposer, target_model))}
             (Path(state_dir) / f"rank{rank}.json").write_text(json.dumps(state))
             if error is not None:  # let the other ranks record theirs before the engine tears down

@@ -12,9 +12,6 @@ Plus no-engine tests: pp=2 through live_apply.plan_for, adapter static checks, f
 """
 from __future__ import annotations
 
-import copy
-import os
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,6 +22,7 @@ torch = pytest.importorskip("torch")
 yaml = pytest.importorskip("yaml")
 
 import tiny_vllm_pair as tp  # noqa: E402  (tests/vllm on sys.path via conftest)
+from procenv import env, exception_text  # noqa: E402
 
 from surgery.applier.core import apply_plan, prepare_plan, rollback, verify_plan  # noqa: E402
 from surgery.live.mutations import registration  # noqa: E402
@@ -99,24 +97,6 @@ def expected_target_value(attr: str, i: int, per_head: dict | None):
     return spec[attr] if attr in spec else scalar_value(attr, i)
 
 
-@contextmanager
-def env(**kv):
-    old = {k: os.environ.get(k) for k in kv}
-    try:
-        for k, v in kv.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = str(v)
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def recipe_variant(tmp_path: Path, name: str, pairs: dict[int, int] | None = None,
                    must_match: list | None = None) -> Path:
     """The shipped recipe with its kv_source map replaced by an explicit table."""
@@ -134,16 +114,6 @@ def recipe_variant(tmp_path: Path, name: str, pairs: dict[int, int] | None = Non
 def plan_for_pair(target_dir: Path, draft_dir: Path, recipe=RECIPE, runtime: Runtime | None = None):
     return resolve(load_recipe(recipe), read_facts(draft_dir / "config.json"), read_facts(target_dir / "config.json"),
                    runtime or Runtime(engine="vllm"))
-
-
-def exception_text(exc: BaseException) -> str:
-    """The exception and everything it was raised from / during (vLLM may wrap ours)."""
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        parts.append(f"{type(exc).__name__}: {exc}")
-        exc = exc.__cause__ or exc.__context__
-    return "\n".join(parts)
 
 
 def assert_scales_follow(maps, mapping: dict[int, int], per_head: dict | None):
