@@ -51,7 +51,7 @@ def _surgery_dir() -> Path:
     return Path(surgery.__file__).resolve().parent
 
 
-def _dist_package_dir(dist) -> Path | None:
+def dist_package_dir(dist) -> Path | None:
     """Where the distribution's own `surgery` package is: an editable install names its source in
     direct_url.json, a wheel install lists surgery/__init__.py in RECORD. None for an entry-point-only
     dist-info (the bench workaround): its entry point resolves through sys.path, like any import."""
@@ -91,7 +91,7 @@ def check_entry_point(engine: str) -> Diagnostic:
         return diag("SRG041", f"entry point {ep.value} resolves to {resolved}, not to the surgery package "
                     f"this interpreter imports ({here})")
     dist = ep.dist
-    own = _dist_package_dir(dist) if dist is not None else None
+    own = dist_package_dir(dist) if dist is not None else None
     if own is not None and own != here:
         return diag("SRG041", f"entry point {group}:{ENTRY_POINT_NAME} belongs to {dist.name} {dist.version} "
                     f"installed from {own}, but this interpreter imports surgery {__version__} from {here}")
@@ -208,4 +208,6 @@ def render(check: Check) -> str:
     head = f"{check.status:<7} {check.name}{' (' + check.engine + ')' if check.engine else ''}: "
     if check.status == "ok":
         return head + d.message
-    return head + f"{d.code} {d.message}" + (f"\n        hint: {d.hint}" if d.hint else "")
+    where = str(d.location)
+    return head + f"{d.code} {d.message}" + (f" ({where})" if where != "<input>" else "") + \
+        (f"\n        hint: {d.hint}" if d.hint else "")
