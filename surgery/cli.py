@@ -28,6 +28,7 @@ EPILOG_MAIN = """examples:
   surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8      # vLLM's stock wiring vs the recipe
   surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
   surgery new --target T --draft D --out my-recipe.yaml
+  surgery doctor --recipe gemma4-mtp          # before `vllm serve`: plugin entry point, hooks, recipe
   surgery explain SRG316
 
 output: text for people, `--json` (every command) for scripts; no colour codes or progress

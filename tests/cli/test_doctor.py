@@ -135,3 +135,12 @@ def test_env_vars_are_shown_and_an_unwritable_report_folder_is_an_error(run_cli,
     monkeypatch.setenv("SURGERY_REPORT", str(tmp_path / "report.json"))
     _, out, _ = run_cli("doctor", "--engine", "sglang", "--json")
     assert [c["status"] for c in json.loads(out)["checks"] if c["check"] == "report path"] == ["ok"]
+
+
+def test_a_missing_sglang_draft_load_point_is_an_error(monkeypatch):
+    """The SGLang list comes from its engine card; only `sglang.` modules are looked up."""
+    from surgery.sglang import hooks as sglang_hooks
+
+    monkeypatch.setattr(sglang_hooks, "draft_load_points", lambda: [("os.path", "join", "x")])
+    found = doctor.check_sglang_hooks()
+    assert [d.code for d in found] == ["SRG044"] and "not an SGLang module" in found[0].message
