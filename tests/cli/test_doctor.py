@@ -144,3 +144,15 @@ def test_a_missing_sglang_draft_load_point_is_an_error(monkeypatch):
     monkeypatch.setattr(sglang_hooks, "draft_load_points", lambda: [("os.path", "join", "x")])
     found = doctor.check_sglang_hooks()
     assert [d.code for d in found] == ["SRG044"] and "not an SGLang module" in found[0].message
+
+
+@pytest.mark.parametrize("engine,label", [("vllm", "vLLM"), ("sglang", "SGLang")])
+def test_the_cards_versions_are_the_readme_rows(engine, label):
+    """`ran_versions` (what doctor compares with) and README "Supported versions" say the same."""
+    from surgery.engines import card
+
+    table = (ROOT / "README.md").read_text().split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+    rows = [r.split("|") for r in table.splitlines() if r.startswith("| ")]
+    readme = {cells[2].strip().split()[0] for cells in rows
+              if cells[1].strip().split()[0] == label and cells[4].strip() != "-"}
+    assert set(card(engine)["ran_versions"]) == readme
