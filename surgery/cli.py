@@ -28,6 +28,7 @@ EPILOG_MAIN = """examples:
   surgery audit gemma4-mtp --target T --draft D --kv-cache-dtype fp8      # vLLM's stock wiring vs the recipe
   surgery apply recipes/gemma4-mtp.yaml          # built-in tiny pair, HF, verify + speculative decoding
   surgery new --target T --draft D --out my-recipe.yaml
+  surgery doctor --recipe gemma4-mtp          # before `vllm serve`: plugin entry point, hooks, recipe
   surgery explain SRG316
 
 output: text for people, `--json` (every command) for scripts; no colour codes or progress
@@ -197,6 +198,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
     p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
                    help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
+
+    p = sub.add_parser("doctor", help="check the environment a server would start in: plugin entry point, "
+                       "engine version, hook targets, recipe, SURGERY_* variables",
+                       description="Run with the server's interpreter and environment BEFORE `vllm serve` / "
+                       "SGLang: the engines load spec-surgery only through an entry point, and a checkout on "
+                       "PYTHONPATH that is not pip-installed has none (the engine then starts with no plugin, "
+                       "silently). One line per check: ok, warning or error with a code and a hint.",
+                       epilog=_epilog("examples:\n  surgery doctor\n  SURGERY_RECIPE=gemma4-mtp surgery doctor "
+                                      "--engine vllm\n  surgery doctor --engine all --recipe eagle3 --json",
+                                      one="a check found an error"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engine", choices=["vllm", "sglang", "all"], default="vllm", help="engine whose plugin to "
+                   "check (default vllm)")
+    p.add_argument("--recipe", metavar="NAME_OR_PATH", default=None, help="recipe to load and schema-check "
+                   "(default: SURGERY_RECIPE when set)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("convert", help="write a draft head in another published format (speculators, eagle, "
                        "modelopt): tensors copied byte for byte, aux ids translated, provenance recorded",
@@ -423,6 +440,22 @@ def cmd_pair(args, out) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args, out) -> int:
+    from .doctor import ENTRY_POINT_GROUPS, render, run_doctor
+
+    engines = list(ENTRY_POINT_GROUPS) if args.engine == "all" else [args.engine]
+    checks = run_doctor(engines, args.recipe)
+    ok = not any(c.status == "error" for c in checks)
+    if args.json:
+        out.write(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2) + "\n")
+    else:
+        for c in checks:
+            out.write(render(c) + "\n")
+        out.write(f"{'ok' if ok else 'FAILED'}: {sum(c.status == 'error' for c in checks)} errors, "
+                  f"{sum(c.status == 'warning' for c in checks)} warnings\n")
+    return EXIT_OK if ok else EXIT_INVALID
+
+
 def cmd_convert(args, out) -> int:
     from .formats.convert_folder import convert_folder
 
@@ -434,7 +467,7 @@ def cmd_convert(args, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+COMMANDS = {"doctor": cmd_doctor, "convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
 
 

@@ -54,6 +54,26 @@ def _class(module: str, name: str):
         return None, f"{type(exc).__name__}: {str(exc)[:160]}"
 
 
+def engine_version() -> str:
+    """The installed SGLang's version (ImportError when there is none)."""
+    import sglang
+
+    return str(getattr(sglang, "__version__", "unknown"))
+
+
+def draft_load_point_status(points=None) -> tuple[list[str], list[str]]:
+    """(present, missing) among the draft-load points `install()` wraps, looked up the same way, without
+    wrapping anything: what `surgery doctor` reports before a server starts."""
+    present, missing = [], []
+    for module, name, method in points or draft_load_points():
+        cls, why = _class(module, name)
+        if cls is not None and method in cls.__dict__:
+            present.append(f"{module}.{name}.{method}")
+        else:
+            missing.append(f"{module}.{name}.{method} ({why or 'absent'})")
+    return present, missing
+
+
 def _wrap(cls: Any, method: str, after, before=None) -> bool:
     fn = cls.__dict__.get(method)
     if fn is None:

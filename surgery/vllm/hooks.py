@@ -43,6 +43,7 @@ __all__ = [
     "uninstall_all",
     "installed_targets",
     "missing_targets",
+    "engine_version",
     "target_model_of",
 ]
 
@@ -101,6 +102,13 @@ def missing_targets(targets) -> dict[str, str]:
         if _import_attr(module, name) is None:
             missing[f"{module}.{name}"] = _import_errors.get(f"{module}.{name}", "not importable")
     return missing
+
+
+def engine_version() -> str:
+    """The installed vLLM's version (ImportError when there is none)."""
+    import vllm
+
+    return str(getattr(vllm, "__version__", "unknown"))
 
 
 def _depth_key(kind: str, obj: Any) -> tuple[str, int]:

@@ -43,6 +43,15 @@ def _wrap_class():
     return getattr(arg_utils, WRAP_TARGET[1])
 
 
+def wrap_point_missing() -> str | None:
+    """Why WRAP_TARGET cannot be wrapped in this vLLM (None: it can); `surgery doctor` asks before serving."""
+    try:
+        _wrap_class().__dict__[WRAP_TARGET[2]]
+    except Exception as exc:  # noqa: BLE001 - the same failures install() reports as SRG033
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def install() -> bool:
     """Wrap `EngineArgs.create_engine_config` (idempotent). A wrap point that is missing in this
     vLLM is a visible coded warning (SRG033): the recipe is then checked only in the worker."""

@@ -35,7 +35,7 @@ COMMANDS = sorted(_subparsers())
 
 
 def test_commands_are_known():
-    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair", "convert"}
+    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair", "convert", "doctor"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
