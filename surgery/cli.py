@@ -92,6 +92,9 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producer", default=None, metavar="P", help="who trained the draft, i.e. whose aux-layer-id "
                    "convention its ids are in (speculators, eagle, specforge, modelopt, sglang, vllm; default: from "
                    "the format's markers)")
+    p.add_argument("--engine-version", default=None, metavar="V",
+                   help="vLLM release the draft will be served by (e.g. 0.26.0): checks the draft-config keys that "
+                   "release reads (default: the installed vLLM)")
 
 
 def _json_object(text: str) -> dict:

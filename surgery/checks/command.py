@@ -32,6 +32,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .last_slot import last_slot_check
 
     findings += last_slot_check(plan, draft, target, producer=getattr(args, "producer", None))
+    from .config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
+
+    findings += cli_spelling_check(args, recipe, draft)
     return with_findings(plan, findings), report
 
 
