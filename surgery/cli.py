@@ -64,10 +64,15 @@ _positive_int = _int_in(1, 100_000)  # --num-draft-tokens / --max-new-tokens / -
 _parallel_size_or_len = _int_in(1, 1 << 31)  # --max-model-len
 
 
-def _add_pair_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+MODEL_HELP = "config.json, model folder, or hub id org/name[@revision] (HF cache first, then the hub)"
+
+
+def _add_pair_args(p: argparse.ArgumentParser, required: bool = True, target_required: bool | None = None) -> None:
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
-    p.add_argument("--target", required=required, metavar="T", help="target config.json or model folder")
-    p.add_argument("--draft", required=required, metavar="D", help="draft config.json or model folder")
+    p.add_argument("--target", required=required if target_required is None else target_required, metavar="T",
+                   help=f"target {MODEL_HELP}" + ("" if target_required is not False else
+                                                  "; left out: a speculators draft's verifier"))
+    p.add_argument("--draft", required=required, metavar="D", help=f"draft {MODEL_HELP}")
     p.add_argument("--pp", type=_parallel_size, default=1, metavar="N", help="pipeline-parallel size (default 1)")
     p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size (default 1)")
     p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
@@ -124,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
              "  surgery plan gemma4-mtp --target T --draft D\n  surgery plan gemma4-mtp --target T --draft D --json")):
         p = sub.add_parser(name, help=summary, epilog=_epilog("examples:\n" + examples),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        _add_pair_args(p)
+        _add_pair_args(p, target_required=False)
         p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine the plan is for (default vllm)")
         _add_check_args(p)
 
@@ -147,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "--out my-recipe.yaml\n  surgery new --target T --draft D > my-recipe.yaml\n"
                                       "  surgery new --target T --draft D --json", one="no shipped recipe fits the pair"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", required=True, metavar="T", help="target config.json or model folder")
-    p.add_argument("--draft", required=True, metavar="D", help="draft config.json or model folder")
+    p.add_argument("--target", required=True, metavar="T", help=f"target {MODEL_HELP}")
+    p.add_argument("--draft", required=True, metavar="D", help=f"draft {MODEL_HELP}")
     p.add_argument("--out", metavar="FILE", help="write the recipe here (default: print it on stdout)")
     p.add_argument("--name", metavar="NAME", help="`recipe:` name of the new recipe (default: the shipped one's)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -264,17 +269,26 @@ def cmd_plan(args, out) -> int:
     from .recipe import load_recipe
     from .resolver import resolve
 
+    from .modelref import target_ref_for, verifier_note
+
     recipe = load_recipe(args.recipe)
-    target = read_facts(args.target)
     draft = read_facts(args.draft)
+    target_ref, from_verifier = target_ref_for(args.target, draft)
+    target = read_facts(target_ref)
+    if from_verifier:
+        args.target = target_ref
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
     from .checks.command import run_checks, weights_text
+    from .checks.field import with_findings
 
     plan, weights = run_checks(args, recipe, draft, target, plan)
+    if from_verifier:
+        plan = with_findings(plan, [verifier_note(draft, target)])
     if args.json:
         data = plan.to_dict()
         if weights is not None:
             data["weights"] = weights.to_dict()
+        data["fetched"] = fetched_summary()
         out.write(json.dumps(data, indent=2) + "\n")
     elif args.command == "validate":
         for d in plan.diagnostics:
@@ -284,13 +298,42 @@ def cmd_plan(args, out) -> int:
         out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
                   f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
                   f"{', ' + maps if maps else ''})\n")
+        for d in plan.diagnostics:
+            if d.code == "SRG058":
+                out.write(d.render() + "\n")
         if weights is not None:
             out.write(weights_text(weights) + "\n")
+        out.write(pins_text(plan))
     else:
         out.write(render_table(plan) + "\n")
         if weights is not None:
             out.write("\n" + weights_text(weights) + "\n")
+        out.write(pins_text(plan))
     return EXIT_OK if plan.ok else EXIT_INVALID
+
+
+def fetched_summary() -> dict:
+    """What this process fetched from the hub (surgery.hub.ledger), without importing it when no hub
+    reference was given."""
+    ledger = sys.modules.get("surgery.hub.ledger")
+    if ledger is None:
+        return {"requests": 0, "bytes": 0, "files": [], "cache_hits": 0, "hosts": []}
+    return ledger.LEDGER.summary()
+
+
+def pins_text(plan) -> str:
+    """The models' pins, for text output, when one came from the hub or its cache (a local path is
+    already named in the lines above); then what was fetched."""
+    from .modelref import describe_pin
+
+    pins = {side: getattr(plan, side).get("pin") for side in ("target", "draft")}
+    if not any(p and p.get("commit") for p in pins.values()):
+        return ""
+    lines = [f"{side}: {describe_pin(p)}" for side, p in pins.items()]
+    f = fetched_summary()
+    lines.append(f"fetched: {f['requests']} requests, {f['bytes']:,} bytes ({len(f['files'])} files; "
+                 f"{f['cache_hits']} reads from the cache)")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_explain(args, out) -> int:

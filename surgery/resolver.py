@@ -42,7 +42,7 @@ def _summary(f: ModelFacts) -> dict:
     return {"model_type": f.model_type, "text_model_type": f.text_model_type, "architecture": f["architecture"],
             "source": f.source, "num_layers": f.num_layers, "num_kv_shared_layers": f["num_kv_shared_layers"],
             "hidden_size": f["hidden_size"], "vocab_size": f["vocab_size"],
-            "layer_types": [layer.layer_type for layer in f.layers]}
+            "layer_types": [layer.layer_type for layer in f.layers], "pin": f.pin()}
 
 
 class _Resolver:

@@ -28,6 +28,11 @@ def read_text_file(path: Path, max_bytes: int, what: str, shown: str | None = No
         data = path.read_bytes()
     except OSError as exc:
         raise fail("SRG002", f"cannot read {path}: {exc.strerror or exc}", Location(shown)) from None
+    return decode_text(data, what, shown)
+
+
+def decode_text(data: bytes, what: str, shown: str) -> str:
+    """UTF-8 text of a file's bytes; SRG002 for binary content or another encoding."""
     if b"\x00" in data:
         raise fail("SRG002", f"binary content (NUL bytes) in a {what} file", Location(shown))
     try:

@@ -17,24 +17,49 @@ MAX_TOKENIZER_BYTES = 64 << 20
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 
 
-def folder_of(source: str) -> Path | None:
-    p = Path(source)
-    folder = p if p.is_dir() else p.parent
-    return folder if (folder / "config.json").exists() or p.name == "config.json" else None
+def model_of(facts):
+    """The model source whose tokenizer files go with these facts: the facts' own (a folder, a hub
+    commit), else the folder of the config path; None for a lone config file in a folder that is no
+    model folder."""
+    from ..modelsource import LocalSource
+
+    src = getattr(facts, "model", None)
+    if src is None:
+        p = Path(facts.source)
+        folder = p if p.is_dir() else p.parent
+        return LocalSource(folder) if (folder / "config.json").exists() or p.name == "config.json" else None
+    if isinstance(src, LocalSource) and src.is_config_file:
+        return LocalSource(src.folder) if src.has("config.json") or src.config_name == "config.json" else None
+    return src
 
 
-def tokenizer_summary(folder: Path) -> tuple[dict | None, str]:
-    """({'vocab': digest, 'size': n, 'special': {...}}, why-not). Only tokenizer.json is compared by content."""
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        found = sorted(p.name for p in folder.glob("*") if p.name in ("tokenizer.model", "vocab.json", "vocab.txt"))
-        return None, ("no tokenizer.json" + (f" (only {', '.join(found)})" if found else ""))
-    if path.stat().st_size > MAX_TOKENIZER_BYTES:
-        return None, f"tokenizer.json larger than {MAX_TOKENIZER_BYTES >> 20} MiB"
+def _json_file(src, name: str):
+    """(parsed JSON, why-not) of a tokenizer file, bounded."""
+    from ..diagnostics import SurgeryError
+
+    size = src.size(name)
+    if size is not None and size > MAX_TOKENIZER_BYTES:
+        return None, f"{name} larger than {MAX_TOKENIZER_BYTES >> 20} MiB"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return None, f"tokenizer.json unreadable ({type(exc).__name__})"
+        return json.loads(src.read_bytes(name, MAX_TOKENIZER_BYTES, "tokenizer").decode("utf-8")), ""
+    except SurgeryError as exc:
+        return None, f"{name} unreadable ({exc.diagnostics[0].code}: {exc.diagnostics[0].message})"
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return None, f"{name} unreadable ({type(exc).__name__})"
+
+
+def tokenizer_summary(folder) -> tuple[dict | None, str]:
+    """({'vocab': digest, 'size': n, 'special': {...}}, why-not). Only tokenizer.json is compared by
+    content. `folder`: a model folder or a ModelSource."""
+    from ..modelsource import LocalSource, ModelSource
+
+    src = folder if isinstance(folder, ModelSource) else LocalSource(folder)
+    if not src.has("tokenizer.json"):
+        found = sorted(n for n in src.names() if n in ("tokenizer.model", "vocab.json", "vocab.txt"))
+        return None, ("no tokenizer.json" + (f" (only {', '.join(found)})" if found else ""))
+    data, why = _json_file(src, "tokenizer.json")
+    if data is None:
+        return None, why
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict):
         return None, "tokenizer.json has no model section"
@@ -44,17 +69,26 @@ def tokenizer_summary(folder: Path) -> tuple[dict | None, str]:
                          sort_keys=True, default=str).encode()
     size = (len(vocab) if isinstance(vocab, (dict, list)) else 0) + len(added)
     special = {}
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file() and cfg.stat().st_size <= MAX_TOKENIZER_BYTES:
-        try:
-            tc = json.loads(cfg.read_text(encoding="utf-8"))
+    if src.has("tokenizer_config.json"):
+        tc, _ = _json_file(src, "tokenizer_config.json")
+        if isinstance(tc, dict):
             for key in SPECIAL_KEYS:
                 value = tc.get(key)
                 special[key] = value.get("content") if isinstance(value, dict) else value
-        except (OSError, UnicodeDecodeError, ValueError):
-            pass
     return {"vocab": hashlib.sha256(payload).hexdigest(), "size": size, "special": special,
             "tokens": vocab if isinstance(vocab, dict) else None}, ""
+
+
+def same_blobs(d, t) -> bool:
+    """Both models' tokenizer files are byte-identical by the content hashes the hub lists (no
+    download needed): tokenizer.json, and tokenizer_config.json where either has one."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if name == "tokenizer_config.json" and not d.has(name) and not t.has(name):
+            continue
+        a, b = d.blob_id(name), t.blob_id(name)
+        if a is None or a != b:
+            return False
+    return True
 
 
 def first_difference(a: dict | None, b: dict | None) -> str:
@@ -69,15 +103,19 @@ def first_difference(a: dict | None, b: dict | None) -> str:
 def tokenizer_check(draft, target) -> list[Diagnostic]:
     if draft.source == target.source:
         return []  # the target's own MTP layers
-    d_folder, t_folder = folder_of(draft.source), folder_of(target.source)
-    if d_folder is None or t_folder is None or d_folder == t_folder:
+    d_src, t_src = model_of(draft), model_of(target)
+    if d_src is None or t_src is None or d_src.same_model(t_src):
         return []
-    d, d_why = tokenizer_summary(d_folder)
-    t, t_why = tokenizer_summary(t_folder)
+    if same_blobs(d_src, t_src):
+        return []  # identical files by content hash: nothing to read
+    d, d_why = tokenizer_summary(d_src)
+    # the target's tokenizer is read only when the draft's could be: a hub target's tokenizer.json
+    # is megabytes that would answer nothing here
+    t, t_why = tokenizer_summary(t_src) if d is not None else (None, "")
     if d is None or t is None:
         why = "; ".join(f"{side}: {w}" for side, w in (("draft", d_why), ("target", t_why)) if w)
         return [diag("SRG671", f"tokenizer identity not checked ({why}): only vocab_size was compared",
-                     Location(str(d_folder if d is None else t_folder)), severity=INFO)]
+                     Location((d_src if d is None else t_src).location()), severity=INFO)]
     if d["vocab"] == t["vocab"] and d["special"] == t["special"]:
         return []
     what = "vocabularies differ" if d["vocab"] != t["vocab"] else "special tokens differ: " + ", ".join(
@@ -85,5 +123,5 @@ def tokenizer_check(draft, target) -> list[Diagnostic]:
         if d["special"].get(k) != t["special"].get(k))
     return [diag("SRG671", f"draft and target tokenizers are not the same ({what}; {d['size']} vs {t['size']} tokens"
                  f"{first_difference(d['tokens'], t['tokens'])}): the draft's ids mean other tokens in the target",
-                 Location(str(d_folder / "tokenizer.json")),
+                 Location(d_src.location("tokenizer.json")),
                  "use a draft trained with the target's tokenizer (vLLM serves the draft with the target's tokenizer)")]

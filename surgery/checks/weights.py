@@ -304,10 +304,22 @@ class _Checker:
                          "the engine builds this tensor and would leave it uninitialised")
 
 
-def check_weights(plan, recipe, draft, target, draft_dir: str | os.PathLike, target_dir: str | os.PathLike,
-                  *, read_data: bool = True) -> WeightsReport:
-    """Weights checks for a resolved plan; SurgeryError (SRG600-602) when a checkpoint is unreadable."""
-    dckpt = read_checkpoint(_folder(draft_dir))
-    same = _folder(draft_dir).resolve() == _folder(target_dir).resolve()
-    tckpt = dckpt if same else read_checkpoint(_folder(target_dir))
+def _source(facts, path):
+    """The model source the facts were read from (a hub commit, a folder), else the path given; a
+    config file stands for its folder here."""
+    from ..modelref import open_model
+    from ..modelsource import LocalSource
+
+    src = facts.model if getattr(facts, "model", None) is not None else open_model(path)
+    if isinstance(src, LocalSource) and src.is_config_file:
+        return LocalSource(_folder(src.ref))
+    return src
+
+
+def check_weights(plan, recipe, draft, target, draft_dir, target_dir, *, read_data: bool = True) -> WeightsReport:
+    """Weights checks for a resolved plan; SurgeryError (SRG600-602) when a checkpoint is unreadable.
+    Hub models are read by range requests (headers, the d2t slice), never downloaded."""
+    dsrc, tsrc = _source(draft, draft_dir), _source(target, target_dir)
+    dckpt = read_checkpoint(dsrc)
+    tckpt = dckpt if dsrc.same_model(tsrc) else read_checkpoint(tsrc)
     return _Checker(plan, recipe, draft, target, dckpt, tckpt, read_data).run()

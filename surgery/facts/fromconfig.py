@@ -7,6 +7,7 @@ record it, so the plan can say "head_dim: default 256 used".
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import lru_cache
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
 from .drafts import aux_layer_ids, block_draft_target_layer_ids, mtp_facts, num_aux, parallel_drafting_token_id
-from .jsonread import check_depth, read_config, strip_annotations
+from .jsonread import check_depth, read_config_from, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
 
 MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
@@ -294,6 +295,9 @@ def _per_layer_dims(r: _Reader, layer_types: list[str], head_dim: int, kv_heads:
     return dims
 
 
-def read_facts(path: str | os.PathLike) -> ModelFacts:
-    cfg, source = read_config(path)
-    return facts_from_config(cfg, source)
+def read_facts(ref) -> ModelFacts:
+    """The facts of a model: a folder, a config.json, a hub id `org/name[@revision]` (surgery.modelref)
+    or a ModelSource. The facts keep the source (`facts.model`) so later checks read the same files
+    at the same commit."""
+    cfg, source, model = read_config_from(ref)
+    return dataclasses.replace(facts_from_config(cfg, source), model=model)

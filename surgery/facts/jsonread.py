@@ -3,12 +3,10 @@ keys), a depth cap, and the corpus's annotation keys dropped; coded errors for b
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 from ..diagnostics import Location, fail
-from ..textfile import read_text_file
+from ..textfile import decode_text, read_text_file
 
 MAX_CONFIG_BYTES = 8 << 20
 MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
@@ -27,13 +25,26 @@ def _no_duplicates(pairs):
     return out
 
 
-def read_config(path: str | os.PathLike) -> tuple[dict, str]:
-    """Read a config.json (or a model folder holding one) into a dict; coded errors for bad input."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=str(path))
-    return parse_config_text(text, str(p)), str(p)
+def read_config(ref) -> tuple[dict, str]:
+    """Read a config.json into a dict; coded errors for bad input. `ref`: a model folder, a config
+    file, a hub id `org/name[@revision]` or a `ModelSource` (surgery.modelref)."""
+    cfg, source, _ = read_config_from(ref)
+    return cfg, source
+
+
+def read_config_from(ref):
+    """(config dict, its location, the ModelSource it came from)."""
+    from ..modelref import open_model
+    from ..modelsource import LocalSource
+
+    src = open_model(ref)
+    if isinstance(src, LocalSource):
+        p = src.path(src.config_name)
+        text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=src.ref)
+        return parse_config_text(text, str(p)), str(p), src
+    where = src.location(src.config_name)
+    text = decode_text(src.read_bytes(src.config_name, MAX_CONFIG_BYTES, "config"), "config", where)
+    return parse_config_text(text, where), where, src
 
 
 def parse_config_text(text: str, source: str = "<config>") -> dict:

@@ -45,6 +45,12 @@ class ModelFacts:
     defaults_used: tuple[DefaultUsed, ...] = ()
     key_prefix: str = ""  # "text_config." where the text facts live in a nested config
     raw: dict = field(default_factory=dict, repr=False, compare=False)
+    # where the config came from (surgery.modelref.ModelSource): the folder or the pinned hub commit
+    # whose other files (tokenizer, safetensors headers) the checks read; None for a bare config dict
+    model: Any = field(default=None, repr=False, compare=False)
+
+    def pin(self) -> dict | None:
+        return self.model.pin() if self.model is not None else None
 
     def __getitem__(self, name: str) -> Any:
         return self.scalars[name]

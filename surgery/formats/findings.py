@@ -33,6 +33,9 @@ def _target_names(target) -> list[str]:
     """Names the target is known by: its folder / file name, and the `_name_or_path` / `_hf_repo`
     its config.json records (read again: the facts drop `_` annotations)."""
     src = Path(target.source)
+    pin = target.pin() if hasattr(target, "pin") else None
+    if pin and pin.get("repo_id"):  # a hub model: its id is its name (the path is `org/name@sha/config.json`)
+        return [pin["repo_id"]]
     names = [src.parent.name if src.name == "config.json" else src.stem]
     try:
         raw = json.loads(src.read_text(encoding="utf-8"))

@@ -1,0 +1,224 @@
+"""`HubSource`: a model on the hub (or in the HF cache), read file by file and range by range.
+
+Opening one costs at most one small API request (`/api/models/<repo>/revision/<rev>?blobs=true`),
+which pins the revision to a commit sha and lists the files with their sizes and content hashes.
+It costs none when HF_HUB_OFFLINE is set (the commit comes from the cache's refs/) or when the
+revision is a commit sha the cache already holds. Everything after that is addressed by the commit,
+so what a run read can be read again exactly, offline.
+"""
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+from ..diagnostics import Location, fail
+from ..modelsource import HubRef, ModelSource
+from ..version import __version__
+from . import cache, http, settings
+from .ledger import LEDGER
+
+MAX_API_BYTES = 16 << 20  # a model's file list with blob ids; the largest repos list a few thousand files
+
+
+def _quote(revision: str) -> str:
+    return urllib.parse.quote(revision, safe="")
+
+
+def _fetch_hints(repo_id: str, revision: str | None, names: list[str]) -> str:
+    rev = f" --revision {revision}" if revision else ""
+    return (f"fetch them once with the network (`hf download {repo_id} {' '.join(names)}{rev}`, or run this "
+            "command once without HF_HUB_OFFLINE), or unset HF_HUB_OFFLINE")
+
+
+class HubSource(ModelSource):
+    def __init__(self, hub: HubRef, ref: str, commit: str, files: dict[str, dict], listed: bool, origin: str):
+        self.ref, self.hub, self.commit = ref, hub, commit
+        self.repo_id = hub.repo_id
+        self.files = files  # name -> {"size": int|None, "blob": str|None}
+        self.listed = listed  # the file list is the repo's own (else: what the cache holds)
+        self.origin = origin  # "hub": asked the hub; "hf-cache": answered from the cache alone
+        self.token = None if settings.offline() else settings.token()
+
+    # -- naming -------------------------------------------------------------------------------------
+    def location(self, name: str | None = None) -> str:
+        base = f"{self.repo_id}@{self.commit[:12]}"
+        return base if name is None else f"{base}/{name}"
+
+    def pin(self) -> dict:
+        return {"ref": self.ref, "source": self.origin, "repo_id": self.repo_id,
+                "revision": self.hub.revision or "main", "commit": self.commit,
+                **({"endpoint": settings.endpoint()} if self.origin == "hub" else {}),
+                **({} if self.listed else {"file_list": "from the cache snapshot only"})}
+
+    def same_model(self, other: ModelSource) -> bool:
+        return isinstance(other, HubSource) and (self.repo_id, self.commit) == (other.repo_id, other.commit)
+
+    # -- what there is --------------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        return sorted(self.files)
+
+    def has(self, name: str) -> bool:
+        if name in self.files:
+            return True
+        if self.listed:
+            return False
+        return cache.cached_file(self.repo_id, name, self.commit) not in (None, False)
+
+    def size(self, name: str) -> int | None:
+        return (self.files.get(name) or {}).get("size")
+
+    def blob_id(self, name: str) -> str | None:
+        return (self.files.get(name) or {}).get("blob")
+
+    # -- reading --------------------------------------------------------------------------------------
+    def _url(self, name: str) -> str:
+        return f"{settings.endpoint()}/{self.repo_id}/resolve/{self.commit}/{urllib.parse.quote(name)}"
+
+    def _headers(self) -> dict[str, str]:
+        h = {"User-Agent": f"spec-surgery/{__version__}", "Accept-Encoding": "identity"}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        return h
+
+    def read_bytes(self, name: str, max_bytes: int, what: str) -> bytes:
+        where = self.location(name)
+        local = cache.cached_file(self.repo_id, name, self.commit)
+        if isinstance(local, str):
+            LEDGER.hit()
+            try:
+                with open(local, "rb") as fh:
+                    data = fh.read(max_bytes + 1)
+            except OSError as exc:
+                raise fail("SRG002", f"cannot read {local}: {exc.strerror or exc}", Location(where)) from None
+            if len(data) > max_bytes:
+                raise fail("SRG008", f"{what} is larger than {max_bytes} bytes", Location(where))
+            return data
+        if local is False or (self.listed and name not in self.files):
+            raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where))
+        if settings.offline():
+            raise fail("SRG050", f"HF_HUB_OFFLINE is set and {name} of {self.repo_id} is not in the cache",
+                       Location(where), hint=_fetch_hints(self.repo_id, self.hub.revision, [name]))
+        size = self.size(name)
+        if size is not None and size > max_bytes:
+            raise fail("SRG008", f"{what} is {size} bytes (limit {max_bytes})", Location(where))
+        try:
+            resp = http.request(self._url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=max_bytes,
+                                headers=self._headers(), kind="file")
+        except http.EntryMissing:
+            cache.store_missing(self.repo_id, self.hub.revision, self.commit, name)
+            raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where)) from None
+        self._check_commit(resp, where)
+        etag = (resp.headers.get("x-linked-etag") or resp.headers.get("etag") or "").strip()
+        etag = etag[2:] if etag.startswith("W/") else etag
+        etag = etag.strip('"') or self.blob_id(name) or _sha256(resp.body)
+        cache.store_file(self.repo_id, self.hub.revision, self.commit, name, resp.body, etag)
+        return resp.body
+
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        where = self.location(name)
+        local = cache.cached_file(self.repo_id, name, self.commit)
+        if isinstance(local, str):  # the whole file is in the cache (e.g. `hf download`)
+            LEDGER.hit()
+            with open(local, "rb") as fh:
+                fh.seek(start)
+                return fh.read(length)
+        stored = cache.get_range(self.repo_id, self.commit, name, start, length)
+        if stored is not None:
+            LEDGER.hit()
+            return stored
+        if settings.offline():
+            raise fail("SRG050", f"HF_HUB_OFFLINE is set and bytes {start}-{start + length - 1} of {name} "
+                       f"({self.repo_id}) were never read into the cache", Location(where),
+                       hint=_fetch_hints(self.repo_id, self.hub.revision, [name]) + " (or run the same "
+                       "check once online: only the ranges it reads are kept)")
+        try:
+            resp = http.request(self._url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=length,
+                                headers=self._headers(), byte_range=(start, length), kind="range")
+        except http.EntryMissing:
+            raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where)) from None
+        self._check_commit(resp, where)
+        total = (http.content_range(resp.headers) or (0, 0, None))[2]
+        if total is None and resp.status == 200 and resp.headers.get("content-length", "").isdigit():
+            total = int(resp.headers["content-length"])
+        if total is not None:
+            known = self.size(name)
+            if known is not None and known != total:
+                raise fail("SRG055", f"the hub lists {name} as {known} bytes but serves {total}", Location(where))
+            self.files.setdefault(name, {"size": None, "blob": None})["size"] = total
+        at_eof = total is not None and start + len(resp.body) >= total
+        cache.store_range(self.repo_id, self.commit, name, start, resp.body, at_eof)
+        return resp.body
+
+    def _check_commit(self, resp: http.Response, where: str) -> None:
+        served = resp.headers.get("x-repo-commit")
+        if served and served != self.commit:
+            raise fail("SRG055", f"asked for commit {self.commit[:12]}, the hub served {served[:12]}", Location(where))
+
+    def full_snapshot(self) -> str | None:
+        """The local snapshot folder when every listed file is in the cache (weights included): what
+        an engine or transformers can load without another download."""
+        if self.names() and all(isinstance(cache.cached_file(self.repo_id, n, self.commit), str) for n in self.names()):
+            return str(settings.hub_cache() / cache.repo_folder(self.repo_id) / "snapshots" / self.commit)
+        return None
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _api_info(hub: HubRef) -> dict:
+    """`GET /api/models/<repo>[/revision/<rev>]?blobs=true`, as huggingface_hub's model_info asks it."""
+    url = f"{settings.endpoint()}/api/models/{hub.repo_id}"
+    if hub.revision:
+        url += f"/revision/{_quote(hub.revision)}"
+    url += "?blobs=true"
+    tok = settings.token()
+    headers = {"User-Agent": f"spec-surgery/{__version__}", "Accept-Encoding": "identity"}
+    if tok:
+        headers["Authorization"] = f"Bearer {tok}"
+    where = str(hub)
+    try:
+        resp = http.request(url, what=f"{hub.repo_id} (model info)", where=where, max_bytes=MAX_API_BYTES,
+                            headers=headers, kind="api")
+    except http.EntryMissing:
+        raise fail("SRG051", f"{hub.repo_id}: no such repo on {settings.endpoint()}", Location(where),
+                   hint="check the id (`org/name`); a local folder of that name does not exist either") from None
+    try:
+        info = json.loads(resp.body)
+        sha = info["sha"]
+        siblings = info.get("siblings") or []
+        if not isinstance(sha, str) or not cache.COMMIT.match(sha) or not isinstance(siblings, list):
+            raise ValueError
+        files = {}
+        for s in siblings:
+            name = s["rfilename"]
+            lfs = s.get("lfs") or {}
+            size = lfs.get("size", s.get("size"))
+            files[str(name)] = {"size": size if isinstance(size, int) and size >= 0 else None,
+                                "blob": lfs.get("sha256") or s.get("blobId")}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise fail("SRG055", f"{hub.repo_id}: the model-info answer is not what the hub sends (no commit sha or "
+                   "file list)", Location(where)) from None
+    return {"commit": sha, "files": files, "gated": info.get("gated", False)}
+
+
+def open_hub_model(hub: HubRef, ref: str) -> HubSource:
+    """Pin `hub` to a commit: from the cache when offline (or when the revision is a cached sha),
+    else with one API request; coded errors for every way that can fail."""
+    commit = cache.cached_commit(hub.repo_id, hub.revision)
+    pinned_sha = commit is not None and hub.revision == commit
+    if settings.offline() or pinned_sha:
+        if commit is None:
+            raise fail("SRG050", f"HF_HUB_OFFLINE is set and {hub} is not in the HF cache "
+                       f"({settings.hub_cache()})", Location(ref),
+                       hint=_fetch_hints(hub.repo_id, hub.revision, ["config.json"]))
+        listing = cache.load_listing(hub.repo_id, commit)
+        if listing is not None:
+            return HubSource(hub, ref, commit, listing["files"], True, "hf-cache")
+        names = cache.snapshot_names(hub.repo_id, commit)
+        return HubSource(hub, ref, commit, {n: {"size": None, "blob": None} for n in names}, False, "hf-cache")
+    info = _api_info(hub)
+    cache.store_listing(hub.repo_id, info["commit"], {"files": info["files"], "gated": info["gated"]})
+    return HubSource(hub, ref, info["commit"], info["files"], True, "hub")

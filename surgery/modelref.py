@@ -1,0 +1,74 @@
+"""One model reference, everywhere: `open_model(ref)` turns a path or a hub id into a
+`surgery.modelsource.ModelSource`, importing `surgery.hub` only for a hub id; and the speculators
+head given alone, whose verifier names its target (`target_ref_for`)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .diagnostics import Location, fail
+from .modelsource import LocalSource, ModelSource, parse_hub_ref
+
+
+def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") -> ModelSource:
+    """A model by reference: the source itself, a local path, or a hub id (surgery.hub, lazily)."""
+    if isinstance(ref, ModelSource):
+        return ref
+    text = os.fspath(ref)
+    p = Path(text).expanduser()
+    if p.exists():
+        if p.is_dir() and not (p / "config.json").exists():
+            raise fail("SRG001", f"no such {what} file: {p / 'config.json'}", Location(text),
+                       hint="a model folder must contain config.json")
+        return LocalSource(p, ref=text)
+    hub = parse_hub_ref(text)
+    if hub is None:
+        raise fail("SRG001", f"no such {what} file: {text}", Location(text),
+                   hint="a model is a folder with config.json, a config.json file, or a hub id `org/name[@revision]`")
+    from .hub.source import open_hub_model
+
+    return open_hub_model(hub, ref=text)
+
+
+def verifier_of(draft_facts) -> str | None:
+    """The target a speculators head names (`speculators_config.verifier.name_or_path`), as vLLM
+    reads it when the head is served as the model; None for any other draft."""
+    from .formats import original_config
+
+    spec = original_config(draft_facts.raw or {}).get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    name = verifier.get("name_or_path") if isinstance(verifier, dict) else None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def target_ref_for(target_ref, draft_facts) -> tuple[str | os.PathLike, bool]:
+    """(the target to read, whether it was taken from the draft's verifier). SRG059 when neither
+    --target nor a verifier names one."""
+    if target_ref is not None:
+        return target_ref, False
+    name = verifier_of(draft_facts)
+    if name is None:
+        raise fail("SRG059", "no --target given, and the draft is no speculators head naming its verifier",
+                   Location(draft_facts.source))
+    return name, True
+
+
+def verifier_note(draft_facts, target_facts):
+    """SRG058: the info line saying the target is the draft's verifier, and where it was found."""
+    from .diagnostics import INFO, diag
+
+    pin = target_facts.pin() or {}
+    where = pin.get("commit") and f"{pin.get('repo_id')}@{pin['commit']} ({pin['source']})" or pin.get("path", "")
+    return diag("SRG058", f"no --target: the target is the draft's verifier {verifier_of(draft_facts)!r}, as vLLM "
+                f"serves it when the head is the model; read from {where}",
+                Location(draft_facts.source, key_path="speculators_config.verifier.name_or_path"), severity=INFO)
+
+
+def describe_pin(pin: dict | None) -> str:
+    """One line of text for a pin: `org/name@<commit> (hub)`, or the local path."""
+    if not pin:
+        return "?"
+    if pin.get("commit"):
+        asked = f", asked {pin['revision']}" if pin.get("revision") and pin["revision"] != pin["commit"] else ""
+        return f"{pin['repo_id']}@{pin['commit']} ({pin['source']}{asked})"
+    return pin.get("path") or pin.get("ref", "?")

@@ -1,0 +1,359 @@
+"""A local server that speaks the Hugging Face hub's file protocol, on 127.0.0.1, for tests and the
+hub benchmark: the real `huggingface_hub` client and `surgery` talk to it through HF_ENDPOINT.
+
+What it serves, as the hub does:
+- `GET /api/models/<repo>[/revision/<rev>]` (`?blobs=true`): id, sha, gated, siblings (rfilename,
+  size, blobId, lfs {sha256, size});
+- `HEAD` / `GET /<repo>/resolve/<rev>/<path>` with `X-Repo-Commit`, `ETag`, `Content-Length`,
+  `Accept-Ranges` and Range (206 + `Content-Range`); LFS files answer with a 302 to `/cdn/<sha256>`
+  (the hub sends its CDN), carrying `X-Linked-Etag` / `X-Linked-Size` as the hub does;
+- 401 `X-Error-Code: GatedRepo` without a token on a gated repo, 401/404 `RepoNotFound`,
+  404 `RevisionNotFound`, 404 `EntryNotFound`.
+
+Weight files are virtual: a real safetensors header followed by sparse data (zeros, plus the bytes
+a test puts at given offsets), so a 16 GB checkpoint costs no disk and no memory. Every answer's
+body bytes are counted (`served_bytes`, `log`). `faults` makes it lie, for the hostile-server suite.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1}
+
+
+@dataclass
+class VirtualFile:
+    """`size` bytes: `prefix` at 0, `patches` at their offsets, zeros elsewhere."""
+
+    size: int
+    prefix: bytes = b""
+    patches: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def read(self, start: int, end: int) -> bytes:  # [start, end)
+        end = min(end, self.size)
+        if start >= end:
+            return b""
+        out = bytearray(end - start)
+        for off, data in [(0, self.prefix), *self.patches]:
+            lo, hi = max(start, off), min(end, off + len(data))
+            if lo < hi:
+                out[lo - start:hi - start] = data[lo - off:hi - off]
+        return bytes(out)
+
+
+def safetensors_file(tensors: list[tuple[str, str, list[int]]], data: dict[str, bytes] | None = None,
+                     metadata: dict | None = None) -> VirtualFile:
+    """A virtual .safetensors file: the real header for `tensors` (name, dtype, shape), in order;
+    `data` gives real bytes for some tensors (the rest are zeros)."""
+    header, offset = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    spans = {}
+    for name, dtype, shape in tensors:
+        n = DTYPE_BYTES[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        spans[name] = (offset, n)
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    base = 8 + len(raw)
+    patches = []
+    for name, value in (data or {}).items():
+        off, n = spans[name]
+        assert len(value) <= n, name
+        patches.append((base + off, value))
+    return VirtualFile(base + offset, struct.pack("<Q", len(raw)) + raw, patches)
+
+
+@dataclass
+class RepoFile:
+    content: bytes | VirtualFile
+    lfs: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.content.size if isinstance(self.content, VirtualFile) else len(self.content)
+
+    def read(self, start: int, end: int) -> bytes:
+        if isinstance(self.content, VirtualFile):
+            return self.content.read(start, end)
+        return self.content[start:end]
+
+    @property
+    def oid(self) -> str:
+        """git blob sha1 (a small file's ETag) or a stand-in sha256 for LFS (computed from the header
+        and size only: the bulk is virtual)."""
+        if self.lfs:
+            head = self.content.prefix if isinstance(self.content, VirtualFile) else self.content
+            patches = b"".join(p for _, p in getattr(self.content, "patches", []))
+            return hashlib.sha256(head + patches + str(self.size).encode()).hexdigest()
+        data = self.content if isinstance(self.content, bytes) else self.content.read(0, self.content.size)
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class Repo:
+    repo_id: str
+    files: dict[str, RepoFile]
+    gated: bool = False
+    revisions: dict[str, str] = field(default_factory=dict)  # branch / tag -> commit
+
+    def __post_init__(self):
+        if not self.revisions:
+            digest = hashlib.sha1(self.repo_id.encode() + b"".join(sorted(f.encode() for f in self.files))).hexdigest()
+            self.revisions = {"main": digest}
+
+    @property
+    def main(self) -> str:
+        return self.revisions["main"]
+
+    def commit_of(self, rev: str) -> str | None:
+        if rev in self.revisions:
+            return self.revisions[rev]
+        if re.fullmatch(r"[0-9a-f]{40}", rev) and rev in self.revisions.values():
+            return rev
+        return None
+
+
+@dataclass
+class Fault:
+    """How the server misbehaves on one path (matched by substring of the request path)."""
+
+    status: int | None = None  # answer this status (e.g. 500) `times` times
+    times: int = 1 << 30
+    truncate_to: int | None = None  # send only this many body bytes (Content-Length still the full)
+    ignore_range: bool = False  # answer 200 with the whole body
+    redirect_loop: bool = False
+    stall_after: int | None = None  # send this many body bytes, then hang `stall_s`
+    stall_s: float = 30.0
+    trickle_s: float | None = None  # one byte every trickle_s seconds
+    wrong_commit: bool = False
+    body_override: bytes | None = None
+
+
+class HubServer:
+    def __init__(self, repos: list[Repo], token: str | None = "hf_test_token"):
+        self.repos = {r.repo_id: r for r in repos}
+        self.token = token
+        self.faults: dict[str, Fault] = {}
+        self.log: list[dict] = []
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def served_bytes(self) -> int:
+        with self.lock:
+            return sum(r["bytes"] for r in self.log)
+
+    def reset_log(self) -> None:
+        with self.lock:
+            self.log.clear()
+
+    def declared_bytes(self, *repo_ids: str) -> int:
+        return sum(f.size for r in repo_ids for f in self.repos[r].files.values())
+
+    # -- the handler ----------------------------------------------------------------------------------
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                self._dispatch(head=True)
+
+            def do_GET(self):
+                self._dispatch(head=False)
+
+            # -- plumbing
+            def _record(self, status: int, n: int) -> None:
+                with server.lock:
+                    server.log.append({"method": self.command, "path": self.path, "status": status, "bytes": n,
+                                       "range": self.headers.get("Range")})
+
+            def _send(self, status: int, headers: dict, body: bytes = b"", head: bool = False,
+                      fault: Fault | None = None) -> None:
+                self.send_response(status)
+                full = len(body)
+                headers = {"Content-Length": str(full), **headers}
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if head:
+                    self._record(status, 0)
+                    return
+                sent = 0
+                try:
+                    if fault and fault.truncate_to is not None:
+                        body = body[:fault.truncate_to]
+                    if fault and fault.trickle_s is not None:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            sent += 1
+                            time.sleep(fault.trickle_s)
+                    elif fault and fault.stall_after is not None:
+                        self.wfile.write(body[:fault.stall_after])
+                        self.wfile.flush()
+                        sent = min(len(body), fault.stall_after)
+                        time.sleep(fault.stall_s)
+                        self.wfile.write(body[fault.stall_after:])
+                        sent = len(body)
+                    else:
+                        self.wfile.write(body)
+                        sent = len(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    self._record(status, sent)
+                if fault and (fault.truncate_to is not None):
+                    self.close_connection = True
+
+            def _error(self, status: int, code: str, message: str, head: bool) -> None:
+                body = json.dumps({"error": message}).encode()
+                self._send(status, {"X-Error-Code": code, "X-Error-Message": message,
+                                    "Content-Type": "application/json"}, body, head)
+
+            def _authorized(self) -> bool:
+                auth = self.headers.get("Authorization", "")
+                return server.token is not None and auth == f"Bearer {server.token}"
+
+            def _fault(self) -> Fault | None:
+                for key, fault in server.faults.items():
+                    if key in self.path:
+                        return fault
+                return None
+
+            def _dispatch(self, head: bool) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                path = urllib.parse.unquote(url.path)
+                fault = self._fault()
+                if fault and fault.redirect_loop:
+                    self._send(302, {"Location": self.path})
+                    return
+                if fault and fault.status is not None and fault.times > 0:
+                    fault.times -= 1
+                    self._send(fault.status, {"Content-Type": "text/plain"}, b"server error", head)
+                    return
+                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
+                if m:
+                    return self._api(m.group(1), m.group(2), head, fault)
+                m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+                if m:
+                    return self._resolve(m.group(1), m.group(2), m.group(3), head, fault)
+                m = re.fullmatch(r"/cdn/([0-9a-f]+)/([^/]+/[^/]+)/([0-9a-f]{40})/(.+)", path)
+                if m:
+                    return self._cdn(m.group(2), m.group(3), m.group(4), head, fault)
+                self._error(404, "EntryNotFound", "not found", head)
+
+            def _repo(self, repo_id: str, head: bool) -> Repo | None:
+                repo = server.repos.get(repo_id)
+                if repo is None:
+                    self._error(404 if self._authorized() else 401, "RepoNotFound",
+                                f"Repository Not Found for url: {self.path}", head)
+                return repo
+
+            def _api(self, repo_id: str, rev: str | None, head: bool, fault: Fault | None) -> None:
+                repo = self._repo(repo_id, head)
+                if repo is None:
+                    return
+                commit = repo.commit_of(rev or "main")
+                if commit is None:
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+                siblings = []
+                for name, f in sorted(repo.files.items()):
+                    entry = {"rfilename": name, "size": f.size, "blobId": f.oid if not f.lfs else
+                             hashlib.sha1(f.oid.encode()).hexdigest()}
+                    if f.lfs:
+                        entry["lfs"] = {"sha256": f.oid, "size": f.size, "pointerSize": 134}
+                    siblings.append(entry)
+                body = json.dumps({"id": repo.repo_id, "modelId": repo.repo_id, "sha": commit,
+                                   "gated": "manual" if repo.gated else False, "private": False,
+                                   "siblings": siblings}).encode()
+                if fault and fault.body_override is not None:
+                    body = fault.body_override
+                self._send(200, {"Content-Type": "application/json"}, body, head, fault)
+
+            def _resolve(self, repo_id: str, rev: str, name: str, head: bool, fault: Fault | None) -> None:
+                repo = self._repo(repo_id, head)
+                if repo is None:
+                    return
+                if repo.gated and not self._authorized():
+                    return self._error(401, "GatedRepo", f"Access to model {repo_id} is restricted. You must have "
+                                       "access to it and be authenticated to access it. Please log in.", head)
+                commit = repo.commit_of(urllib.parse.unquote(rev))
+                if commit is None:
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+                f = repo.files.get(name)
+                if f is None:
+                    return self._error(404, "EntryNotFound", f"{name} does not exist", head)
+                served_commit = "f" * 40 if fault and fault.wrong_commit else commit
+                common = {"X-Repo-Commit": served_commit, "Accept-Ranges": "bytes"}
+                if f.lfs:  # the hub sends LFS files from its CDN
+                    loc = f"{server.endpoint}/cdn/{f.oid}/{repo_id}/{commit}/{urllib.parse.quote(name)}"
+                    return self._send(302, {**common, "Location": loc, "X-Linked-Etag": f'"{f.oid}"',
+                                            "X-Linked-Size": str(f.size), "ETag": f'"{f.oid}"'}, b"", head)
+                self._serve(f, {**common, "ETag": f'"{f.oid}"'}, head, fault)
+
+            def _cdn(self, repo_id: str, commit: str, name: str, head: bool, fault: Fault | None) -> None:
+                repo = server.repos.get(repo_id)
+                f = repo.files.get(name) if repo else None
+                if f is None:
+                    return self._error(404, "EntryNotFound", "no such object", head)
+                self._serve(f, {"ETag": f'"{f.oid}"'}, head, fault)
+
+            def _serve(self, f: RepoFile, headers: dict, head: bool, fault: Fault | None) -> None:
+                rng = self.headers.get("Range")
+                m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
+                if m and not (fault and fault.ignore_range):
+                    start = int(m.group(1))
+                    end = int(m.group(2)) + 1 if m.group(2) else f.size
+                    end = min(end, f.size)
+                    if start >= f.size:
+                        return self._send(416, {"Content-Range": f"bytes */{f.size}"}, b"", head)
+                    hdrs = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{f.size}"}
+                    if head:
+                        return self._send_head(206, hdrs, end - start)
+                    return self._send(206, hdrs, f.read(start, end), False, fault)
+                if head:
+                    return self._send_head(200, headers, f.size)
+                if f.size > 64 << 20:  # a whole weight file: never sent by these tests; refuse loudly
+                    return self._send(500, {}, b"test server: refusing to send a whole virtual weight file", head)
+                self._send(200, headers, f.read(0, f.size), head, fault)
+
+            def _send_head(self, status: int, headers: dict, length: int) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(length))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self._record(status, 0)
+
+        return Handler
