@@ -521,6 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     parser = build_parser()
     wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    ledger = sys.modules.get("surgery.hub.ledger")  # a command counts its own hub traffic
+    if ledger is not None:
+        ledger.LEDGER.reset()
     try:
         args = parser.parse_args(argv)
         if not args.command:

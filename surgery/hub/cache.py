@@ -51,15 +51,14 @@ def cached_file(repo_id: str, name: str, revision: str) -> str | bool | None:
     """huggingface_hub's answer: the path of the cached file, False when the cache knows the repo has
     no such file at that revision (.no_exist), None when the cache does not know."""
     from huggingface_hub import try_to_load_from_cache
-    from huggingface_hub.file_download import _CACHED_NO_EXIST
 
     try:
         found = try_to_load_from_cache(repo_id, name, cache_dir=str(settings.hub_cache()), revision=revision)
     except ValueError:  # huggingface_hub refuses the file name (e.g. `..`)
         return None
-    if found is _CACHED_NO_EXIST:
-        return False
-    return found if isinstance(found, str) else None
+    if found is None:
+        return None
+    return found if isinstance(found, str) else False  # its `_CACHED_NO_EXIST` marker
 
 
 def cached_commit(repo_id: str, revision: str | None) -> str | None:

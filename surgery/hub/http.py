@@ -197,7 +197,7 @@ def _read_bounded(resp, max_bytes: int, what: str, where: str, started: float, t
         want = min(CHUNK, max_bytes - total + 1)
         if want <= 0:
             want = 1
-        chunk = resp.read(want)
+        chunk = resp.read1(want) if hasattr(resp, "read1") else resp.read(want)  # what has arrived: the deadline is checked between pieces
         if not chunk:
             return b"".join(chunks)
         total += len(chunk)

@@ -31,11 +31,14 @@ class Ledger:
         with self.lock:
             self.cache_hits += 1
 
-    def mark(self) -> int:
-        return len(self.rows)
+    def reset(self) -> None:
+        """A new command starts counting from zero (several commands can run in one process)."""
+        with self.lock:
+            self.rows.clear()
+            self.cache_hits = 0
 
-    def summary(self, since: int = 0) -> dict:
-        rows = self.rows[since:]
+    def summary(self) -> dict:
+        rows = list(self.rows)
         files = {}
         for r in rows:
             if 200 <= r.status < 300:

@@ -332,6 +332,8 @@ class HubServer:
             def _serve(self, f: RepoFile, headers: dict, head: bool, fault: Fault | None) -> None:
                 rng = self.headers.get("Range")
                 m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
+                if fault and fault.ignore_range and not head and f.size > 64 << 20:
+                    return self._stream_whole(f, headers)
                 if m and not (fault and fault.ignore_range):
                     start = int(m.group(1))
                     end = int(m.group(2)) + 1 if m.group(2) else f.size
@@ -347,6 +349,25 @@ class HubServer:
                 if f.size > 64 << 20:  # a whole weight file: never sent by these tests; refuse loudly
                     return self._send(500, {}, b"test server: refusing to send a whole virtual weight file", head)
                 self._send(200, headers, f.read(0, f.size), head, fault)
+
+            def _stream_whole(self, f: RepoFile, headers: dict) -> None:
+                """A server that ignores Range and sends a whole (virtual) weight file: in 1 MiB
+                pieces until the client hangs up."""
+                self.send_response(200)
+                self.send_header("Content-Length", str(f.size))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                sent = 0
+                try:
+                    while sent < f.size:
+                        chunk = f.read(sent, sent + (1 << 20))
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self._record(200, sent)
+                self.close_connection = True
 
             def _send_head(self, status: int, headers: dict, length: int) -> None:
                 self.send_response(status)

@@ -200,3 +200,29 @@ def gemma_tensors(cfg: dict) -> list[tuple[str, str, list[int]]]:
 
 def all_repos() -> list[Repo]:
     return [llama_repo(), eagle3_repo(), *gemma_repos()]
+
+
+TINY_TARGET = "test-org/tiny-llama"
+TINY_HEAD = "test-org/tiny-eagle3"
+
+
+def tiny_repos() -> list[Repo]:
+    """A small target and EAGLE-3 head (the weights checks' test checkpoints, tests/tiny_checkpoints.py)
+    for the hostile-server suite: cheap to serve, every check reached."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tiny_checkpoints as tc
+
+    def file_of(tensors: dict) -> RepoFile:
+        specs = [(n, d, s) for n, (d, s, _) in tensors.items()]
+        data = {}
+        fmt = {"F32": "f", "I64": "q", "BOOL": "?"}
+        for n, (d, s, values) in tensors.items():
+            data[n] = struct.pack(f"<{len(values)}{fmt[d]}", *values)
+        return RepoFile(safetensors_file(specs, data, {"format": "pt"}), lfs=True)
+
+    target = {"config.json": RepoFile(_json(tc.llama_config())), "model.safetensors": file_of(tc.target_tensors())}
+    head = {"config.json": RepoFile(_json(tc.eagle3_config())),
+            "model.safetensors": file_of(tc.eagle3_tensors(embed="target"))}
+    return [Repo(TINY_TARGET, target, revisions={"main": "a" * 40, "v1": "b" * 40}), Repo(TINY_HEAD, head)]
