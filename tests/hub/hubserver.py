@@ -157,6 +157,12 @@ class HubServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
+    @property
+    def cdn(self) -> str:
+        """Where LFS files are redirected: the same server under another host name, so a redirect leaves
+        the hub's origin as the hub's CDN redirects do (the client drops its token there)."""
+        return f"http://localhost:{self.httpd.server_address[1]}"
+
     def __enter__(self):
         self.thread.start()
         return self
@@ -262,6 +268,9 @@ class HubServer:
                     fault.times -= 1
                     self._send(fault.status, {"Content-Type": "text/plain"}, b"server error", head)
                     return
+                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/.*)?", path)
+                if m:
+                    return self._tree(m.group(1), m.group(2), head, fault)
                 m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
                 if m:
                     return self._api(m.group(1), m.group(2), head, fault)
@@ -301,6 +310,22 @@ class HubServer:
                     body = fault.body_override
                 self._send(200, {"Content-Type": "application/json"}, body, head, fault)
 
+            def _tree(self, repo_id: str, rev: str, head: bool, fault: Fault | None) -> None:
+                """`/api/models/<repo>/tree/<rev>` (snapshot_download, list_repo_files): every file, no paging."""
+                repo = self._repo(repo_id, head)
+                if repo is None:
+                    return
+                if repo.commit_of(rev) is None:
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+                entries = []
+                for name, f in sorted(repo.files.items()):
+                    e = {"type": "file", "oid": f.oid if not f.lfs else hashlib.sha1(f.oid.encode()).hexdigest(),
+                         "size": f.size, "path": name}
+                    if f.lfs:
+                        e["lfs"] = {"oid": f.oid, "size": f.size, "pointerSize": 134}
+                    entries.append(e)
+                self._send(200, {"Content-Type": "application/json"}, json.dumps(entries).encode(), head, fault)
+
             def _resolve(self, repo_id: str, rev: str, name: str, head: bool, fault: Fault | None) -> None:
                 repo = self._repo(repo_id, head)
                 if repo is None:
@@ -317,12 +342,14 @@ class HubServer:
                 served_commit = "f" * 40 if fault and fault.wrong_commit else commit
                 common = {"X-Repo-Commit": served_commit, "Accept-Ranges": "bytes"}
                 if f.lfs:  # the hub sends LFS files from its CDN
-                    loc = f"{server.endpoint}/cdn/{f.oid}/{repo_id}/{commit}/{urllib.parse.quote(name)}"
+                    loc = f"{server.cdn}/cdn/{f.oid}/{repo_id}/{commit}/{urllib.parse.quote(name)}"
                     return self._send(302, {**common, "Location": loc, "X-Linked-Etag": f'"{f.oid}"',
                                             "X-Linked-Size": str(f.size), "ETag": f'"{f.oid}"'}, b"", head)
                 self._serve(f, {**common, "ETag": f'"{f.oid}"'}, head, fault)
 
             def _cdn(self, repo_id: str, commit: str, name: str, head: bool, fault: Fault | None) -> None:
+                if self.headers.get("Authorization"):  # the hub's token never goes to its CDN
+                    return self._error(400, "TokenLeak", "a hub token was sent to the CDN", head)
                 repo = server.repos.get(repo_id)
                 f = repo.files.get(name) if repo else None
                 if f is None:

@@ -92,7 +92,8 @@ def sharded_repo_files(tensors, n: int, weight_map: dict | None, data: dict[str,
 
 
 def llama_repo() -> Repo:
-    cfg = (DATA / "configs" / "Llama-3.1-8B-Instruct.json").read_bytes()
+    verbatim = _hubfile(LLAMA, "config.json")
+    cfg = (verbatim if verbatim.is_file() else DATA / "configs" / "Llama-3.1-8B-Instruct.json").read_bytes()
     index = _hubfile(LLAMA, "model.safetensors.index.json")
     weight_map = _read(index)["weight_map"] if index.is_file() else None
     files = sharded_repo_files(llama_tensors(), 4, weight_map, {"model.embed_tokens.weight": _embed_sample()})
@@ -155,14 +156,20 @@ def gemma_repos() -> list[Repo]:
             if (folder / extra).is_file():
                 files[extra] = RepoFile((folder / extra).read_bytes())
         tensors_file = folder / "tensors.json"
-        tensors = [(n, t["dtype"], t["shape"]) for n, t in _read(tensors_file).items()] if tensors_file.is_file() \
-            else gemma_tensors(cfg)
+        tensors = tensors_of(tensors_file) if tensors_file.is_file() else gemma_tensors(cfg)
         if len(tensors) > 400:
             files.update(sharded_repo_files(tensors, 2, None, {}))
         else:
             files["model.safetensors"] = RepoFile(safetensors_file(tensors, {}, {"format": "pt"}), lfs=True)
         out.append(Repo(repo, files))
     return out
+
+
+def tensors_of(path: Path) -> list[tuple[str, str, list[int]]]:
+    """A tensors.json (name -> {dtype, shape}; `_` keys are notes)."""
+    data = _read(path)
+    data = data.get("tensors", data) if isinstance(data.get("tensors"), dict) else data
+    return [(n, t["dtype"], list(t["shape"])) for n, t in data.items() if not n.startswith("_") and isinstance(t, dict)]
 
 
 def gemma_tensors(cfg: dict) -> list[tuple[str, str, list[int]]]:
@@ -177,9 +184,14 @@ def gemma_tensors(cfg: dict) -> list[tuple[str, str, list[int]]]:
     gkv = text.get("num_global_key_value_heads") or kv
     types = text.get("layer_types") or ["full_attention"] * n
     shared = text.get("num_kv_shared_layers", 0)
-    nested = "text_config" in cfg
-    pre = "model.language_model." if nested else "model."
+    assistant = cfg.get("model_type", "").endswith("assistant")
+    # the target nests its text model (`model.language_model.`); the assistant keeps `model.` (as the
+    # built-in tiny pair's draft, surgery/data/tiny/weights/draft, writes it)
+    pre = "model.language_model." if "text_config" in cfg and not assistant else "model."
     out = [(pre + "embed_tokens.weight", "BF16", [text["vocab_size"], h])]
+    if assistant:
+        backbone = cfg["backbone_hidden_size"]
+        out += [("pre_projection.weight", "BF16", [h, 2 * backbone]), ("post_projection.weight", "BF16", [backbone, h])]
     for i in range(n):
         p = f"{pre}layers.{i}."
         d, k = (ghd, gkv) if types[i] == "full_attention" else (hd, kv)
@@ -189,7 +201,7 @@ def gemma_tensors(cfg: dict) -> list[tuple[str, str, list[int]]]:
                 (p + "mlp.gate_proj.weight", "BF16", [inter, h]), (p + "mlp.up_proj.weight", "BF16", [inter, h]),
                 (p + "mlp.down_proj.weight", "BF16", [h, inter]),
                 (p + "self_attn.q_proj.weight", "BF16", [heads * d, h]), (p + "self_attn.q_norm.weight", "BF16", [d]),
-                (p + "self_attn.o_proj.weight", "BF16", [h, heads * d])]
+                (p + "self_attn.o_proj.weight", "BF16", [h, heads * d]), (p + "layer_scalar", "BF16", [1])]
         if i < n - shared:
             out += [(p + "self_attn.k_proj.weight", "BF16", [k * d, h]), (p + "self_attn.k_norm.weight", "BF16", [d])]
             if not (types[i] == "full_attention" and text.get("attention_k_eq_v")):

@@ -137,3 +137,21 @@ def test_local_paths_import_no_hub_client():
              "print(rc, sorted(m for m in sys.modules if m.startswith(('huggingface_hub', 'surgery.hub', 'urllib.request'))))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
+
+
+def test_gemma4_31b_pair_plans_by_name(run_cli, hubenv):
+    """The issue's second acceptance pair: the assistant's layers read target layers 58 / 59 (the
+    last sliding and the last full-attention layer of the 60), by hub id and by `@<sha>`."""
+    from hub.repos import GEMMA, GEMMA_ASSISTANT
+
+    for target in (GEMMA, f"{GEMMA}@{hubenv.repos[GEMMA].main}"):
+        code, out, err = run_cli("plan", "gemma4-mtp", "--target", target, "--draft", GEMMA_ASSISTANT, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert [(r["draft"], r["target"]) for r in data["layer_maps"]["kv_source"]] == [(0, 58), (1, 58), (2, 58), (3, 59)]
+        assert data["target"]["pin"]["commit"] == hubenv.repos[GEMMA].main
+    code, out, err = run_cli("validate", "gemma4-mtp", "--target", GEMMA, "--draft", GEMMA_ASSISTANT, "--weights",
+                             "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["fetched"]["bytes"] < 2 << 20 and hubenv.declared_bytes(GEMMA, GEMMA_ASSISTANT) > 60e9
