@@ -147,7 +147,8 @@ class HubServer:
         self.repos = {r.repo_id: r for r in repos}
         self.token = token
         self.faults: dict[str, Fault] = {}
-        self.log: list[dict] = []
+        self._log: list[dict] = []
+        self.in_flight = 0
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -171,13 +172,27 @@ class HubServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def served_bytes(self) -> int:
+    def settle(self, timeout_s: float = 2.0) -> None:
+        """Wait until the answers in flight are recorded: a client can read the last byte before the
+        server thread writes its log row."""
+        until = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < until:
+            time.sleep(0.005)
+
+    @property
+    def log(self) -> list[dict]:
+        self.settle()
         with self.lock:
-            return sum(r["bytes"] for r in self.log)
+            return list(self._log)
+
+    def served_bytes(self) -> int:
+        return sum(r["bytes"] for r in self.log)
 
     def reset_log(self) -> None:
+        """Forget what was served, once the answers in flight are recorded."""
+        self.settle()
         with self.lock:
-            self.log.clear()
+            self._log.clear()
 
     def declared_bytes(self, *repo_ids: str) -> int:
         return sum(f.size for r in repo_ids for f in self.repos[r].files.values())
@@ -193,15 +208,24 @@ class HubServer:
                 pass
 
             def do_HEAD(self):
-                self._dispatch(head=True)
+                self._counted(head=True)
 
             def do_GET(self):
-                self._dispatch(head=False)
+                self._counted(head=False)
+
+            def _counted(self, head: bool) -> None:
+                with server.lock:
+                    server.in_flight += 1
+                try:
+                    self._dispatch(head=head)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
 
             # -- plumbing
             def _record(self, status: int, n: int) -> None:
                 with server.lock:
-                    server.log.append({"method": self.command, "path": self.path, "status": status, "bytes": n,
+                    server._log.append({"method": self.command, "path": self.path, "status": status, "bytes": n,
                                        "range": self.headers.get("Range")})
 
             def _send(self, status: int, headers: dict, body: bytes = b"", head: bool = False,

@@ -106,7 +106,7 @@ def test_redirect_loop_is_coded(run_cli, hubenv):
 
 def test_stalled_body_is_cut_at_the_stall_timeout(run_cli, hubenv, monkeypatch):
     monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
-    hubenv.faults[f"/{TINY_TARGET}/resolve/"] = Fault(stall_after=5, stall_s=20)
+    hubenv.faults[f"/{TINY_TARGET}/resolve/"] = Fault(stall_after=5, stall_s=3)
     started = time.monotonic()
     coded(run(run_cli), None, "SRG056", seconds=8, started=started)
     assert_nothing_half_written(Path(os.environ["HF_HOME"]))
