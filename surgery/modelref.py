@@ -72,3 +72,30 @@ def describe_pin(pin: dict | None) -> str:
         asked = f", asked {pin['revision']}" if pin.get("revision") and pin["revision"] != pin["commit"] else ""
         return f"{pin['repo_id']}@{pin['commit']} ({pin['source']}{asked})"
     return pin.get("path") or pin.get("ref", "?")
+
+
+def engine_model(ref) -> tuple[str, str | None]:
+    """(model, revision) to hand an engine for `ref`, as vLLM / transformers accept them: a local
+    folder's path (a config file stands for its folder) and no revision, or the hub id with the
+    commit we pinned, so the engine loads exactly what was validated."""
+    src = open_model(ref)
+    if isinstance(src, LocalSource):
+        return str(src.folder), None
+    pin = src.pin()
+    return pin["repo_id"], pin["commit"]
+
+
+def local_snapshot(ref, why: str) -> str:
+    """A folder holding the whole model (weights included), for a command that copies or loads the
+    weights itself: a local folder, or the HF cache's snapshot of a hub id when it is complete
+    (SRG060 otherwise: the checks never download weights, and neither does this)."""
+    src = open_model(ref)
+    if isinstance(src, LocalSource):
+        return str(src.folder)
+    folder = src.full_snapshot()
+    if folder is None:
+        pin = src.pin()
+        raise fail("SRG060", f"{why} needs every file of {pin['repo_id']}@{pin['commit'][:12]}, and the HF cache "
+                   "does not hold them all", Location(src.location()),
+                   hint=f"download it first: `hf download {pin['repo_id']} --revision {pin['commit']}`")
+    return folder

@@ -8,7 +8,6 @@ record it, so the plan can say "head_dim: default 256 used".
 from __future__ import annotations
 
 import dataclasses
-import os
 from functools import lru_cache
 from typing import Any
 

@@ -85,6 +85,10 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
         raise SurgeryError(diag("SRG451", f"vLLM could not run {recipe.name} with method {method!r}: "
                                 f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
+    if ablate:  # the rows edit a copy of the draft folder: a hub draft is in the HF cache by now (vLLM loaded it)
+        from ..modelref import local_snapshot
+
+        target, draft = local_snapshot(target, "--ablate"), local_snapshot(draft, "--ablate")
     rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
                          spec_extra=spec_extra) if ablate else None
     d = dict(run["decode"], prompt_set=prompt_set)
@@ -96,7 +100,13 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
             "served": dict(run.get("served") or {}, as_given=AS_MODEL if head_as_model else AS_SPEC_CONFIG),
             "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows,
-            "diagnostics": [n.to_dict() for n in notes]}
+            "diagnostics": [n.to_dict() for n in notes], "models": _pins(target, draft)}
+
+
+def _pins(target, draft) -> dict:
+    from ..modelref import open_model
+
+    return {"target": open_model(target).pin(), "draft": open_model(draft).pin()}
 
 
 AS_MODEL = "head folder as the model (vLLM's speculators detection)"
@@ -126,13 +136,12 @@ def draft_format(draft):
 
 def served_target(draft, head, pair):
     """The target for a draft given alone: a speculators head's verifier, which vLLM serves when the
-    head folder is the model (a local folder only: no hub here); else the built-in pair's target."""
+    head is the model (a folder or a hub id, as vLLM resolves it); else the built-in pair's target."""
     if head is not None and head.name == "speculators":
-        verifier = Path(head.speculators.verifier).expanduser()
-        if not (verifier / "config.json").is_file():
-            raise SurgeryError(diag("SRG011", f"the speculators head names verifier {head.speculators.verifier!r}, "
-                                    "which is not a local model folder", hint="pass --target with the verifier's folder"))
-        return verifier
+        from ..modelref import open_model
+
+        open_model(head.speculators.verifier)  # a coded error now (SRG001 / SRG05x), not vLLM's later
+        return head.speculators.verifier
     if pair is None:
         raise SurgeryError(diag("SRG011", "--draft without --target, and the recipe has no built-in pair whose "
                                 "target could serve it", hint="pass --target"))
@@ -164,10 +173,12 @@ def _cause_hint(exc: BaseException) -> str:
 
 
 def render(result: dict) -> str:
+    from ..modelref import describe_pin
+
     d = result["decode"]
     lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
-             f"  target {result['target']}", f"  draft  {result['draft']}"
+             f"  target {describe_pin(result['models']['target'])}", f"  draft  {describe_pin(result['models']['draft'])}"
              + (f" ({result['draft_format']} format)" if result.get("draft_format") else ""),
              *([f"  served: {result['served']['as_given']}"] if result.get("served") else []),
              *(f"  {n['severity']} {n['code']}: {n['message']}" for n in result.get("diagnostics") or ()),

@@ -56,6 +56,7 @@ def _logs_to_stderr() -> list:
 def run_audit(args, out) -> int:
     from ..checks.field import expected_methods
     from ..facts import read_facts
+    from ..modelref import describe_pin, engine_model
     from ..recipe import find_recipe, load_recipe
 
     recipe_path = str(find_recipe(args.recipe).resolve())
@@ -91,10 +92,11 @@ def run_audit(args, out) -> int:
             saved["VLLM_LOGGING_STREAM"] = None
         moved = _logs_to_stderr()
         plugin.register()  # idempotent; vLLM's entry point does the same in every process
-        kwargs = dict(model=str(Path(args.target).parent if str(args.target).endswith(".json") else args.target),
-                      speculative_config={"method": method, "model": str(Path(args.draft).parent if str(
-                          args.draft).endswith(".json") else args.draft),
-                          "num_speculative_tokens": args.num_speculative_tokens},
+        # hub ids go to vLLM as ids, pinned to the commits the facts were read at (surgery.modelref)
+        (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
+        kwargs = dict(model=t_model, revision=t_rev,
+                      speculative_config={"method": method, "model": d_model, "revision": d_rev,
+                                          "num_speculative_tokens": args.num_speculative_tokens},
                       kv_cache_dtype=args.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
                       max_model_len=args.max_model_len, tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp,
                       additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
@@ -143,7 +145,8 @@ def run_audit(args, out) -> int:
     result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": args.kv_cache_dtype,
               "findings": findings, "not_applicable": report.get("not_applicable", []),
               "checked": report.get("checked", {}), "generated_tokens": generated, "spec_decode_metrics": metrics,
-              "report": None if tmpdir is not None else report_path}
+              "report": None if tmpdir is not None else report_path,
+              "models": {"target": target.pin(), "draft": draft.pin()}}
     if args.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
     else:
@@ -153,4 +156,5 @@ def run_audit(args, out) -> int:
         out.write(f"audit {recipe.name} (method {method}): {len(findings)} finding(s), {len(errors)} that can change "
                   f"outputs or acceptance; checked {', '.join(f'{k} x{v}' for k, v in result['checked'].items()) or 'nothing'}"
                   f"{'; not applicable: ' + '; '.join(n['check'] + ' (' + n['reason'] + ')' for n in na) if na else ''}\n")
+        out.write("".join(f"{side}: {describe_pin(p)}\n" for side, p in result["models"].items()))
     return EXIT_INVALID if errors else EXIT_OK

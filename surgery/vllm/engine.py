@@ -4,9 +4,7 @@ greedy generation from token ids, vLLM's spec-decode counters, shutdown."""
 from __future__ import annotations
 
 import gc
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 NUM_SPEC = 3
@@ -27,10 +25,13 @@ CPU_MLA_COMPILATION = {"custom_ops": ["-rotary_embedding"]}
 
 
 def is_mla_folder(folder) -> bool:
-    """Whether a model folder's config.json describes multi-head latent attention (kv_lora_rank)."""
+    """Whether a model's config.json (folder or hub id) describes multi-head latent attention (kv_lora_rank)."""
+    from ..diagnostics import SurgeryError
+    from ..facts import read_config
+
     try:
-        cfg = json.loads((Path(folder) / "config.json").read_text())
-    except (OSError, ValueError):
+        cfg, _ = read_config(folder)
+    except (OSError, ValueError, SurgeryError):
         return False
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     return bool(text.get("kv_lora_rank"))
@@ -57,8 +58,11 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
     ``head_as_model``: a speculators-format head is given as the model, as `vllm serve HEAD` does:
     vLLM detects the format and takes the target (the file's verifier), the method and k from the
     file (maybe_override_with_speculators)."""
+    from ..modelref import engine_model
+
+    model, revision = engine_model(draft if head_as_model else target)  # hub ids stay ids, pinned to a commit
     kw: dict[str, Any] = dict(
-        model=str(draft if head_as_model else target), skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
+        model=model, revision=revision, skip_tokenizer_init=True, enforce_eager=True, dtype="float32", max_model_len=256,
         max_num_seqs=8, max_num_batched_tokens=1024, kv_cache_memory_bytes=32 * 1024 * 1024, seed=0,
         enable_prefix_caching=False, disable_log_stats=False)
     mla = cpu_mla_overrides(target)
@@ -68,7 +72,9 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
         kw["speculative_config"] = {"num_speculative_tokens": num_spec, **mla.get("speculative", {}),
                                     **(spec_extra or {})}
     elif draft is not None:
-        spec = {"model": str(draft), "num_speculative_tokens": num_spec, **mla.get("speculative", {})}
+        d_model, d_revision = engine_model(draft)
+        spec = {"model": d_model, "revision": d_revision, "num_speculative_tokens": num_spec,
+                **mla.get("speculative", {})}
         if method:
             spec["method"] = method
         spec.update(spec_extra or {})

@@ -67,12 +67,20 @@ def _file_key(path: Path) -> tuple | None:
     return (str(path.resolve()), st.st_mtime_ns, st.st_size)
 
 
-def model_facts(path_or_id: str, hf_config: Any, side: str):
+def model_facts(path_or_id: str, hf_config: Any, side: str, revision: str | None = None):
     """Facts from the checkpoint's own config.json (vLLM rewrites the draft's live config, e.g.
     gemma4_assistant -> gemma4_mtp with num_kv_shared_layers forced to 0); from the live config
-    only where there is no file. Cached per file version."""
+    only where there is no file. A hub id is read at the engine's revision, from the HF cache vLLM
+    filled (surgery.modelref). Cached per file version / commit."""
     from ..facts import facts_from_config, read_facts
+    from ..modelsource import is_hub_ref
 
+    if is_hub_ref(str(path_or_id)):
+        ref = f"{path_or_id}@{revision}" if revision else str(path_or_id)
+        key = ("hub", ref)
+        if key not in _facts_cache:
+            _facts_cache[key] = read_facts(ref)
+        return _facts_cache[key]
     p = Path(str(path_or_id))
     config_file = p / "config.json" if (p / "config.json").exists() else p if p.suffix == ".json" else None
     if config_file is not None:
@@ -150,8 +158,8 @@ def plan_from_config(vllm_config: Any, speculative_config: Any = None) -> Select
     recipe = load_selected_recipe(ref)
     spec = speculative_config if speculative_config is not None else vllm_config.speculative_config
     draft_cfg, target_cfg = spec.draft_model_config, vllm_config.model_config
-    draft = model_facts(draft_cfg.model, draft_cfg.hf_config, "draft")
-    target = model_facts(target_cfg.model, target_cfg.hf_config, "target")
+    draft = model_facts(draft_cfg.model, draft_cfg.hf_config, "draft", getattr(draft_cfg, "revision", None))
+    target = model_facts(target_cfg.model, target_cfg.hf_config, "target", getattr(target_cfg, "revision", None))
     runtime = runtime_of(vllm_config)
     key = (id(recipe), id(draft), id(target), runtime)
     if key not in _plan_cache:

@@ -63,7 +63,7 @@ def test_truncated_file_is_coded_and_not_cached(run_cli, hubenv):
 
 
 def test_truncated_range_is_coded(run_cli, hubenv):
-    hubenv.faults[f"/cdn/"] = Fault(truncate_to=100)
+    hubenv.faults["/cdn/"] = Fault(truncate_to=100)
     coded(run(run_cli), None, "SRG055")
     assert_nothing_half_written(Path(os.environ["HF_HOME"]))
     assert not list(Path(os.environ["HF_HOME"]).rglob("0-*"))  # no range stored
@@ -72,7 +72,7 @@ def test_truncated_range_is_coded(run_cli, hubenv):
 def test_server_ignoring_range_past_byte_0_is_coded_and_bounded(run_cli, hubenv):
     """A server that answers 200 with the whole 5 GB shard: the header read keeps its first 64 kB
     and hangs up; a read from further in is refused."""
-    hubenv.faults[f"/cdn/"] = Fault(ignore_range=True)
+    hubenv.faults["/cdn/"] = Fault(ignore_range=True)
     rc, out, err = run(run_cli, LLAMA, EAGLE3)
     assert rc == 2 and "SRG055" in err and "ignored the Range header" in err, err
     assert hubenv.served_bytes() < 64 << 20  # the server's socket buffers, not the file
