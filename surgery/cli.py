@@ -221,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "check (default vllm)")
     p.add_argument("--recipe", metavar="NAME_OR_PATH", default=None, help="recipe to load and schema-check "
                    "(default: SURGERY_RECIPE when set)")
+    p.add_argument("--target", metavar="T", default=None, help=f"the server's target ({MODEL_HELP}): resolved and "
+                   "pinned; with HF_HUB_OFFLINE, every file must be in the HF cache")
+    p.add_argument("--draft", metavar="D", default=None, help=f"the server's draft ({MODEL_HELP}), as --target")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("convert", help="write a draft head in another published format (speculators, eagle, "
@@ -490,7 +493,7 @@ def cmd_doctor(args, out) -> int:
     from .doctor import ENTRY_POINT_GROUPS, render, run_doctor
 
     engines = list(ENTRY_POINT_GROUPS) if args.engine == "all" else [args.engine]
-    checks = run_doctor(engines, args.recipe)
+    checks = run_doctor(engines, args.recipe, {"target": args.target, "draft": args.draft})
     ok = not any(c.status == "error" for c in checks)
     if args.json:
         out.write(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2) + "\n")

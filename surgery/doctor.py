@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import ERROR, INFO, WARNING, Diagnostic, SurgeryError, diag
+from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
 from .engines import card
 
 ENTRY_POINT_GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
@@ -179,8 +179,36 @@ def check_report_path(raw: str) -> Diagnostic:
     return _ok(f"SURGERY_REPORT={raw}: folder {folder} is writable")
 
 
-def run_doctor(engines: list[str], recipe: str | None) -> list[Check]:
+def check_model(side: str, ref: str) -> Diagnostic:
+    """A model the server will be started with: it resolves (path, HF cache or hub, pinned to a
+    commit), and a server started with HF_HUB_OFFLINE finds every file of it in the cache."""
+    from .modelref import describe_pin, open_model
+    from .modelsource import LocalSource
+
+    src = open_model(ref)
+    said = f"{side} {describe_pin(src.pin())}"
+    if isinstance(src, LocalSource):
+        return _ok(said)
+    if src.full_snapshot() is not None:
+        return _ok(said + "; every file is in the HF cache")
+    from .hub import settings
+
+    if settings.offline():
+        return diag("SRG061", f"{said}: HF_HUB_OFFLINE is set and the HF cache does not hold every file of it: "
+                    "the engine cannot load it", Location(src.location()),
+                    hint=f"`hf download {src.repo_id} --revision {src.commit}` before starting the server")
+    return _ok(said + "; not all files in the HF cache: the engine downloads them at start")
+
+
+def run_doctor(engines: list[str], recipe: str | None, models: dict[str, str] | None = None) -> list[Check]:
     checks: list[Check] = []
+    for side, ref in (models or {}).items():
+        if ref is None:
+            continue
+        try:
+            checks.append(Check("model", None, check_model(side, ref)))
+        except SurgeryError as exc:
+            checks.extend(Check("model", None, d) for d in exc.diagnostics)
     for engine in engines:
         checks.append(Check("entry point", engine, check_entry_point(engine)))
         found, imports = check_engine_version(engine)

@@ -85,14 +85,17 @@ def engine_model(ref) -> tuple[str, str | None]:
     return pin["repo_id"], pin["commit"]
 
 
-def local_snapshot(ref, why: str) -> str:
+def local_snapshot(ref, why: str, download: bool = False) -> str:
     """A folder holding the whole model (weights included), for a command that copies or loads the
-    weights itself: a local folder, or the HF cache's snapshot of a hub id when it is complete
-    (SRG060 otherwise: the checks never download weights, and neither does this)."""
+    weights itself: a local folder, or the HF cache's snapshot of a hub id at its pinned commit. Not
+    complete in the cache: downloaded when `download` (the command's whole point is the weights:
+    apply with transformers, convert), else SRG060. The checks never come here."""
     src = open_model(ref)
     if isinstance(src, LocalSource):
         return str(src.folder)
     folder = src.full_snapshot()
+    if folder is None and download:
+        folder = src.download()
     if folder is None:
         pin = src.pin()
         raise fail("SRG060", f"{why} needs every file of {pin['repo_id']}@{pin['commit'][:12]}, and the HF cache "

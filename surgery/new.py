@@ -86,13 +86,15 @@ class NewResult:
 
 def describe(f: ModelFacts) -> dict[str, Any]:
     return {"config": f.source, "model_type": f.model_type, "text_model_type": f.text_model_type,
-            "architectures": list(f.architectures)}
+            "architectures": list(f.architectures), "pin": f.pin()}
 
 
 def label(f: ModelFacts) -> str:
     arch = f" ({f.architectures[0]})" if f.architectures else ""
     text = f"/{f.text_model_type}" if f.text_model_type != f.model_type else ""
-    return f"{f.model_type}{text}{arch}"
+    pin = f.pin() or {}
+    at = f" at {pin['repo_id']}@{pin['commit']}" if pin.get("commit") else ""  # a hub model: the commit read
+    return f"{f.model_type}{text}{arch}{at}"
 
 
 def _applies(recipe: Recipe, side: str, f: ModelFacts) -> tuple[bool, int]:

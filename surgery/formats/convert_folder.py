@@ -32,6 +32,11 @@ def convert_folder(src: str, to: str, out: str, target: str | None = None, produ
     from ..facts import read_config, read_facts  # facts imports this package: read at call time only
     from ..version import __version__
 
+    from ..modelref import local_snapshot
+    from ..modelsource import is_hub_ref
+
+    if is_hub_ref(src):  # a hub head: its files are copied byte for byte, so they are fetched whole
+        src = local_snapshot(src, "convert", download=True)
     src_dir, out_dir = Path(src), Path(out)
     if not src_dir.is_dir():
         raise fail("SRG001", f"{src} is not a model folder", Location(src))

@@ -173,6 +173,11 @@ def run_apply(args, out) -> int:
     timings["resolve_s"] = time.perf_counter() - t
     if not plan.ok:
         raise SurgeryError(plan.errors)
+    if args.target is not None:  # hub ids: the whole checkpoint, at the commits the plan was resolved at
+        from ..modelref import local_snapshot
+
+        target_dir = local_snapshot(target_facts.model, "apply --engine hf", download=True)
+        draft_dir = local_snapshot(draft_facts.model, "apply --engine hf", download=True)
     check_loadable(target_facts, draft_facts, plan.recipe)
 
     progress("loading models")

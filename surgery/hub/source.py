@@ -162,6 +162,25 @@ class HubSource(ModelSource):
         return None
 
 
+    def download(self) -> str:
+        """Every file of the model into the HF cache at the pinned commit (huggingface_hub's
+        snapshot_download), for commands that load or copy the weights themselves; the folder."""
+        import sys
+
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.utils import disable_progress_bars
+
+        if not sys.stderr.isatty():  # no progress lines unless stderr is a terminal (as every command)
+            disable_progress_bars()
+        try:
+            return snapshot_download(self.repo_id, revision=self.commit, cache_dir=str(settings.hub_cache()),
+                                     token=self.token, endpoint=settings.endpoint())
+        except Exception as exc:  # noqa: BLE001 - huggingface_hub's many error types: one coded line
+            raise fail("SRG060", f"could not download {self.repo_id}@{self.commit[:12]}: {type(exc).__name__}: "
+                       f"{str(exc)[:300]}", Location(self.location()),
+                       hint=f"`hf download {self.repo_id} --revision {self.commit}`, then run the command again")
+
+
 def _sha256(data: bytes) -> str:
     import hashlib
 
