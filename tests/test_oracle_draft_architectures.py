@@ -66,3 +66,17 @@ def test_the_mla_eagle3_heads_are_served_by_the_eagle3_recipe():
         assert by[arch]["method"] == "eagle3" and by[arch]["module"] == "deepseek_eagle3"
         assert "eagle3" in by[arch]["covered_by"]
     assert "LlamaForCausalLM" in by["Eagle3LlamaForCausalLM"]["written_as"]
+
+
+def test_templates_vllm_does_not_serve_are_listed_and_still_unserved():
+    """Domino (SpecForge / TorchSpec templates): vLLM 0.32 has no class, method or speculators algorithm
+    for it; unsupported.yaml says so. A vLLM that registers it fails this test: then write the recipe."""
+    import yaml
+    from vllm.model_executor.models.registry import _SPECULATIVE_DECODING_MODELS
+    from vllm.transformers_utils.configs.speculators.algos import SUPPORTED_SPECULATORS_TYPES
+
+    listed = yaml.safe_load((Path(__file__).resolve().parents[1] / "surgery" / "data" / "unsupported.yaml").read_text())
+    names = {m["name"] for m in listed["architectures_not_in_engine"]}
+    assert "DominoDraftModel" in names
+    assert not names & set(_SPECULATIVE_DECODING_MODELS)
+    assert "domino" not in SUPPORTED_SPECULATORS_TYPES and "domino" not in oracle.accepted_methods()
