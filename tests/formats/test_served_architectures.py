@@ -105,3 +105,12 @@ def test_the_rewrite_rule_is_the_cards():
     assert served_architecture("eagle3", "LlamaForCausalLMEagle3") == "LlamaForCausalLMEagle3"
     assert served_architecture("dflash", "LiLiCorrDraftModel") == "LiLiCorrDraftModel"
     assert served_architecture("draft_model", "LlamaForCausalLM") == "LlamaForCausalLM"
+
+
+def test_surgery_new_picks_eagle3_for_the_plain_template_and_eagle_for_an_eagle1_head():
+    """`surgery new` matches the draft as vLLM renames it; a plain name does not pin a recipe (an EAGLE-1
+    head and a standalone draft both say LlamaForCausalLM: their formats and the fit decide)."""
+    from surgery.new import choose
+
+    assert choose(read_facts(LLAMA_8B), read_facts(FORMATS / "safeailab-traineagle3")).chosen.name == "eagle3"
+    assert choose(read_facts(LLAMA_8B), read_facts(CONFIGS / "EAGLE-LLaMA3.1-Instruct-8B.json")).chosen.name == "eagle"
