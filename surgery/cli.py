@@ -418,6 +418,15 @@ def cmd_recipes(args, out) -> int:
         said = ", ".join(a["covered_by"]) if a["covered_by"] else \
             f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
         out.write(f"  {a['architecture']} ({a['module']}): {said}\n")
+    drafts = methods["draft_architectures"]
+    out.write(f"draft architectures vLLM's registry loads with method eagle / eagle3 / dflash: "
+              f"{sum(1 for a in drafts if a['covered_by'])} of {len(drafts)} listed by a recipe of that method\n")
+    for a in drafts:
+        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
+            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
+        plain = [w for w in a["written_as"] if w != a["architecture"]]
+        out.write(f"  {a['architecture']} (method {a['method']}" + (f"; written {', '.join(plain)}" if plain else "") +
+                  f"): {said}\n")
     return EXIT_OK
 
 

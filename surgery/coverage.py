@@ -43,6 +43,26 @@ def unsupported_block_architectures() -> dict[str, str]:
     return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("block_draft_architectures") or [])}
 
 
+def unsupported_draft_architectures() -> dict[str, str]:
+    """named-draft architecture -> why no recipe of its method lists it (unsupported.yaml
+    `draft_architectures`, then `block_draft_architectures` for the DFlash-family classes)."""
+    data = _load("unsupported.yaml")
+    return {m["name"]: m["reason"] for key in ("block_draft_architectures", "draft_architectures")
+            for m in (data.get(key) or [])}
+
+
+def draft_architecture_coverage(recipes) -> list[dict]:
+    """Every architecture vLLM's speculative registry loads with a named-draft method (vllm_methods.yaml
+    `draft_architectures`, issue 35): the recipes of that method listing it, or the reason none does."""
+    reasons = unsupported_draft_architectures()
+    runs = [(r.name, _recipe_methods(r)[0], set(r.applies_to["draft"].get("architectures") or ())) for r in recipes]
+    out = []
+    for a in vllm_methods().get("draft_architectures") or []:
+        covered = [name for name, accepted, listed in runs if a["method"] in accepted and a["architecture"] in listed]
+        out.append({**a, "covered_by": covered, "unsupported": None if covered else reasons.get(a["architecture"])})
+    return out
+
+
 def unsupported_methods() -> dict[str, str]:
     """method or speculators algorithm -> why no shipped recipe covers it (unsupported.yaml `methods`)."""
     return {m["name"]: m["reason"] for m in (_load("unsupported.yaml").get("methods") or [])}
@@ -162,4 +182,5 @@ def method_coverage(recipes) -> dict:
             "without_draft_model": [m["method"] for m in data.get("methods") or [] if m["draft"] == "none"],
             "methods": methods, "speculators_algorithms": algos, "block_draft_architectures": archs,
             "covered": sum(1 for e in entries if e["covered_by"]), "total": len(entries),
-            "block_architectures_covered": sum(1 for a in archs if a["covered_by"])}
+            "block_architectures_covered": sum(1 for a in archs if a["covered_by"]),
+            "draft_architectures": draft_architecture_coverage(recipes)}

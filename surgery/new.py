@@ -98,13 +98,20 @@ def label(f: ModelFacts) -> str:
 
 
 def _applies(recipe: Recipe, side: str, f: ModelFacts) -> tuple[bool, int]:
-    """(covered, 1 when architectures pin this side)."""
+    """(covered, 1 when architectures pin this side). A draft's plain name counts as vLLM renames it
+    under the recipe's method (surgery/servedarch.py, SRG206), but does not pin: a plain
+    LlamaForCausalLM is an EAGLE-1 head and a standalone draft alike, and only the method tells them apart."""
+    from .servedarch import served_architectures
+
     sel = recipe.applies_to[side]
     types, archs = sel.get("model_type"), sel.get("architectures")
     if types is not None and f.model_type not in types and f.text_model_type not in types:
         return False, 0
     if archs is not None and not set(f.architectures) & set(archs):
-        return False, 0
+        method = (recipe.engine.get("vllm") or {}).get("method")
+        if side != "draft" or not set(served_architectures(method, f.architectures)) & set(archs):
+            return False, 0
+        return True, 0
     return True, int(archs is not None)
 
 

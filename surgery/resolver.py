@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import expr as expr_lang
+from . import servedarch
 from .engines import card_location, engine_limits
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
@@ -114,8 +115,33 @@ class _Resolver:
                          f"{side} config: {f.source}")
             archs = sel.get("architectures")
             if archs is not None and not set(f.architectures) & set(archs):
+                if side == "draft" and self.check_served_architecture(archs):
+                    continue
                 self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {archs}",
                          self.recipe.location(("applies_to", side, "architectures")))
+
+    def check_served_architecture(self, archs) -> bool:
+        """The draft's architectures as vLLM serves them under the recipe's method (surgery/servedarch.py):
+        True (with SRG206) where the renamed name is one the recipe lists; a renamed plain config under
+        eagle3 with none of the EAGLE-3 markers is refused (SRG207) instead of served as a guess."""
+        method = (self.recipe.engine.get("vllm") or {}).get("method")
+        f = self.draft
+        served = servedarch.served_architectures(method, f.architectures)
+        if not set(served) & set(archs):
+            return False
+        where = Location(f.source, key_path=f.key_prefix + "architectures")
+        renamed = ", ".join(f"{a} -> {s}" for a, s in zip(f.architectures, served) if a != s)
+        if method == "eagle3":
+            markers = servedarch.eagle3_markers(f.raw)
+            if not markers:
+                self.add("SRG207", f"draft architectures {list(f.architectures)}: vLLM would serve them as "
+                         f"{list(served)} (EAGLEConfig, method eagle3), but the config has none of the EAGLE-3 "
+                         f"markers ({', '.join(servedarch.EAGLE3_MARKERS)})", where)
+                return True
+            renamed += f"; EAGLE-3 markers: {', '.join(markers)}"
+        self.add("SRG206", f"draft architectures {list(f.architectures)} read as vLLM reads them under method "
+                 f"{method}: {renamed} (transformers_utils/configs/eagle.py EAGLEConfig)", where)
+        return True
 
     def check_requirements(self) -> None:
         for req in self.recipe.requires:

@@ -141,6 +141,29 @@ def test_each_refusal_is_coded(recipe, cfg, change, code):
     assert code in {d.code for d in _plan(recipe, change(cfg)).errors}
 
 
+def _specforge_dspark(cfg: dict) -> dict:
+    """SpecForge's DSpark spelling: markov_rank inside dflash_config (its DFlash-derived config)."""
+    out = _without(cfg, "markov_rank")
+    out["dflash_config"] = {**(out.get("dflash_config") or {}), "markov_rank": cfg["markov_rank"]}
+    return out
+
+
+def test_specforge_dspark_spelling_is_named_and_not_called_a_non_dspark_draft():
+    """Issue 35: a nested markov_rank is a DSpark draft in SpecForge's spelling (SRG681, the key to move),
+    not a draft without one (SRG674); vLLM's Qwen3DSparkModel reads only the top level."""
+    import inspect
+
+    from vllm.model_executor.models import qwen3_dspark
+
+    source = inspect.getsource(qwen3_dspark)
+    assert "config.markov_rank" in source and "dflash_config" not in source.split("config.markov_rank")[0][-200:]
+    assert not any("markov_rank" in line and "dflash_config" in line for line in source.splitlines())
+    codes = {d.code for d in _plan("dspark", _specforge_dspark(DSPARK)).errors}
+    assert "SRG681" in codes and "SRG674" not in codes
+    found = [d for d in _plan("dspark", _specforge_dspark(DSPARK)).errors if d.code == "SRG681"]
+    assert "move dflash_config.markov_rank" in found[0].message
+
+
 def test_vllm_refuses_what_srg672_and_srg673_refuse():
     """vLLM's own reading of the same configs: no mask token -> its ValueError; no ids -> no aux layers."""
     from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id

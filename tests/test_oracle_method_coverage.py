@@ -38,7 +38,8 @@ def test_generated_method_list_matches_installed_vllm():
 
     data = vllm_methods()
     assert data["engine"] == f"vllm {vllm.__version__}"
-    assert {k: data[k] for k in ("methods", "speculators_algorithms", "block_draft_architectures")} == \
+    assert {k: data[k] for k in ("methods", "speculators_algorithms", "block_draft_architectures",
+                                                  "draft_architectures")} == \
         gen_method_coverage.data()
 
 

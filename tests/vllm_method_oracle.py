@@ -123,3 +123,49 @@ def block_draft_architectures() -> list[dict]:
         if any(m in text for m in BLOCK_DRAFT_MARKERS):
             out.append({"architecture": arch, "module": module, "class": cls})
     return out
+
+
+# ------------------------------------------------------------------ draft architectures (issue 35)
+PROBE_ARCH = "ProbeForCausalLM"
+
+
+def served_architecture(method: str, arch: str) -> str:
+    """`arch` as vLLM's own EAGLEConfig(method=...) renames a draft config's architecture."""
+    from transformers import PretrainedConfig
+    from vllm.transformers_utils.configs.eagle import EAGLEConfig
+
+    return EAGLEConfig(PretrainedConfig(architectures=[arch], vocab_size=1), method=method).architectures[0]
+
+
+def eagle_config_methods() -> list[str]:
+    """The methods vLLM wraps a draft config for (EAGLEConfig raises ValueError for the others)."""
+    out = []
+    for m in accepted_methods():
+        try:
+            served_architecture(m, PROBE_ARCH)
+        except ValueError:
+            continue
+        out.append(m)
+    return out
+
+
+def draft_architectures() -> list[dict]:
+    """Every registry architecture a named-draft method loads: the names EAGLEConfig(method) keeps as they
+    are (a config stating one is loaded as it says), with the plain names it renames into it (vLLM's
+    prefix, observed on a probe name, taken off and the renaming checked), and the method whose prefix
+    the name carries, the longest first (Eagle3LlamaForCausalLM is kept under eagle too: `also_kept_by`)."""
+    from vllm.model_executor.models.registry import _SPECULATIVE_DECODING_MODELS
+
+    methods = eagle_config_methods()
+    prefix = {m: served_architecture(m, PROBE_ARCH)[: -len(PROBE_ARCH)] for m in methods}
+    out = []
+    for arch, (module, cls) in _SPECULATIVE_DECODING_MODELS.items():
+        kept = [m for m in methods if served_architecture(m, arch) == arch]
+        if not kept:
+            continue
+        owner = max(kept, key=lambda m: len(prefix[m]) if arch.startswith(prefix[m]) or arch.endswith(prefix[m]) else 0)
+        plain = arch[len(prefix[owner]):] if arch.startswith(prefix[owner]) else ""
+        written = [arch] + ([plain] if plain[:1].isupper() and served_architecture(owner, plain) == arch else [])
+        out.append({"architecture": arch, "method": owner, "module": module, "class": cls, "written_as": written,
+                    "also_kept_by": [m for m in kept if m != owner]})
+    return out

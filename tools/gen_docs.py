@@ -319,6 +319,16 @@ def methods_markdown() -> str:
     for a in archs:
         recipe = ", ".join(f"`{r}`" for r in a["covered_by"]) or f"unsupported: {a['unsupported']}"
         out.append(f"| `{a['architecture']}` | `{a['module']}` `{a['class']}` | {recipe} |")
+    drafts = cov["draft_architectures"]
+    out += ["", f"Draft architectures vLLM's speculative registry loads with a named-draft method (the names "
+            f"`EAGLEConfig` keeps; a config may also state the plain name vLLM renames into it, SRG206): "
+            f"{sum(1 for a in drafts if a['covered_by'])} of {len(drafts)} listed by a recipe of that method "
+            "(tests/test_oracle_draft_architectures.py).", "",
+            "| architecture | method | also written as | vLLM module / class | recipe |", "|---|---|---|---|---|"]
+    for a in drafts:
+        recipe = ", ".join(f"`{r}`" for r in a["covered_by"]) or f"unsupported: {a['unsupported']}"
+        plain = ", ".join(f"`{w}`" for w in a["written_as"] if w != a["architecture"]) or "-"
+        out.append(f"| `{a['architecture']}` | `{a['method']}` | {plain} | `{a['module']}` `{a['class']}` | {recipe} |")
     out += ["", METHODS_END]
     return "\n".join(out)
 

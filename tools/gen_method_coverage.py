@@ -21,7 +21,8 @@ def data() -> dict:
     import vllm_method_oracle as oracle
 
     return {"methods": oracle.methods(), "speculators_algorithms": oracle.speculators_algorithms(),
-            "block_draft_architectures": oracle.block_draft_architectures()}
+            "block_draft_architectures": oracle.block_draft_architectures(),
+            "draft_architectures": oracle.draft_architectures()}
 
 
 def render(d: dict) -> str:
@@ -36,9 +37,14 @@ def render(d: dict) -> str:
              "#   served as base.py build_vllm_speculative_config says, with the architectures the updater builds.",
              "# block_draft_architectures: model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS entries of the",
              "#   DFlash / DSpark / P-EAGLE drafters (module or class naming dflash, dspark, lilicorr, peagle).",
+             "# draft_architectures: the _SPECULATIVE_DECODING_MODELS entries a named-draft method loads: the names",
+             "#   transformers_utils/configs/eagle.py EAGLEConfig(method) keeps as written, the method whose prefix",
+             "#   they carry, the plain names EAGLEConfig renames into them (written_as), and any other method",
+             "#   that keeps the name too (also_kept_by: an Eagle3 class under method eagle, whose proposer",
+             "#   captures no aux hidden states; the eagle3 recipe is the one that serves it).",
              f"engine: vllm {vllm.__version__}",
              "source: vllm/config/speculative.py SpeculativeMethod + SpeculativeConfig.__post_init__; speculators algos.py"]
-    for key in ("methods", "speculators_algorithms", "block_draft_architectures"):
+    for key in ("methods", "speculators_algorithms", "block_draft_architectures", "draft_architectures"):
         lines.append(f"{key}:")
         for e in d[key]:
             lines.append("  - " + yaml.safe_dump(e, default_flow_style=True, width=1000, sort_keys=False).strip())

@@ -174,6 +174,8 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "block_draft_target_layer_ids": block_draft_target_layer_ids(cfg, source),
         "parallel_drafting_token_id": parallel_drafting_token_id(cfg, source),
         "markov_rank": cfg.get("markov_rank"),
+        "nested_markov_rank": (cfg.get("dflash_config") or {}).get("markov_rank")
+        if isinstance(cfg.get("dflash_config"), dict) else None,
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
         "bos_token_id": _token_ids(cfg, text, "bos_token_id"),
         "eos_token_id": _token_ids(cfg, text, "eos_token_id"),

@@ -76,9 +76,14 @@ def check_depth(obj: Any, source: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
+# `_` keys that are not annotations: a producer's mark on its export (formats.yaml `producer_markers`:
+# TorchSpec's convert_to_hf.py writes `_torchspec_version`), which says whose aux-id convention the file is in
+KEPT = ("_name_or_path", "_torchspec_version")
+
+
 def strip_annotations(obj: Any) -> Any:
     """Drop `_source`, `_notes`... annotation keys (the shared config corpus carries them)."""
     if isinstance(obj, dict):
         return {k: strip_annotations(v) for k, v in obj.items()
-                if not (k.startswith("_") and k != "_name_or_path")}
+                if not (k.startswith("_") and k not in KEPT)}
     return obj

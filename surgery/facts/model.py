@@ -100,4 +100,6 @@ FACT_NAMES = (
     # added for the block / parallel drafters (issue 25): DFlash / DSpark ids in the draft's own numbering,
     # the parallel-drafting mask token, DSpark's Markov head rank
     "block_draft_target_layer_ids", "parallel_drafting_token_id", "markov_rank",
+    # issue 35: SpecForge's DSpark spelling, the rank inside dflash_config (vLLM reads the top level only)
+    "nested_markov_rank",
 )

@@ -26,6 +26,8 @@ NESTED_READ = {"use_aux_hidden_state": True, "norm_before_fc": None}
 NESTED_CARRIED = ("use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
                   "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
 DEFAULT_K = 3
+# what ModelOpt's exporter writes in every eagle_config (formats.yaml modelopt `producer_markers`)
+MODELOPT_MARK = "next_layer_regular"
 EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM")
 
 
@@ -102,6 +104,8 @@ def read_head(cfg: dict, num_layers: int, producer: str | None = None) -> Head:
     layer = {k: v for k, v in cfg.items() if k not in HEAD_KEYS}
     nested = dict(cfg.get(NESTED) or {})
     nested.pop(IDS, None)
+    if nested.get(MODELOPT_MARK) is True:  # ModelOpt's constant mark (written back by --to modelopt)
+        nested.pop(MODELOPT_MARK)
     unknown = [k for k in nested if k not in NESTED_READ and k not in NESTED_CARRIED]
     if unknown:
         raise _refuse(f"eagle_config.{unknown[0]} is not a field surgery knows the meaning of", f"{NESTED}.{unknown[0]}")
@@ -188,8 +192,9 @@ def write_config(head: Head, to: str, num_layers: int, verifier: str | None, k: 
         if head.ids is not None:
             nested[IDS] = list(from_vllm(head.ids, "modelopt", num_layers))
             why[f"{NESTED}.{IDS}"] = "ModelOpt's convention (output of layer k = vLLM id - 1), nested as ModelOpt exports"
-        if nested:
-            out[NESTED] = nested
+        nested[MODELOPT_MARK] = True
+        why[f"{NESTED}.{MODELOPT_MARK}"] = "ModelOpt's exporter writes it in every export: the mark that says the ids are ModelOpt's"
+        out[NESTED] = nested
     if head.verifier or head.k:
         why["(dropped)"] = f"verifier {head.verifier!r} and k {head.k}: serving metadata the {to} format has no field for"
     return out, why

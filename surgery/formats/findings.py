@@ -153,8 +153,11 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
         out += _speculators_findings(fmt, draft, num_speculative_tokens)
     out.insert(0, diag("SRG652", "; ".join(parts), Location(draft.source)))
     if trained is None:
-        out.append(diag("SRG659", f"ids {list(fmt.ids_written)} in a plain EAGLE-3 config: vLLM reads them as layer "
-                        "inputs; a SpecForge / SGLang head numbers layer outputs (vLLM id + 1)", where))
+        what = "a plain EAGLE-3 config" if fmt.name != "modelopt" else \
+            "the nested eagle_config layout without a producer's marker" if fmt.producer_from == "unknown" else \
+            f"the nested eagle_config layout ({fmt.producer_from})"
+        out.append(diag("SRG659", f"ids {list(fmt.ids_written)} in {what}: vLLM reads them as layer inputs; a "
+                        "SpecForge / SGLang / ModelOpt / TorchSpec head numbers layer outputs (vLLM id - 1)", where))
     else:
         for runner, (ids, why) in reads.items():
             if tuple(ids) != tuple(trained[0]):

@@ -56,8 +56,14 @@ def _ids(value: Any, source: str, key: str) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def _lookup(cfg: dict, dotted: str):
+    for part in dotted.split("."):
+        cfg = cfg.get(part) if isinstance(cfg, dict) else None
+    return cfg
+
+
 def _matches(markers: dict, cfg: dict) -> bool:
-    if not all(key in cfg and cfg[key] is not None for key in markers.get("has", [])):
+    if not all(_lookup(cfg, key) is not None for key in markers.get("has", [])):
         return False
     archs = markers.get("architectures")
     if archs is not None:
@@ -79,14 +85,41 @@ def recognise(cfg: dict, source: str = "<config>", producer: str | None = None) 
     if producer is not None and producer not in conventions():
         raise fail("SRG011", f"--producer {producer!r} is not one of: {', '.join(sorted(conventions()))}")
     name = format_name(cfg)
-    marked = formats().get(name, {}).get("producer")
+    marked, unknown_why = _marked_producer(formats().get(name, {}), cfg)
     nested = cfg.get(NESTED) if isinstance(cfg.get(NESTED), dict) else {}
     spec = speculators_fields(cfg, source) if name == "speculators" else None
-    vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "eagle") else None)
+    vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "eagle") or
+                                                              _served_as_eagle3(cfg) else None)
     block = (algorithm(spec.algorithm) or {}).get("aux_ids") if spec is not None else None
     top_key = block["key"] if block else IDS  # a block drafter's capture ids (algos.py update_dflash)
     return DraftFormat(
         name=name, producer=producer or marked,
-        producer_from="--producer" if producer else ("format markers" if marked else "unknown"),
+        producer_from="--producer" if producer else ("format markers" if marked else (unknown_why or "unknown")),
         ids_top=_ids(cfg.get(top_key), source, top_key), ids_nested=_ids(nested.get(IDS), source, f"{NESTED}.{IDS}"),
         speculators=spec, vllm_model_type=vllm_type)
+
+
+def _marked_producer(spec: dict, cfg: dict) -> tuple[str | None, str | None]:
+    """The producer a format's markers name: its fixed `producer`, else the first of `producer_markers`
+    the file carries; a producer whose convention is unknown for this model type (formats.yaml
+    `unknown_for_model_types`) is no producer, with the reason."""
+    if spec.get("producer"):
+        return spec["producer"], None
+    for m in spec.get("producer_markers") or ():
+        if _matches(m, cfg):
+            rule = conventions().get(m["producer"], {})
+            if cfg.get("model_type") in (rule.get("unknown_for_model_types") or ()):
+                return None, (f"unknown: {m['producer']} marker ({', '.join(m['has'])}), but its {cfg['model_type']} "
+                              "export may have shifted the ids (formats.yaml)")
+            return m["producer"], None
+    return None, None
+
+
+def _served_as_eagle3(cfg: dict) -> bool:
+    """A config vLLM serves under eagle3 by the name it states (Eagle3DeepseekV2ForCausalLM, ...): vLLM's
+    draft hf_config is EAGLEConfig (model_type eagle) whatever the format."""
+    from ..servedarch import served_architecture
+
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    return bool(archs) and all(isinstance(a, str) and "Eagle3" in a and served_architecture("eagle3", a) == a
+                               for a in archs)

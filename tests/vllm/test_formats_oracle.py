@@ -24,6 +24,7 @@ import pytest
 from surgery.facts import facts_from_config, read_config
 from surgery.formats import format_of
 from surgery.formats.conventions import runner_reads
+from surgery.servedarch import served_architectures
 
 REPO = Path(__file__).resolve().parents[2]
 FORMATS = REPO / "tests" / "data" / "formats"
@@ -49,15 +50,15 @@ def _cases():
 
 def _vllm_view(folder: Path):
     """(hf_config, speculative config or None, served target or None), by vLLM's own code."""
-    from transformers import AutoConfig
-    from vllm.transformers_utils.config import maybe_override_with_speculators
+    from vllm.transformers_utils.config import get_config, maybe_override_with_speculators
     from vllm.transformers_utils.configs.eagle import EAGLEConfig
     from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
 
     served, _, spec = maybe_override_with_speculators(str(folder), None, False)
     if spec is not None:
         return SpeculatorsConfig.from_pretrained(str(folder)), spec, served
-    return EAGLEConfig(AutoConfig.from_pretrained(str(folder)), method="eagle3", model_type="eagle"), None, None
+    # vLLM's own config loader (the draft ModelConfig's): it reads kimi_k2 as DeepseekV3Config
+    return EAGLEConfig(get_config(str(folder), trust_remote_code=False), method="eagle3", model_type="eagle"), None, None
 
 
 def _runner_ids(hf_config):
@@ -75,16 +76,20 @@ def test_facts_equal_the_config_vllm_builds(path, tmp_path):
     cfg, source = read_config(folder)
     facts = facts_from_config(cfg, source)
     fmt = format_of(facts)
-    hf, spec, served = _vllm_view(folder)
+    hf, spec, served_target = _vllm_view(folder)
 
     assert fmt.vllm_model_type == hf.model_type
-    assert list(facts.architectures) == list(hf.architectures)
+    # a plain name (SafeAILab's LlamaForCausalLM template) is served renamed: surgery/servedarch.py (SRG206)
+    # (a speculators file is not wrapped: SpeculatorsConfig names the class itself)
+    served = facts.architectures if spec is not None else served_architectures("eagle3", facts.architectures)
+    assert list(served) == list(hf.architectures)
     assert facts["hidden_size"] == hf.hidden_size
     assert facts["vocab_size"] == hf.vocab_size
     assert facts["num_hidden_layers"] == hf.num_hidden_layers
     assert facts["draft_vocab_size"] == getattr(hf, "draft_vocab_size", None)
     assert facts["target_hidden_size"] == getattr(hf, "target_hidden_size", None)
-    assert facts["head_dim"] == getattr(hf, "head_dim", hf.hidden_size // hf.num_attention_heads)
+    if getattr(hf, "kv_lora_rank", None) is None:  # MLA (the DeepSeek-style heads): see test_mla_heads below
+        assert facts["head_dim"] == getattr(hf, "head_dim", hf.hidden_size // hf.num_attention_heads)
     for flag in NORMS:  # what the engine's llama_eagle3 reads: getattr(config, flag, False)
         assert bool(facts.raw.get(flag, False)) == bool(getattr(hf, flag, False)), flag
     reads = runner_reads(fmt, TARGET_LAYERS)
@@ -100,7 +105,7 @@ def test_facts_equal_the_config_vllm_builds(path, tmp_path):
         s = fmt.speculators
         assert fmt.name == "speculators"
         assert (s.method, s.num_speculative_tokens) == (spec["method"], spec["num_speculative_tokens"])
-        assert s.verifier == served
+        assert s.verifier == served_target
         assert s.norm_vllm == {k: getattr(hf, k) for k in s.norm_vllm}
 
 
