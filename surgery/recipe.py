@@ -140,12 +140,25 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
     return parse_recipe(read_text(p), str(p))
 
 
-def parse_recipe(text: str, file: str | None = "<recipe>") -> Recipe:
+def parse_recipe_checked(text: str, file: str | None, force_schema: bool = False) -> bool:
+    """Whether the text parses and passes the schema (the build-time record, surgery/prechecked.py)."""
+    try:
+        parse_recipe(text, file, force_schema=force_schema)
+    except SurgeryError:
+        return False
+    return True
+
+
+def parse_recipe(text: str, file: str | None = "<recipe>", force_schema: bool = False) -> Recipe:
+    from .prechecked import already_checked
+
     loaded = load_yaml_text(text, file)
     data = loaded.data
     if not isinstance(data, dict):
         raise fail("SRG102", f"a recipe is a mapping, got {type(data).__name__}", loaded.location(()))
-    errors = Validator(load_schema("recipe.schema.json")).errors(data)
+    # a shipped recipe, byte for byte, was schema-checked when the package was built: no jsonschema import
+    prechecked = not force_schema and already_checked(text)
+    errors = [] if prechecked else Validator(load_schema("recipe.schema.json")).errors(data)
     if errors:
         raise SurgeryError([diag(e.code, e.message, loaded.location(e.path), e.hint) for e in _dedupe(errors)])
     if data["version"] > SUPPORTED_VERSION:

@@ -130,3 +130,19 @@ def test_installed_fc_width_matches_the_rule(cfg):
     width = _get_dflash_fc_input_size(SimpleNamespace(speculative_config=spec))
     count, _ = fc_layer_count(release_rules(installed_vllm_version())["fc_width"], cfg)
     assert width == cfg["hidden_size"] * count
+
+
+def test_installed_version_equals_importlib_metadata():
+    """The dist-info scan (no importlib.metadata import at start-up) answers what importlib.metadata does."""
+    import importlib.metadata as metadata
+
+    from surgery.checks.config_spelling import spelling_rules
+
+    expected = None
+    for name in spelling_rules()["distributions"]:
+        try:
+            expected = metadata.version(name)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    assert installed_vllm_version() == expected

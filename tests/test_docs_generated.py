@@ -144,3 +144,8 @@ def test_check_mode_reports_stale_files(tmp_path, monkeypatch, capsys):
     assert GEN.main(["--check"]) == 1
     assert REGENERATE in capsys.readouterr().err
     assert stale.read_text(encoding="utf-8") == "old\n"
+
+
+def test_prechecked_recipe_record_is_generated():
+    """surgery/data/prechecked_recipes.json: the schema check run over the shipped recipes now."""
+    _compare(GEN.PRECHECKED, GEN.generated()[GEN.PRECHECKED])

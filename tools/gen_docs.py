@@ -381,9 +381,28 @@ def operations_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+PRECHECKED = ROOT / "surgery" / "data" / "prechecked_recipes.json"
+
+
+def prechecked_record() -> str:
+    """surgery/data/prechecked_recipes.json: the schema check run now over every shipped recipe
+    (surgery/prechecked.py); a recipe that fails is left out, so it is checked, and fails, at run time."""
+    from surgery.prechecked import SCHEMA, digest
+    from surgery.recipe import parse_recipe_checked
+    from surgery.resources import schemas_dir, shipped_recipes
+
+    recipes = {}
+    for path in shipped_recipes():
+        text = path.read_text(encoding="utf-8")
+        if parse_recipe_checked(text, str(path), force_schema=True):
+            recipes[path.name] = digest(text.encode("utf-8"))
+    return json.dumps({"schema": digest((schemas_dir() / SCHEMA).read_bytes()), "recipes": recipes},
+                      indent=2, sort_keys=True) + "\n"
+
+
 def generated() -> dict[Path, str]:
     return {CLI_MD: cli_markdown(), REFERENCE_MD: reference_markdown() + operations_markdown(),
-            RECIPES_MD: recipes_markdown()}
+            RECIPES_MD: recipes_markdown(), PRECHECKED: prechecked_record()}
 
 
 def main(argv=None) -> int:
