@@ -220,8 +220,15 @@ def read_checkpoint(folder) -> Checkpoint:
         raise fail("SRG601", "no *.safetensors files in the folder", Location(src.location()),
                    "weights checks read safetensors headers; convert .bin checkpoints first")
     ckpt = Checkpoint(src.location(), [src.location(f) for f in files])
-    for f in files:
-        for name, info in read_header_from(src, f).items():
+    if isinstance(src, LocalSource) or len(files) == 1:
+        headers = [read_header_from(src, f) for f in files]
+    else:  # over the network the shards' headers are read side by side: one round trip, not one per shard
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+            headers = list(pool.map(lambda f: read_header_from(src, f), files))
+    for header in headers:
+        for name, info in header.items():
             ckpt.tensors[name] = info
     if weight_map is not None:
         missing = sorted(n for n in weight_map if n not in ckpt.tensors)

@@ -143,8 +143,9 @@ class Fault:
 
 
 class HubServer:
-    def __init__(self, repos: list[Repo], token: str | None = "hf_test_token"):
+    def __init__(self, repos: list[Repo], token: str | None = "hf_test_token", rtt_s: float = 0.0):
         self.repos = {r.repo_id: r for r in repos}
+        self.rtt_s = rtt_s  # a delay before every answer: a network's round trip, for the benchmark
         self.token = token
         self.faults: dict[str, Fault] = {}
         self._log: list[dict] = []
@@ -216,6 +217,8 @@ class HubServer:
             def _counted(self, head: bool) -> None:
                 with server.lock:
                     server.in_flight += 1
+                if server.rtt_s:
+                    time.sleep(server.rtt_s)
                 try:
                     self._dispatch(head=head)
                 finally:
