@@ -76,6 +76,9 @@ def hub_error(status: int, headers: dict[str, str], body: bytes, what: str, wher
                     f" (HTTP {status}{': ' + message if message else ''})", loc,
                     hint=("accept the licence on the repo's hub page with the account of this token" if token else
                           "set HF_TOKEN or run `hf auth login`, and accept the licence on the repo's hub page"))
+    if status == 401 and not code and token and "credential" in message.lower():
+        return fail("SRG053", f"{what}: the hub refused the token (HTTP 401: {message[:200]})", loc,
+                    hint="HF_TOKEN (or the stored login) is invalid or expired: `hf auth login` again")
     if code == "RepoNotFound" or (status == 401 and not code):
         return fail("SRG051", f"{what}: no such repo on {settings.endpoint()} (HTTP {status})", loc,
                     hint="check the id (`org/name`)" + ("" if token else "; a private repo needs HF_TOKEN or "

@@ -310,6 +310,17 @@ class HubServer:
                 self._error(404, "EntryNotFound", "not found", head)
 
             def _repo(self, repo_id: str, head: bool) -> Repo | None:
+                auth = self.headers.get("Authorization", "")
+                if auth and not self._authorized():  # the hub answers a bad token before anything else
+                    self.send_response(401)
+                    body = b'{"error": "Invalid credentials in Authorization header"}'
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("X-Error-Message", "Invalid credentials in Authorization header")
+                    self.end_headers()
+                    if not head:
+                        self.wfile.write(body)
+                    self._record(401, len(body))
+                    return None
                 repo = server.repos.get(repo_id)
                 if repo is None:
                     self._error(404 if self._authorized() else 401, "RepoNotFound",

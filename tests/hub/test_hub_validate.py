@@ -93,6 +93,12 @@ def test_gated_repo_without_token_is_coded(run_cli, hubenv, monkeypatch):
     assert "HF_TOKEN" in err and "hf auth login" in err and "licence" in err
 
 
+def test_invalid_token_is_coded(run_cli, hubenv, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_expired")
+    code, out, err = run_cli("validate", "eagle3", "--target", TINY_TARGET, "--draft", TINY_HEAD)
+    assert code == 2 and "SRG053" in err and "refused the token" in err and "hf auth login" in err
+
+
 def test_offline_with_nothing_cached_names_the_files_to_fetch(run_cli, hubenv, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, out, err = run_cli("validate", "eagle3", *PAIR)
