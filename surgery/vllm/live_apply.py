@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
@@ -103,7 +104,9 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
     context = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context,
                           method=getattr(spec, "method", None), dummy_load=info["dummy"])
     report = apply_plan(plan, draft, target_lm, context, strict=is_strict)
+    t0 = time.perf_counter()
     verification = verify_plan(plan, draft, target_lm, context, report=report)
+    info["verify_seconds"] = time.perf_counter() - t0
     if not verification.ok:
         rollback(report)  # never leave a wiring that failed its own checks in place
     state.record(proposer, plan=plan, report=report, verify=verification, target_lm=target_lm, hint_problems=problems,
