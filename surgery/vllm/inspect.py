@@ -61,7 +61,8 @@ def surgery_summary(proposer: Any) -> dict | None:
             "failed": [c.to_dict() for c in warmed.get("checks") or () if not c.ok],
             "problems": [d.to_dict() for d in warmed.get("problems") or ()], "skipped": warmed.get("skipped"),
             "kv_scales_fix": warmed.get("kv_scales_fix")},
-        "load": None if load is None else {k: v for k, v in load.items() if k != "said"},
+        "load": None if load is None else {k: v for k, v in load.items() if k not in ("said", "verify_seconds")},
+        "verify_seconds": None if load is None else load.get("verify_seconds"),
     }
 
 
