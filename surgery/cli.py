@@ -100,6 +100,12 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-version", default=None, metavar="V",
                    help="vLLM release the draft will be served by (e.g. 0.26.0): checks the draft-config keys that "
                    "release reads (default: the installed vLLM)")
+    p.add_argument("--calculate-kv-scales", action="store_true",
+                   help="the engine runs with calculate_kv_scales=True (vLLM releases that have it): checked against "
+                   "the KV-shared draft layers (SRG514) and the release (--engine-version)")
+    p.add_argument("--kv-scales-follow-target", action="store_true",
+                   help="the plugin's fix for --calculate-kv-scales is selected (SURGERY_KV_SCALES=follow_target): "
+                   "the draft layers take the target's calculated scales")
 
 
 def _json_object(text: str) -> dict:

@@ -80,8 +80,8 @@ def stand_in_attention(monkeypatch):
     """The plugin's adapter recognises the stand-in attention class."""
     real = VLLMContext.__init__
 
-    def init(self, sfc=None, is_attention=None, method=None):
-        real(self, sfc, is_attention=lambda m: isinstance(m, VAttention), method=method)
+    def init(self, sfc=None, is_attention=None, method=None, dummy_load=False):
+        real(self, sfc, is_attention=lambda m: isinstance(m, VAttention), method=method, dummy_load=dummy_load)
 
     monkeypatch.setattr(VLLMContext, "__init__", init)
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)

@@ -359,6 +359,9 @@ def test_no_remote_code_and_no_pickled_weights(path):
     assert not problems, "\n".join(problems)
 
 
+TARGET_CONSTANTS = ("LOAD_MODEL_TARGETS", "RUNNER_TARGETS", "WORKER_TARGETS", "DUMMY_LOADER_TARGETS")
+
+
 def test_dynamic_import_module_names_are_literals():
     """The reviewed dynamic imports import only names written in the source as literal tuples."""
     hooks = _tree(PKG / "vllm" / "hooks.py")
@@ -366,19 +369,19 @@ def test_dynamic_import_module_names_are_literals():
     for node in hooks.body:
         target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
                                                                      else None)
-        if isinstance(target, ast.Name) and target.id in ("LOAD_MODEL_TARGETS", "RUNNER_TARGETS"):
+        if isinstance(target, ast.Name) and target.id in TARGET_CONSTANTS:
             consts[target.id] = ast.literal_eval(node.value)
-    assert set(consts) == {"LOAD_MODEL_TARGETS", "RUNNER_TARGETS"}
+    assert set(consts) == set(TARGET_CONSTANTS)
     for value in consts.values():
         assert all(isinstance(m, str) and m.startswith("vllm.") and isinstance(c, str) for m, c in value)
     calls = [n for n, _ in _functions(hooks) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_import_attr"]
     assert calls and all(isinstance(c.args[0], ast.Name) and c.args[0].id == "module" for c in calls)
     for node, fn in _functions(hooks):  # every `for module, name in X` loop iterates one of the constants
         if isinstance(node, ast.For) and "module" in ast.unparse(node.target):
-            assert ast.unparse(node.iter) in ("targets", "LOAD_MODEL_TARGETS", "RUNNER_TARGETS"), ast.unparse(node)
+            assert ast.unparse(node.iter) in ("targets", *TARGET_CONSTANTS), ast.unparse(node)
     for node, fn in _functions(hooks):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("_wrap", "_unwrap"):
-            assert ast.unparse(node.args[0]) in ("LOAD_MODEL_TARGETS", "RUNNER_TARGETS"), ast.unparse(node)
+            assert ast.unparse(node.args[0]) in TARGET_CONSTANTS, ast.unparse(node)
     registry = _tree(PKG / "ops" / "registry.py")
     (call,) = [n for n, fn in _functions(registry) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "import_module"]

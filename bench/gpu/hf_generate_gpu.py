@@ -2,6 +2,8 @@
 
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py            # H200, ~3-4 min
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py --cpu      # this machine, ~1-2 min, 5 repeats
+    cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_generate_gpu.py --headline --prompts default   # issue 37: k=3,
+        # 7 interleaved repeats after warm-up, median + range (--cpu --headline: the dry run here)
 
 Results: $OUT/hf_generate.json (``--cpu``: $OUT/hf_generate_cpu.json); versions are in the file.
 
@@ -152,6 +154,8 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
         row = res["methods"].setdefault(name, {})
         row.update({"seconds": [round(t, 4) for t in ts], "median_s": round(med, 4),
                     "tokens_per_s": new_tokens / med,
+                    # the range over the repeats (slowest, fastest), with the median: what the README quotes
+                    "tokens_per_s_range": [new_tokens / max(ts), new_tokens / min(ts)],
                     "identical_to_greedy": all(torch.equal(a, b) for a, b in zip(outputs[name], outputs["greedy"]))})
     g = res["methods"]["greedy"]["tokens_per_s"]
     for name, row in res["methods"].items():
@@ -304,6 +308,11 @@ def main():
     parser.add_argument("--prompts", choices=("held-out", "default"), default="held-out",
                         help="the pair's held-out prompts (text it never trained on; default) or "
                         "surgery.pairs.DEFAULT_PROMPTS (what the 2026-12-03 figures of docs/gpu.md used)")
+    parser.add_argument("--headline", action="store_true",
+                        help="issue 37: only the side-by-side at k=3 (greedy, transformers assisted k=3, ours k=3), "
+                        "--repeats interleaved repeats after warm-up, median and range; $OUT/hf_generate_headline.json")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 3 GPU, 5 CPU; "
+                        "--headline: 7)")
     args = parser.parse_args()
     import torch
 
@@ -329,6 +338,14 @@ def main():
         parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, 3, ks, tf_ks)),
                  ("tf_path_maps", tf_path_maps, (device, dtype, texts[:4], 48, 3)),
                  ("round_cost", round_cost, (device, dtype, "e2b", (1, 2, 3, 4), 48, 3))]
+    if args.headline:
+        repeats = args.repeats or 7
+        name += "_headline"
+        parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, repeats, (3,), (3,)))]
+    elif args.repeats:
+        parts = [(k, fn, fa if k == "tf_path_maps" else fa[:-1] + (args.repeats,) if k == "round_cost" else
+                  fa[:4] + (args.repeats,) + fa[5:]) for k, fn, fa in parts]
+    results["repeats"] = args.repeats or (7 if args.headline else None)
     for key, fn, fn_args in parts:
         log("part", key)
         guarded(results, key, fn, *fn_args)

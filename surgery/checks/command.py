@@ -35,6 +35,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
 
     findings += cli_spelling_check(args, recipe, draft)
+    from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
+
+    findings += cli_kv_scales_check(args, plan)
     return with_findings(plan, findings), report
 
 

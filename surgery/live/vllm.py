@@ -74,13 +74,16 @@ def target_language_model(target_model: Any) -> Any:
 class VLLMContext(Context):
     engine = "vllm"
 
-    def __init__(self, static_forward_context: dict | None = None, is_attention=None, method: str | None = None):
+    def __init__(self, static_forward_context: dict | None = None, is_attention=None, method: str | None = None,
+                 dummy_load: bool = False):
         """`is_attention` lets callers outside a vLLM process (tests with stand-ins, other
         loaders) say what counts as an attention layer; default: vLLM's AttentionLayerBase.
-        `method`: the speculative method (decides what the has_own flags mean, see draft_has_own)."""
+        `method`: the speculative method (decides what the has_own flags mean, see draft_has_own).
+        `dummy_load`: the engine runs `load_format="dummy"` (every declared parameter is present)."""
         self.sfc = static_forward_context
         self.is_attention = is_attention or is_vllm_attention
         self.method = method
+        self.dummy_load = dummy_load
 
     def static_checks(self, plan: Any, draft: Any, target: Any) -> list:
         problems = []
@@ -112,6 +115,8 @@ class VLLMContext(Context):
         record. For methods whose loader requires every weight (`loader_requires_all_weights`, e.g.
         draft_model) the answer is yes whatever the flags say."""
         vllm = card("vllm")
+        if self.dummy_load:  # load_format="dummy": every declared parameter is initialised (SRG512)
+            return True
         if self.method and self.method in (vllm.get("loader_requires_all_weights") or ()):
             return True
         flag = (vllm.get("has_own_flags") or {}).get(role)

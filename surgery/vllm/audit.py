@@ -6,7 +6,9 @@ to compare with: `SURGERY_RECIPE` / `additional_config.surgery.recipe`). Twice p
 - after the draft is loaded (vLLM's stock wiring done): KV sharing targets, the backend impl's copy of
   them, KV-scale values, shared / kept embedding and lm_head, compared with the recipe's plan;
 - after the KV caches are bound: each shared draft layer's cache tensor, the target's aux hidden-state
-  layers (EAGLE-3; set by the runner after the draft is loaded).
+  layers (EAGLE-3; set by the runner after the draft is loaded);
+- after the warm-up (the profile and warm-up forwards ran, no request yet): the KV-scale values again
+  (calculate_kv_scales changes them after load: SRG711 at load says it will, SRG701 here shows it did).
 
 Every difference is a coded finding (SRG7xx; config findings of surgery/checks/field.py join them with
 the live speculative method), logged through a logger under `vllm.` (so it lands in vLLM's own log) and
@@ -122,20 +124,46 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
                 audit.add("load", "SRG703", f"draft layer {op.draft_layer}: the backend impl's copy of "
                           f"kv_sharing_target_layer_name is {impl.kv_sharing_target_layer_name!r}, the layer's is "
                           f"{got!r} ({type(impl).__name__})", where)
-    for op in plan.ops("copy_attr"):
+    compare_scales(audit, "load", maps)
+    own_scale_calculation(audit, proposer, maps)
+    _audit_modules(audit, proposer, target_model)
+
+
+def compare_scales(audit: Audit, stage: str, maps: Any) -> None:
+    """SRG701 per copied attribute whose draft value differs from the target layer's it reads."""
+    for op in audit.plan.ops("copy_attr"):
         d, t = maps.draft.get(op.draft_layer), maps.target.get(op.target_layer)
         where = maps.draft_names.get(op.draft_layer, f"draft layer {op.draft_layer}")
         if d is None or t is None or not hasattr(d, op.attr) or not hasattr(t, op.attr):
-            audit.na(op.id, f"{op.attr} absent on the live layers of this vLLM")
+            if stage == "load":
+                audit.na(op.id, f"{op.attr} absent on the live layers of this vLLM")
             continue
-        audit.count("copy_attr")
+        audit.count("copy_attr" if stage == "load" else f"copy_attr:{stage}")
         dv, tv = plain_value(getattr(d, op.attr)), plain_value(getattr(t, op.attr))
         if not values_equal(dv, tv, broadcast=True, rel_tol=1e-6):
             latent = "" if audit.quantized_cache else " (latent: the cache is not quantized now, so unused)"
-            audit.add("load", "SRG701", f"draft layer {op.draft_layer} {op.attr} = {dv} but target layer "
-                      f"{op.target_layer}, whose cache it reads, has {tv}{latent}", where,
+            audit.add(stage, "SRG701", f"draft layer {op.draft_layer} {op.attr} = {dv} but target layer "
+                      f"{op.target_layer}, whose cache it reads, has {tv}{latent}"
+                      + ("" if stage == "load" else f" (stage {stage})"), where,
                       severity=None if audit.quantized_cache else WARNING)
-    _audit_modules(audit, proposer, target_model)
+
+
+def own_scale_calculation(audit: Audit, proposer: Any, maps: Any) -> None:
+    """SRG711: KV-shared draft layers that will compute their own scales (calculate_kv_scales)."""
+    flagged = [op.draft_layer for op in audit.plan.ops("share_kv")
+               if getattr(maps.draft.get(op.draft_layer), "calculate_kv_scales", None) is True]
+    audit.count("calculate_kv_scales")
+    if not flagged:
+        return
+    from ..checks.kv_scales import engine_step
+
+    cache = getattr(getattr(proposer, "vllm_config", None), "cache_config", None)
+    dtype = str(getattr(cache, "cache_dtype", None) or audit.plan.runtime.kv_cache_dtype)
+    quantized = dtype.startswith("fp8")
+    audit.add("load", "SRG711", f"calculate_kv_scales is on and the KV-shared draft layers {flagged} keep it: "
+              f"{engine_step()} gives them scales from the draft's own activations while they read the target's "
+              f"{dtype} cache" + ("" if quantized else " (latent: the cache is not quantized now, so unused)"),
+              "cache_config.calculate_kv_scales", severity=None if quantized else WARNING)
 
 
 def _audit_modules(audit: Audit, proposer: Any, target_model: Any) -> None:
@@ -371,4 +399,17 @@ def after_kv_cache_bound(proposer: Any, is_profiling: bool, kv_cache_config: Any
         audit.na("after_kv_cache", f"{type(exc).__name__}: {exc}")
     _log(audit, "kv_cache")
     _write(audit, "kv_cache")
+    return audit
+
+
+def after_warmed_up(proposer: Any) -> Audit | None:
+    audit = state.recorded(proposer, "audit")
+    if audit is None:
+        return None
+    try:
+        compare_scales(audit, "warmed", get_layer_maps(proposer, state.recorded(proposer, "audit_target")))
+    except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
+        audit.na("after_warm_up", f"{type(exc).__name__}: {exc}")
+    _log(audit, "warmed")
+    _write(audit, "warmed")
     return audit

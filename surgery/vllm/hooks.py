@@ -22,6 +22,17 @@ Lifecycle in one worker process (vllm 0.32, CPU / legacy "V1" model runner)::
         initialize_attn_backend (+ drafter.initialize_attn_backend)
         initialize_kv_cache_tensors: kv_caches[shared] = kv_caches[target]; bind_kv_cache
         >>> install_kv_cache_hook callbacks run here (attn.kv_cache is bound) <<<
+    EngineCore._initialize_kv_caches -> executor.compile_or_warm_up_model
+        Worker.compile_or_warm_up_model (GPU: compile sizes, kernel warm-up, CUDA-graph capture;
+        CPU: warming_up_model where the KV cache is empty); the profile run (GPU:
+        determine_available_memory -> profile_run) already ran before the KV caches were bound:
+        with calculate_kv_scales=True every Attention layer computed its scales there
+        (Attention.calc_kv_scales, from its own inputs, once)
+        >>> install_warm_up_hook callbacks run here, before the first request <<<
+
+Under ``load_format="dummy"`` the dummy loader initialises every declared parameter and calls no
+``load_weights``, so a draft's has-own flags keep their class default (False): install_dummy_load_hook
+lets the plugin say "every declared parameter is present" where vLLM decides what to share.
 """
 
 from __future__ import annotations
@@ -39,6 +50,10 @@ __all__ = [
     "install_load_model_hook",
     "install_kv_cache_hook",
     "install_reload_hook",
+    "install_warm_up_hook",
+    "install_dummy_load_hook",
+    "WORKER_TARGETS",
+    "DUMMY_LOADER_TARGETS",
     "remove_hook",
     "uninstall_all",
     "installed_targets",
@@ -70,9 +85,23 @@ RUNNER_TARGETS: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner"),
 )
 
+# The workers whose ``compile_or_warm_up_model(self)`` is the last step of engine start: after the
+# profile run, the KV-cache binding and the warm-up / compile / CUDA-graph capture, before the first
+# request (vllm/v1/engine/core.py EngineCore._initialize_kv_caches -> executor.compile_or_warm_up_model).
+WORKER_TARGETS: tuple[tuple[str, str], ...] = (
+    ("vllm.v1.worker.gpu_worker", "Worker"),
+    ("vllm.v1.worker.cpu_worker", "CPUWorker"),
+)
+
+# ``load_weights(self, model, model_config)`` of the loader that serves ``load_format="dummy"``.
+DUMMY_LOADER_TARGETS: tuple[tuple[str, str], ...] = (
+    ("vllm.model_executor.model_loader.dummy_loader", "DummyModelLoader"),
+)
+
 _WRAP_MARK = "__surgery_hook__"
 _lock = threading.RLock()
-_callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "kv": [], "reload": []}
+_callbacks: dict[str, list[Callable[..., Any]]] = {"before": [], "after": [], "kv": [], "reload": [], "warm": [],
+                                                  "dummy": []}
 _tls = threading.local()
 
 
@@ -188,6 +217,35 @@ def _make_reload_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
     return reload_weights
 
 
+def _make_warm_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def compile_or_warm_up_model(self, *args, **kwargs):
+        outermost = _enter("warm", self) == 1  # a subclass calling super() runs the callbacks once
+        try:
+            result = orig(self, *args, **kwargs)
+        finally:
+            _exit("warm", self)
+        if outermost:
+            for cb in list(_callbacks["warm"]):
+                cb(self)
+        return result
+
+    setattr(compile_or_warm_up_model, _WRAP_MARK, orig)
+    return compile_or_warm_up_model
+
+
+def _make_dummy_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def load_weights(self, model, *args, **kwargs):
+        result = orig(self, model, *args, **kwargs)
+        for cb in list(_callbacks["dummy"]):
+            cb(model)
+        return result
+
+    setattr(load_weights, _WRAP_MARK, orig)
+    return load_weights
+
+
 def _wrap(targets, method: str, factory) -> list[str]:
     wrapped = []
     for module, name in targets:
@@ -256,6 +314,29 @@ def install_reload_hook(callback: Callable[[Any], Any]) -> list[str]:
         return _wrap(RUNNER_TARGETS, "reload_weights", _make_reload_wrapper)
 
 
+def install_warm_up_hook(callback: Callable[[Any], Any], *, first: bool = False) -> list[str]:
+    """Run ``callback(worker)`` after the worker's ``compile_or_warm_up_model`` returned: the engine
+    ran its profile and warm-up forwards and bound its KV caches; no request has run yet
+    (``worker.model_runner`` holds the drafter). Idempotent; ``first=True`` runs it before the
+    callbacks already registered. Returns the wrapped methods."""
+    with _lock:
+        if callback not in _callbacks["warm"]:
+            if first:
+                _callbacks["warm"].insert(0, callback)
+            else:
+                _callbacks["warm"].append(callback)
+        return _wrap(WORKER_TARGETS, "compile_or_warm_up_model", _make_warm_wrapper)
+
+
+def install_dummy_load_hook(callback: Callable[[Any], Any]) -> list[str]:
+    """Run ``callback(model)`` after the dummy loader initialised a model's weights
+    (``load_format="dummy"``), before the proposer decides what to share. Idempotent."""
+    with _lock:
+        if callback not in _callbacks["dummy"]:
+            _callbacks["dummy"].append(callback)
+        return _wrap(DUMMY_LOADER_TARGETS, "load_weights", _make_dummy_wrapper)
+
+
 def remove_hook(callback: Callable[..., Any]) -> None:
     """Unregister a callback (the class wrappers stay; they are cheap no-ops)."""
     with _lock:
@@ -272,13 +353,16 @@ def uninstall_all() -> None:
         _unwrap(LOAD_MODEL_TARGETS, "load_model")
         _unwrap(RUNNER_TARGETS, "initialize_kv_cache")
         _unwrap(RUNNER_TARGETS, "reload_weights")
+        _unwrap(WORKER_TARGETS, "compile_or_warm_up_model")
+        _unwrap(DUMMY_LOADER_TARGETS, "load_weights")
 
 
 def installed_targets() -> list[str]:
     """Qualified names of methods currently wrapped by this module."""
     out = []
     for targets, method in ((LOAD_MODEL_TARGETS, "load_model"), (RUNNER_TARGETS, "initialize_kv_cache"),
-                            (RUNNER_TARGETS, "reload_weights")):
+                            (RUNNER_TARGETS, "reload_weights"), (WORKER_TARGETS, "compile_or_warm_up_model"),
+                            (DUMMY_LOADER_TARGETS, "load_weights")):
         for module, name in targets:
             cls = _import_attr(module, name)
             fn = cls.__dict__.get(method) if cls is not None else None

@@ -9,8 +9,8 @@
 Per worker: ``layers`` (one entry per draft attention layer: the target layer it reads, by name and
 index; whether its bound ``kv_cache`` IS the target layer's tensor; its KV scales in the three
 representations next to the target's), ``shared_modules`` (input embedding shared, lm_head own),
-and ``surgery`` (the plugin's plan / apply / verification / KV-cache-check summary, or None when
-no recipe was applied).
+and ``surgery`` (the plugin's plan / apply / verification / KV-cache-check / after-warm-up summary,
+or None when no recipe was applied).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def surgery_summary(proposer: Any) -> dict | None:
     report = state.recorded(proposer, "report")
     ver = state.recorded(proposer, "verify")
     kv = state.recorded(proposer, "kv_checks")
+    warmed, load = state.recorded(proposer, "warmed"), state.recorded(proposer, "load_info")
     return {
         "recipe": plan.recipe,
         "recipe_file": plan.recipe_file,
@@ -54,6 +55,14 @@ def surgery_summary(proposer: Any) -> dict | None:
             "ok": ver.ok, "checks": len(ver.checks), "failed": [c.to_dict() for c in ver.failed]},
         "kv_cache_checks": None if kv is None else {
             "ok": all(c.ok for c in kv), "checks": len(kv), "failed": [c.to_dict() for c in kv if not c.ok]},
+        # after the profile / warm-up forwards, before the first request (None until then)
+        "warmed": None if warmed is None else {
+            "ok": bool(warmed.get("ok")), "checks": len(warmed.get("checks") or ()),
+            "failed": [c.to_dict() for c in warmed.get("checks") or () if not c.ok],
+            "problems": [d.to_dict() for d in warmed.get("problems") or ()], "skipped": warmed.get("skipped"),
+            "kv_scales_fix": warmed.get("kv_scales_fix")},
+        "load": None if load is None else {k: v for k, v in load.items() if k not in ("said", "verify_seconds")},
+        "verify_seconds": None if load is None else load.get("verify_seconds"),
     }
 
 

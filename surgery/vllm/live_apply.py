@@ -10,10 +10,19 @@
   applied (the draft was loaded through a method no hook wraps) stops the engine (SRG323).
 - `after_weights_reloaded(runner)`: vLLM's weight reload rewrites the target's KV scales; the
   copied attributes are refreshed in place.
+- `after_warmed_up(worker)`: after the engine's profile and warm-up forwards (KV caches bound, model
+  compiled, CUDA graphs captured), before the first request: every check of the plan runs again
+  (values in all their representations, captured layers, identities, the KV-cache checks); a check
+  that held at load and fails here is SRG510, naming the engine step that changed the value where it
+  is known. With calculate_kv_scales and the fix selected (SRG517) the target's calculated scales are
+  copied onto the KV-shared draft layers first.
+- `after_dummy_weights(model)`: under `load_format="dummy"` every declared parameter is present; the
+  draft's has-own flags say so before vLLM decides what to share (SRG512).
 """
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
@@ -22,8 +31,11 @@ from ..live.prepared import Check, NotApplicable
 from ..live.vllm import VLLMContext, aux_holder, target_language_model
 from . import state
 from .log import get_logger
-from .selection import audit_mode, plan_from_config, selected_recipe, strict
+from .selection import (audit_mode, calculates_kv_scales, kv_scales_follow_target, load_format, plan_from_config,
+                        selected_recipe, strict)
 from .wiring import kv_cache_groups_of
+
+SCALE_ATTRS = ("_k_scale", "_v_scale", "_k_scale_float", "_v_scale_float", "_k_scale_cpu", "_v_scale_cpu")
 
 
 def plan_for(proposer: Any):
@@ -85,24 +97,115 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
     if problems and is_strict:
         raise SurgeryError(problems)
     spec = getattr(proposer.vllm_config, "speculative_config", None)
+    kv_scales = kv_scales_problems(proposer, plan, draft, target_lm)
+    if any(d.severity == "error" for d in kv_scales) and is_strict:  # SRG514; non-strict: the warmed stage shows it
+        raise SurgeryError([d for d in kv_scales if d.severity == "error"])
+    info = load_info(proposer.vllm_config)
     context = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context,
-                          method=getattr(spec, "method", None))
+                          method=getattr(spec, "method", None), dummy_load=info["dummy"])
     report = apply_plan(plan, draft, target_lm, context, strict=is_strict)
+    t0 = time.perf_counter()
     verification = verify_plan(plan, draft, target_lm, context, report=report)
+    info["verify_seconds"] = time.perf_counter() - t0
     if not verification.ok:
         rollback(report)  # never leave a wiring that failed its own checks in place
-    state.record(proposer, plan=plan, report=report, verify=verification, target_lm=target_lm, hint_problems=problems)
+    state.record(proposer, plan=plan, report=report, verify=verification, target_lm=target_lm, hint_problems=problems,
+                 load_info=info, load_values=load_values(plan, draft, target_lm) if verification.ok else None)
+    if verification.ok and any(d.code == "SRG517" for d in kv_scales):  # the fix: stop the draft's own calculation
+        state.record(proposer, kv_scales_fix=stop_own_scale_calculation(plan, draft, target_lm))
     write_for_proposer(proposer)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     get_logger().info(
-        "spec-surgery: recipe %s applied: %d operations (%s), %d skipped, %s, verification %s (%d checks)%s%s",
+        "spec-surgery: recipe %s applied: %d operations (%s), %d skipped, %s, verification %s (%d checks); %s%s%s",
         plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
-        "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks),
+        "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks), info["said"],
         "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),
-        "" if not problems else "; " + "; ".join(f"{d.code} {d.message}" for d in problems))
+        "" if not problems and not kv_scales else "; " + "; ".join(f"{d.code} {d.message}"
+                                                                   for d in [*problems, *kv_scales]))
     if not verification.ok and is_strict:
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)
                                 + " (the wiring was rolled back)"))
+
+
+def load_info(vllm_config: Any) -> dict:
+    """How the engine loads weights, and where the plugin's "has own weights" answer comes from."""
+    fmt = load_format(vllm_config)
+    dummy = fmt == "dummy"
+    said = ("SRG512 load_format=dummy: has own weights = yes for every role the draft declares (every declared "
+            "parameter is present, random)" if dummy else
+            f"load_format={fmt}: has own weights from the checkpoint's names (vLLM's has-own flags)")
+    return {"load_format": fmt, "dummy": dummy, "has_own_weights": "every declared parameter (dummy load)" if dummy
+            else "from the checkpoint's weight names", "said": said}
+
+
+def _kv_layers(plan: Any, draft: Any, target: Any):
+    """(op, draft attention, target attention) for each share_kv op whose layers are found."""
+    out = []
+    for op in plan.ops("share_kv"):
+        try:
+            d = get_path(draft, attention_path("vllm", draft, op.draft_layer, "draft"))
+            t = get_path(target, attention_path("vllm", target, op.target_layer, "target"))
+        except (AttributeError, IndexError, KeyError, TypeError):
+            continue
+        out.append((op, d, t))
+    return out
+
+
+def kv_scales_problems(proposer: Any, plan: Any, draft: Any, target: Any) -> list:
+    """SRG514 (error) / SRG517 (info, the fix selected) from the live engine: the cache config says
+    calculate_kv_scales, or a KV-shared draft layer still has the flag (the release has the option)."""
+    from ..checks.kv_scales import kv_scales_findings
+
+    vc = proposer.vllm_config
+    calculate = calculates_kv_scales(vc) or any(getattr(d, "calculate_kv_scales", False) is True
+                                                 for _, d, _ in _kv_layers(plan, draft, target))
+    dtype = getattr(getattr(vc, "cache_config", None), "cache_dtype", None)
+    return kv_scales_findings(plan, calculate=calculate, version=None, follow_target=kv_scales_follow_target(vc),
+                              kv_cache_dtype=str(dtype) if dtype is not None else None, source="cache_config",
+                              version_known=False)
+
+
+def stop_own_scale_calculation(plan: Any, draft: Any, target: Any) -> dict:
+    """The fix, part 1 (at load): each KV-shared draft layer stops computing its own scales in its first
+    forward (`calculate_kv_scales = False`); part 2 runs after the warm-up (`follow_target_scales`)."""
+    stopped = []
+    for op, d, _ in _kv_layers(plan, draft, target):
+        if getattr(d, "calculate_kv_scales", False) is True:
+            d.calculate_kv_scales = False
+            stopped.append(op.draft_layer)
+    return {"stopped": stopped, "recopied": None, "targets_calculated": None}
+
+
+def follow_target_scales(proposer: Any) -> dict:
+    """The fix, part 2 (after the warm-up): the target layers have calculated their scales; copy them
+    onto the draft layers in all three representations (the copy_attrs performer's own copy)."""
+    fix = dict(state.recorded(proposer, "kv_scales_fix") or {})
+    plan, target = state.recorded(proposer, "plan"), state.recorded(proposer, "target_lm")
+    pending = [op.target_layer for op, _, t in _kv_layers(plan, proposer.model, target)
+               if getattr(t, "calculate_kv_scales", False) is True]
+    fix["targets_calculated"] = not pending
+    fix["targets_not_calculated"] = sorted(set(pending))
+    fix["recopied"] = refresh_copied_attrs(proposer)
+    state.record(proposer, kv_scales_fix=fix)
+    return fix
+
+
+def load_values(plan: Any, draft: Any, target: Any) -> dict:
+    """The copied values right after apply, per copy_attr op (draft, target): what the warmed stage
+    compares with to say which side changed; plus each KV-shared layer's calculate_kv_scales flag."""
+    from ..live.values import plain_value
+
+    context = VLLMContext(is_attention=lambda m: True)
+    out: dict = {"values": {}, "calculate": {}}
+    for op in plan.ops("copy_attr"):
+        try:
+            d, t = context.attention_pair(op, draft, target)
+            out["values"][op.id] = (plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None)))
+        except Exception:  # noqa: BLE001 - not applicable here; the verification said so
+            continue
+    for op, d, t in _kv_layers(plan, draft, target):
+        out["calculate"][op.id] = (getattr(d, "calculate_kv_scales", None), getattr(t, "calculate_kv_scales", None))
+    return out
 
 
 def kv_cache_checks(proposer: Any, kv_cache_config: Any = None) -> list:
@@ -205,6 +308,147 @@ def refresh_copied_attrs(proposer: Any) -> int:
 def after_weights_reloaded(runner: Any) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     if proposer is not None:
+        state.record(proposer, reloaded=True)
         n = refresh_copied_attrs(proposer)
         if n:
             get_logger().info("spec-surgery: refreshed %d copied attributes after weight reload", n)
+
+
+# --------------------------------------------------------------------------- after the warm-up
+
+
+def _check_key(c: Check) -> tuple[str, str]:
+    return (c.op_id, c.name)
+
+
+def engine_step(proposer: Any, plan: Any, check: Check) -> str:
+    """Which engine step changed the value a failed warmed check compares, where it can be found."""
+    from ..checks.kv_scales import engine_step as kv_step
+    from ..live.values import plain_value, values_equal
+
+    base = state.recorded(proposer, "load_values") or {}
+    op = next((o for o in plan.operations if o.id == check.op_id), None)
+    changed = ""
+    if op is not None and getattr(op, "attr", None) in SCALE_ATTRS:
+        draft, target = proposer.model, state.recorded(proposer, "target_lm")
+        share = next((o for o in plan.ops("share_kv") if o.draft_layer == op.draft_layer), None)
+        flags = base.get("calculate", {}).get(share.id) if share is not None else None
+        try:
+            d, t = VLLMContext(is_attention=lambda m: True).attention_pair(op, draft, target)
+        except Exception:  # noqa: BLE001
+            d = t = None
+        if op.id in base.get("values", {}) and d is not None:
+            was_d, was_t = base["values"][op.id]
+            now_d, now_t = plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None))
+            sides = [f"draft {was_d} -> {now_d}" for _ in [0] if not values_equal(was_d, now_d)]
+            sides += [f"target {was_t} -> {now_t}" for _ in [0] if not values_equal(was_t, now_t)]
+            changed = f" (since load: {'; '.join(sides) or 'neither side'})"
+        if flags is not None and d is not None:
+            d_was, t_was = flags
+            if d_was is True and getattr(d, "calculate_kv_scales", None) is False:
+                return f"{kv_step()}: the draft layer computed its own scales{changed}"
+            if t_was is True and getattr(t, "calculate_kv_scales", None) is False:
+                return f"{kv_step()}: the target layer computed its scales after load, the draft kept the copy{changed}"
+    if state.recorded(proposer, "reloaded"):
+        return f"vLLM's reload_weights (process_weights_after_loading){changed}"
+    return ("not identified: changed between load and the end of the warm-up (profile run, KV-cache binding, "
+            f"warm-up / compile / CUDA-graph capture){changed}")
+
+
+def warmed_checks(proposer: Any, runner: Any) -> list:
+    """Every check of the applied plan, run again on the live objects, plus the KV-cache checks."""
+    from ..applier import verify_plan
+
+    plan, report = state.recorded(proposer, "plan"), state.recorded(proposer, "report")
+    target = state.recorded(proposer, "target_lm")
+    spec = getattr(proposer.vllm_config, "speculative_config", None)
+    info = state.recorded(proposer, "load_info") or {}
+    context = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context,
+                          method=getattr(spec, "method", None), dummy_load=bool(info.get("dummy")))
+    checks = list(verify_plan(plan, proposer.model, target, context, report=report).checks)
+    kv_config = getattr(runner, "kv_cache_config", None) if runner is not None else None
+    return checks + kv_cache_checks(proposer, kv_config)
+
+
+def warmed_problems(proposer: Any, checks: list) -> list:
+    """SRG510 per failed check: held at load (or when the KV caches were bound) and fails now."""
+    plan = state.recorded(proposer, "plan")
+    held = {_check_key(c) for c in (state.recorded(proposer, "verify").checks or ()) if c.ok}
+    held |= {_check_key(c) for c in (state.recorded(proposer, "kv_checks") or ()) if c.ok}
+    out = []
+    for c in checks:
+        if c.ok:
+            continue
+        when = "held at load" if _check_key(c) in held else "not run before (a KV-cache check)"
+        out.append(diag("SRG510", f"{c.op_id}: {c.name} ({c.detail}) {when}, fails after the warm-up; changed by "
+                        f"{engine_step(proposer, plan, c)}"))
+    return out
+
+
+def after_warmed_up(worker: Any) -> None:
+    runner = getattr(worker, "model_runner", None) or worker
+    proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
+    if proposer is None:
+        return
+    vllm_config = getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None)
+    if state.recorded(proposer, "audit") is not None or audit_mode(vllm_config):
+        from . import audit
+
+        audit.after_warmed_up(proposer)  # audit mode: observe only
+        return
+    plan, verification = state.recorded(proposer, "plan"), state.recorded(proposer, "verify")
+    if plan is None:
+        return  # no recipe; a selected recipe never applied stopped the engine at KV binding (SRG323)
+    from .report import write_for_proposer
+
+    if verification is None or not verification.ok:
+        state.record(proposer, warmed={"ok": False, "checks": [], "problems": [], "skipped":
+                                       "the wiring failed its load-time verification and was rolled back"})
+        write_for_proposer(proposer)
+        return
+    fix = follow_target_scales(proposer) if state.recorded(proposer, "kv_scales_fix") is not None else None
+    checks = warmed_checks(proposer, runner)
+    problems = warmed_problems(proposer, checks)
+    if fix is not None and not fix["targets_calculated"]:
+        problems.append(diag("SRG510", f"calculate_kv_scales fix: target layers {fix['targets_not_calculated']} have "
+                             "not calculated their scales by the end of the warm-up (no forward ran them): the draft "
+                             "layers hold the target's load-time scales"))
+    state.record(proposer, warmed={"ok": not problems, "checks": checks, "problems": problems, "kv_scales_fix": fix})
+    write_for_proposer(proposer)
+    failed = [c for c in checks if not c.ok]
+    get_logger().info("spec-surgery: warmed up (after the profile / warm-up forwards, before the first request): "
+                      "%d/%d checks hold (every check of the plan again, values in all representations, captured "
+                      "layers, identities, KV caches)%s%s", len(checks) - len(failed), len(checks),
+                      "" if fix is None else f"; SRG517 target scales copied onto the draft layers {fix['stopped']} "
+                      f"({fix['recopied']} attributes)",
+                      "" if not problems else ": " + "; ".join(d.render().replace("\n", " ") for d in problems[:5]))
+    if problems and strict(vllm_config):
+        raise SurgeryError(problems)
+
+
+def after_dummy_weights(model: Any) -> None:
+    """load_format="dummy": set the model's has-own flags (names in the engine card) for every role it
+    declares, as a checkpoint with every declared parameter would (SRG512); only with a recipe selected."""
+    try:
+        from vllm.config import get_current_vllm_config
+
+        vllm_config = get_current_vllm_config()
+    except Exception:  # noqa: BLE001 - outside a config context: the environment decides
+        vllm_config = None
+    if selected_recipe(vllm_config) is None or audit_mode(vllm_config):
+        return  # stock vLLM (and audit mode, which observes stock vLLM) keep their own dummy behaviour
+    from ..engines import card
+    from ..live.paths import role_path
+
+    flags = {}
+    for role, flag in (card("vllm").get("has_own_flags") or {}).items():
+        if not isinstance(getattr(model, flag, None), bool):
+            continue
+        try:
+            get_path(model, role_path("vllm", model, role, "draft"))
+        except Exception:  # noqa: BLE001 - the model declares no such module: nothing to mark
+            continue
+        setattr(model, flag, True)
+        flags[flag] = True
+    if flags:
+        state.record(model, dummy_load=flags)

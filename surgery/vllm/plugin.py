@@ -2,7 +2,8 @@
 
 vLLM calls `register()` in every process it starts (engine, workers), before any model is built.
 It installs the start-up check where vLLM builds its config (surgery/vllm/startup.py) and, in the
-processes that load models, the hooks (surgery/vllm/hooks.py) that run what surgery does there
+processes that load models, the hooks (load, KV-bound, reload, dummy load; and where a worker module is
+imported, the warm-up hook of the stage `warmed`) (surgery/vllm/hooks.py) that run what surgery does there
 (surgery/vllm/live_apply.py). No recipe selected (surgery/vllm/selection.py): the callbacks return
 at once. A hook that found nothing to wrap is said, never passed over: with a recipe selected in
 the environment it stops the start (SRG323).
@@ -31,6 +32,7 @@ def register() -> None:
         # applied, and no hook would notice (SRG323 now, not a silent start)
         no_load_hooks(f"no vLLM model-runner module found ({', '.join(modules) or 'none listed'})")
     lazy.when_imported(modules, install_hooks)
+    lazy.when_imported(worker_modules(), install_warm_up_hooks)
 
 
 def _module_exists(name: str) -> bool:
@@ -58,6 +60,22 @@ def runner_modules() -> list[str]:
     return [module for module, _ in hooks.RUNNER_TARGETS]
 
 
+def worker_modules() -> list[str]:
+    return [module for module, _ in hooks.WORKER_TARGETS]
+
+
+def install_warm_up_hooks(module: str = "") -> None:
+    """Wrap the workers' compile_or_warm_up_model (the stage `warmed`) once a worker module finished
+    importing (cpu_worker imports gpu_worker: wait for the outer one). Nothing to wrap is said (SRG511)."""
+    if lazy.any_initializing(m for m in worker_modules() if m != module):
+        return
+    if not hooks.install_warm_up_hook(live_apply.after_warmed_up):
+        missing = hooks.missing_targets(hooks.WORKER_TARGETS)
+        get_logger().warning("spec-surgery: %s", diag("SRG511", "no worker warm-up method could be wrapped ("
+                             + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "): the checks after the warm-up "
+                             "(stage warmed) will not run").render())
+
+
 def install_hooks(module: str = "") -> None:
     """Install the load-model, KV-cache and reload hooks (idempotent). Runs after a runner module
     finished importing; while another runner is still half-imported (one runner imports the other)
@@ -67,5 +85,10 @@ def install_hooks(module: str = "") -> None:
     wrapped = hooks.install_load_model_hook(live_apply.after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(live_apply.after_kv_cache_bound)
     hooks.install_reload_hook(live_apply.after_weights_reloaded)
+    if not hooks.install_dummy_load_hook(live_apply.after_dummy_weights):
+        missing = hooks.missing_targets(hooks.DUMMY_LOADER_TARGETS)
+        get_logger().warning("spec-surgery: %s", diag("SRG513", "the dummy loader could not be wrapped ("
+                             + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "): under load_format=dummy "
+                             "vLLM decides what to share from its class-default has-own flags").render())
     if not wrapped:
         no_load_hooks("")

@@ -1,18 +1,24 @@
 """`SURGERY_REPORT=path`: what the plugin did, as one JSON file, for monitoring.
 
-Written by the process that applied the recipe (the vLLM worker) after load and again after the KV
-caches are bound; each write replaces the whole file atomically (temp file in the same folder, then
+Written by the process that applied the recipe (the vLLM worker) after load, again after the KV
+caches are bound and again after the engine's warm-up (before the first request); each write replaces the whole file atomically (temp file in the same folder, then
 `os.replace`), so a reader never sees half a report. This module is the one writer and the one
 place the per-rank path is decided; the audit mode (surgery/vllm/audit.py) writes its own keys
 through `write`. Keys of the apply report (stable):
 
-    stage           "loaded" | "kv_bound"
-    recipe, recipe_file, verified (bool: apply verification and, once bound, the KV-cache checks)
+    stage           "loaded" | "kv_bound" | "warmed"
+    recipe, recipe_file, verified (bool: apply verification, once bound the KV-cache checks, once warmed
+                    the checks after the warm-up)
     plan            the plan as `surgery plan --json` prints it
     apply           applied operation ids, seconds
     verify          every verification check
     not_applicable  operations this engine could not perform (coded), never silently dropped
     kv_binding      KV-cache identity checks (null until the caches are bound)
+    warmed          every check again after the profile / warm-up forwards: ok, checks, problems (SRG510,
+                    each naming the engine step that changed the value where known), kv_scales_fix (the
+                    calculate_kv_scales fix, SRG517) (null until the warm-up ran)
+    load            load_format and where "has own weights" came from (dummy load: every declared
+                    parameter, SRG512)
     findings        audit findings (list; empty unless an auditor wrote some)
 
 With tensor/pipeline parallelism every worker holds a part of the model: rank r > 0 writes
@@ -30,7 +36,7 @@ from . import state
 
 ENV_REPORT = "SURGERY_REPORT"
 KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",
-        "findings")
+        "warmed", "load", "findings")
 
 
 def report_path(rank: int | None = None) -> Path | None:
@@ -42,14 +48,26 @@ def report_path(rank: int | None = None) -> Path | None:
     return path if not rank else path.with_name(f"{path.name}.rank{rank}")
 
 
+def warmed_dict(warmed: dict | None) -> dict | None:
+    """The stage `warmed` as plain data."""
+    if warmed is None:
+        return None
+    return {"ok": bool(warmed.get("ok")), "checks": [c.to_dict() for c in warmed.get("checks") or ()],
+            "problems": [d.to_dict() for d in warmed.get("problems") or ()], "skipped": warmed.get("skipped"),
+            "kv_scales_fix": warmed.get("kv_scales_fix")}
+
+
 def build_report(plan: Any, apply_report: Any = None, verification: Any = None, kv_checks: list | None = None,
-                 findings: list | None = None) -> dict:
+                 findings: list | None = None, warmed: dict | None = None, load: dict | None = None) -> dict:
     """The report as plain data (no vLLM needed: the objects come from surgery.apply / surgery.plan)."""
     verified = verification is not None and verification.ok
     if kv_checks is not None:
         verified = verified and all(c.ok for c in kv_checks)
+    if warmed is not None:
+        verified = verified and bool(warmed.get("ok"))
+    stage = "warmed" if warmed is not None else "kv_bound" if kv_checks is not None else "loaded"
     return {
-        "stage": "kv_bound" if kv_checks is not None else "loaded",
+        "stage": stage,
         "recipe": plan.recipe,
         "recipe_file": plan.recipe_file,
         "verified": bool(verified),
@@ -60,6 +78,8 @@ def build_report(plan: Any, apply_report: Any = None, verification: Any = None, 
         "not_applicable": [] if apply_report is None else [d.to_dict() for d in apply_report.not_applicable],
         "kv_binding": None if kv_checks is None else {"ok": all(c.ok for c in kv_checks),
                                                        "checks": [c.to_dict() for c in kv_checks]},
+        "warmed": warmed_dict(warmed),
+        "load": None if load is None else {k: v for k, v in load.items() if k != "said"},
         "findings": list(findings or []),
     }
 
@@ -128,5 +148,6 @@ def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
     if path is None or plan is None:
         return None
     data = build_report(plan, state.recorded(proposer, "report"), state.recorded(proposer, "verify"),
-                        state.recorded(proposer, "kv_checks"), state.recorded(proposer, "findings"))
+                        state.recorded(proposer, "kv_checks"), state.recorded(proposer, "findings"),
+                        state.recorded(proposer, "warmed"), state.recorded(proposer, "load_info"))
     return write(data, path)

@@ -21,6 +21,7 @@ from typing import Any
 ENV_RECIPE = "SURGERY_RECIPE"
 ENV_STRICT = "SURGERY_STRICT"  # "0": report (not fail on) operations vLLM cannot perform and failed verification
 ENV_MODE = "SURGERY_MODE"
+ENV_KV_SCALES = "SURGERY_KV_SCALES"  # "follow_target": draft layers take the target's calculated KV scales
 
 _facts_cache: dict[tuple, Any] = {}
 _recipe_cache: dict[tuple, Any] = {}
@@ -57,6 +58,25 @@ def selected_mode(vllm_config: Any) -> str:
 
 def audit_mode(vllm_config: Any) -> bool:
     return selected_mode(vllm_config) == "audit"
+
+
+def kv_scales_follow_target(vllm_config: Any) -> bool:
+    """The calculate_kv_scales fix (surgery/checks/kv_scales.py): SURGERY_KV_SCALES=follow_target or
+    additional_config {"surgery": {"kv_scales": "follow_target"}} (additional_config wins)."""
+    sub = _surgery_config(vllm_config)
+    value = sub.get("kv_scales") if sub.get("kv_scales") else os.environ.get(ENV_KV_SCALES)
+    return str(value or "").lower() == "follow_target"
+
+
+def calculates_kv_scales(vllm_config: Any) -> bool:
+    """Whether the engine runs with calculate_kv_scales=True (False on releases without the option)."""
+    return bool(getattr(getattr(vllm_config, "cache_config", None), "calculate_kv_scales", False))
+
+
+def load_format(vllm_config: Any) -> str:
+    """The engine's load format ("auto", "dummy", ...), as a string."""
+    value = getattr(getattr(vllm_config, "load_config", None), "load_format", None)
+    return str(getattr(value, "value", value) or "auto")
 
 
 def _file_key(path: Path) -> tuple | None:

@@ -27,7 +27,7 @@ from typing import Any
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engines import card
 from .log import get_logger
-from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe
+from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
 WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")
@@ -139,6 +139,10 @@ def check_engine_config(vllm_config: Any):
     if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
         _print_block_if_uncaught()
         raise SurgeryError(misread)
+    kv_scales = kv_scales_check(vllm_config, plan)
+    if kv_scales and not audit_mode(vllm_config) and strict(vllm_config):  # the audit reports it (SRG711)
+        _print_block_if_uncaught()
+        raise SurgeryError(kv_scales)
     for d in plan.diagnostics:
         if d.severity == "warning":
             _warn(d)
@@ -146,6 +150,24 @@ def check_engine_config(vllm_config: Any):
              "%d operations planned (pp=%d, tp=%d, kv_cache_dtype=%s)", plan.recipe, len(plan.operations),
              plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
     return plan
+
+
+def kv_scales_check(vllm_config: Any, plan: Any) -> list:
+    """calculate_kv_scales in the live cache config with KV-shared draft layers (surgery/checks/kv_scales.py):
+    returns the errors (SRG514); the fix selected (SRG517) and unknown releases are logged."""
+    from ..checks.kv_scales import kv_scales_findings
+    from ..checks.config_spelling import installed_vllm_version
+    from .selection import calculates_kv_scales, kv_scales_follow_target
+
+    cache = getattr(vllm_config, "cache_config", None)
+    dtype = getattr(cache, "cache_dtype", None)
+    found = kv_scales_findings(plan, calculate=calculates_kv_scales(vllm_config), version=installed_vllm_version(),
+                               follow_target=kv_scales_follow_target(vllm_config),
+                               kv_cache_dtype=str(dtype) if dtype is not None else None, source="cache_config")
+    for d in found:
+        if d.severity != "error" or not strict(vllm_config):
+            get_logger().log(logging.ERROR if d.severity == "error" else logging.INFO, "spec-surgery: %s", d.render())
+    return [d for d in found if d.severity == "error"]
 
 
 def serving_runner(vllm_config: Any) -> str:

@@ -6,14 +6,17 @@ they all see. Each value is one attribute `_surgery_<name>` on it; this module i
 that names them (tests and benchmarks read them directly).
 
 Names: plan, report (the ApplyReport), verify, kv_checks, target_lm, hint_problems, findings,
-target_model (set by the load hook), audit, audit_target.
+target_model (set by the load hook), audit, audit_target, warmed (the checks after the warm-up),
+load_values (values the warmed stage compares with), kv_scales_fix (the calculate_kv_scales fix),
+load_info (load format, what "has own weights" was answered from), dummy_load (on a model: the has-own
+flags the dummy-load hook set), reloaded (weights reloaded since load).
 """
 from __future__ import annotations
 
 from typing import Any
 
 NAMES = ("plan", "report", "verify", "kv_checks", "target_lm", "hint_problems", "findings", "target_model", "audit",
-         "audit_target")
+         "audit_target", "warmed", "load_values", "kv_scales_fix", "load_info", "dummy_load", "reloaded")
 
 
 def _attr(name: str) -> str:

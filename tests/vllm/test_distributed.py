@@ -173,6 +173,7 @@ def test_tp2_decisions_identical_on_every_rank(tp2):
     def decisions(w):
         s = dict(w["surgery"])
         s.pop("apply_seconds")
+        s.pop("verify_seconds")
         s["runtime"] = {k: v for k, v in s["runtime"].items() if k != "tp_rank"}  # the one thing that differs
         return {"surgery": s, "modules": {k: w["shared_modules"][k] for k in ("input_embeddings", "lm_head_is_target")},
                 "map": {l["draft_index"]: l["reads_target_layer"] for l in w["layers"]}}
