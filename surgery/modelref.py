@@ -10,6 +10,13 @@ from .diagnostics import Location, fail
 from .modelsource import LocalSource, ModelSource, parse_hub_ref
 
 
+def _looks_local(text: str) -> bool:
+    """A missing path the user meant as a path, not a hub id: a file name (`.json`), an explicit
+    path (`./x`, `/x`, `~/x`), or `dir/name` where `dir` is a local folder (`configs/nope.json`)."""
+    first = text.split("/", 1)[0]
+    return text.endswith((".json", ".yaml", ".yml")) or text.startswith((".", "/", "~")) or Path(first).is_dir()
+
+
 def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") -> ModelSource:
     """A model by reference: the source itself, a local path, or a hub id (surgery.hub, lazily)."""
     if isinstance(ref, ModelSource):
@@ -21,7 +28,7 @@ def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") ->
             raise fail("SRG001", f"no such {what} file: {p / 'config.json'}", Location(text),
                        hint="a model folder must contain config.json")
         return LocalSource(p, ref=text)
-    hub = parse_hub_ref(text)
+    hub = None if _looks_local(text) else parse_hub_ref(text)
     if hub is None:
         raise fail("SRG001", f"no such {what} file: {text}", Location(text),
                    hint="a model is a folder with config.json, a config.json file, or a hub id `org/name[@revision]`")

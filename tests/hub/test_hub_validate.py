@@ -161,3 +161,22 @@ def test_gemma4_31b_pair_plans_by_name(run_cli, hubenv):
     assert code == 0, err
     data = json.loads(out)
     assert data["fetched"]["bytes"] < 2 << 20 and hubenv.declared_bytes(GEMMA, GEMMA_ASSISTANT) > 60e9
+
+
+@pytest.mark.parametrize("text,hub", [
+    ("meta-llama/Llama-3.1-8B-Instruct", True), ("org/name@v1.0", True), ("org/name@refs/pr/1", True),
+    ("configs/nope.json", False),  # a file name: a missing path, SRG001
+    ("tests/nope", False),  # `tests` is a local folder: the user means a path
+    ("./org/name", False), ("/abs/path", False), ("name-only", False), ("a/b/c", False), ("org--x/name", False),
+])
+def test_what_counts_as_a_hub_reference(text, hub):
+    from surgery.diagnostics import SurgeryError
+    from surgery.modelref import open_model
+    from surgery.modelsource import parse_hub_ref
+
+    if not hub:
+        with pytest.raises(SurgeryError) as exc:
+            open_model(text)
+        assert exc.value.diagnostics[0].code == "SRG001"
+    else:
+        assert parse_hub_ref(text) is not None
