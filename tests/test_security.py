@@ -379,9 +379,12 @@ def test_dynamic_import_module_names_are_literals():
     for node, fn in _functions(hooks):  # every `for module, name in X` loop iterates one of the constants
         if isinstance(node, ast.For) and "module" in ast.unparse(node.target):
             assert ast.unparse(node.iter) in ("targets", *TARGET_CONSTANTS), ast.unparse(node)
+    (filtered,) = [n for n in hooks.body if isinstance(n, ast.FunctionDef) and n.name == "worker_targets"]
+    assert "for t in WORKER_TARGETS" in ast.unparse(filtered)  # a subset of the literal constant, nothing else
     for node, fn in _functions(hooks):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("_wrap", "_unwrap"):
-            assert ast.unparse(node.args[0]) in TARGET_CONSTANTS, ast.unparse(node)
+            # worker_targets(): this platform's subset of WORKER_TARGETS (hooks.worker_targets, checked below)
+            assert ast.unparse(node.args[0]) in (*TARGET_CONSTANTS, "worker_targets()"), ast.unparse(node)
     registry = _tree(PKG / "ops" / "registry.py")
     (call,) = [n for n, fn in _functions(registry) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "import_module"]

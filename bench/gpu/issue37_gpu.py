@@ -31,7 +31,6 @@ import argparse
 import gc
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -43,29 +42,42 @@ from common import ROOT, guarded, log, save, tiny_pair_dirs  # noqa: E402
 
 RECIPES = ROOT / "recipes"
 CONFIGS = ROOT / "tests" / "data" / "configs"
+REALSIZE = ROOT / "tests" / "data" / "realsize"  # real-size configs that are no MTP family fixture (SOURCES in each)
 K = 3
 MAX_TOKENS = 64
 
 # (label, target config, draft config or "self" (MTP layers inside the target), method, recipe)
 REAL_PAIRS = [
     ("gemma4-E2B", "gemma-4-E2B-it.json", "gemma-4-E2B-it-assistant.json", "mtp", "gemma4-mtp"),
-    ("gemma4-E4B", "gemma4/gemma-4-E4B-it.json", "gemma4/gemma-4-E4B-it-assistant.json", "mtp", "gemma4-mtp"),
-    ("gemma4-26B-A4B", "gemma4/gemma-4-26B-A4B-it.json", "gemma4/gemma-4-26B-A4B-it-assistant.json", "mtp",
+    ("gemma4-E4B", "realsize/gemma-4-E4B-it.json", "realsize/gemma-4-E4B-it-assistant.json", "mtp", "gemma4-mtp"),
+    ("gemma4-26B-A4B", "realsize/gemma-4-26B-A4B-it.json", "realsize/gemma-4-26B-A4B-it-assistant.json", "mtp",
      "gemma4-mtp"),
-    ("gemma4-31B", "gemma4/gemma-4-31B-it.json", "gemma4/gemma-4-31B-it-assistant.json", "mtp", "gemma4-mtp"),
+    ("gemma4-31B", "realsize/gemma-4-31B-it.json", "realsize/gemma-4-31B-it-assistant.json", "mtp", "gemma4-mtp"),
     ("llama3.1-8B+eagle3-yuhuili", "Llama-3.1-8B-Instruct.json", "EAGLE3-LLaMA3.1-Instruct-8B.json", "eagle3",
      "eagle3"),
-    ("llama3.1-8B+eagle3-speculators", "Llama-3.1-8B-Instruct.json", "speculators/llama-3.1-8b-eagle3.json",
+    ("llama3.1-8B+eagle3-speculators", "Llama-3.1-8B-Instruct.json", "realsize/speculators/llama-3.1-8b-eagle3.json",
      "eagle3", "eagle3"),
-    ("qwen3-8B+eagle3", "qwen3/Qwen3-8B.json", "qwen3/Qwen3-8B-eagle3.json", "eagle3", "eagle3"),
-    ("qwen3-8B+dflash", "qwen3/Qwen3-8B.json", "qwen3/Qwen3-8B-DFlash.json", "dflash", "dflash"),
+    ("qwen3-8B+eagle3", "realsize/qwen3/Qwen3-8B.json", "realsize/qwen3/Qwen3-8B-eagle3.json", "eagle3", "eagle3"),
+    ("qwen3-8B+dflash", "realsize/qwen3/Qwen3-8B.json", "realsize/qwen3/Qwen3-8B-DFlash.json", "dflash", "dflash"),
     ("mimo-7B-mtp", "MiMo-7B-RL.json", "self", "mtp", "mtp"),
 ]
 
 
 def _config_dir(src: Path, dest: Path) -> Path:
+    """The config as the engine gets it: `_` notes dropped; a multimodal Gemma 4 target served as its
+    text stack (Gemma4ForCausalLM: a dummy load has no preprocessor files, and vLLM builds the image /
+    audio processor of the multimodal class at start); `per_layer_config` dropped (the bundle's
+    transformers 5.14 reads it differently, common.readable_pair)."""
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dest / "config.json")
+    cfg = {k: v for k, v in json.loads(src.read_text()).items() if not k.startswith("_")}
+    if isinstance(cfg.get("text_config"), dict) and cfg.get("model_type") == "gemma4":
+        cfg = {**{k: v for k, v in cfg["text_config"].items() if not k.startswith("_")},
+               "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text"}
+    cfg.pop("per_layer_config", None)
+    if isinstance(cfg.get("text_config"), dict):
+        cfg["text_config"] = {k: v for k, v in cfg["text_config"].items() if not k.startswith("_")}
+        cfg["text_config"].pop("per_layer_config", None)
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2))
     return dest
 
 
@@ -287,8 +299,8 @@ def real_size(cpu: bool, deadline: float) -> dict:
     else:
         pairs = []
         for label, t_cfg, d_cfg, method, recipe in REAL_PAIRS:
-            t_src = CONFIGS / t_cfg
-            d_src = t_src if d_cfg == "self" else CONFIGS / d_cfg
+            t_src = (ROOT / "tests" / "data" / t_cfg) if t_cfg.startswith("realsize/") else CONFIGS / t_cfg
+            d_src = t_src if d_cfg == "self" else (ROOT / "tests" / "data" / d_cfg) if d_cfg.startswith("realsize/") else CONFIGS / d_cfg
             missing = [str(p.relative_to(ROOT)) for p in (t_src, d_src) if not p.exists()]
             if missing:
                 out[label] = {"skipped": f"config not in the repository: {', '.join(missing)}"}

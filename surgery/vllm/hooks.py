@@ -93,6 +93,18 @@ WORKER_TARGETS: tuple[tuple[str, str], ...] = (
     ("vllm.v1.worker.cpu_worker", "CPUWorker"),
 )
 
+def worker_targets() -> tuple[tuple[str, str], ...]:
+    """This platform's worker only. Importing `vllm.v1.worker.cpu_worker` is not free: it imports
+    `vllm.v1.worker.cpu.shm` first ("must be imported firstly"), which changes process-wide state a
+    GPU worker relies on; on the H200 every engine then failed its profile run in the v2 sampler
+    ("Pointer argument cannot be accessed from Triton (cpu tensor?)"). So the CPU worker is wrapped
+    on CPU, the GPU worker elsewhere, and neither module is imported on the other platform."""
+    from vllm.platforms import current_platform
+
+    cpu = current_platform.is_cpu()
+    return tuple(t for t in WORKER_TARGETS if (t[0].endswith("cpu_worker")) == cpu)
+
+
 # ``load_weights(self, model, model_config)`` of the loader that serves ``load_format="dummy"``.
 DUMMY_LOADER_TARGETS: tuple[tuple[str, str], ...] = (
     ("vllm.model_executor.model_loader.dummy_loader", "DummyModelLoader"),
@@ -325,7 +337,7 @@ def install_warm_up_hook(callback: Callable[[Any], Any], *, first: bool = False)
                 _callbacks["warm"].insert(0, callback)
             else:
                 _callbacks["warm"].append(callback)
-        return _wrap(WORKER_TARGETS, "compile_or_warm_up_model", _make_warm_wrapper)
+        return _wrap(worker_targets(), "compile_or_warm_up_model", _make_warm_wrapper)
 
 
 def install_dummy_load_hook(callback: Callable[[Any], Any]) -> list[str]:
@@ -353,7 +365,7 @@ def uninstall_all() -> None:
         _unwrap(LOAD_MODEL_TARGETS, "load_model")
         _unwrap(RUNNER_TARGETS, "initialize_kv_cache")
         _unwrap(RUNNER_TARGETS, "reload_weights")
-        _unwrap(WORKER_TARGETS, "compile_or_warm_up_model")
+        _unwrap(worker_targets(), "compile_or_warm_up_model")
         _unwrap(DUMMY_LOADER_TARGETS, "load_weights")
 
 
@@ -361,7 +373,7 @@ def installed_targets() -> list[str]:
     """Qualified names of methods currently wrapped by this module."""
     out = []
     for targets, method in ((LOAD_MODEL_TARGETS, "load_model"), (RUNNER_TARGETS, "initialize_kv_cache"),
-                            (RUNNER_TARGETS, "reload_weights"), (WORKER_TARGETS, "compile_or_warm_up_model"),
+                            (RUNNER_TARGETS, "reload_weights"), (worker_targets(), "compile_or_warm_up_model"),
                             (DUMMY_LOADER_TARGETS, "load_weights")):
         for module, name in targets:
             cls = _import_attr(module, name)

@@ -70,7 +70,7 @@ def install_warm_up_hooks(module: str = "") -> None:
     if lazy.any_initializing(m for m in worker_modules() if m != module):
         return
     if not hooks.install_warm_up_hook(live_apply.after_warmed_up):
-        missing = hooks.missing_targets(hooks.WORKER_TARGETS)
+        missing = hooks.missing_targets(hooks.worker_targets())
         get_logger().warning("spec-surgery: %s", diag("SRG511", "no worker warm-up method could be wrapped ("
                              + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "): the checks after the warm-up "
                              "(stage warmed) will not run").render())
