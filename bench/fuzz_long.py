@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     targets = [t for t in args.targets.split(",") if t]
-    phases = [Phase.generate, Phase.shrink] if args.shrink else [Phase.generate]
+    # explicit: the regression examples of test_fuzz.REGRESSIONS run first in every round
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if args.shrink else [])
     fz.parsed_recipes(), fz.config_dicts(), fz.catalogue()
     deadline = time.monotonic() + args.minutes * 60
     start = time.monotonic()

@@ -171,11 +171,19 @@ class _Builder:
         raise fail("SRG005", f"unsupported YAML node {type(node).__name__}", self.loc(node))
 
     def _build_scalar(self, node) -> Any:
+        """One scalar of an allowed tag (str, int, float, bool, null; any other tag is SRG005 before
+        construction). PyYAML's SafeConstructor parses the text without checking it first, so what
+        it raises depends on the text: `!!int ''`, `!!int _`, `!!int -` index past the end
+        (IndexError), `!!float .` and `!!int 0x` fail int()/float() (ValueError), `!!bool ''` misses
+        its table (KeyError), 4300+ digits hit Python's int limit (ValueError). Any exception out of
+        the constructor for one of these tags means the text is not a value of that tag: all of them
+        are SRG102 at the scalar's position, never a traceback (issue 34; tests/test_yamlload_tags.py
+        runs the whole grid of tags and texts)."""
         if node.tag not in _SCALAR_TAGS:
             raise fail("SRG005", f"tag {node.tag!r} is not allowed", self.loc(node))
         try:
             value = self._scalar.construct_object(node)
-        except (ValueError, OverflowError, KeyError, TypeError):  # `0x_`, `0b_`, `!!bool x`, 4300+ digits
+        except Exception:  # noqa: BLE001 - any constructor failure is a bad text (docstring above)
             kind = node.tag.rsplit(":", 1)[-1]
             raise fail("SRG102", f"{node.value[:40]!r} is not a valid {kind}", self.loc(node)) from None
         if isinstance(value, float) and not math.isfinite(value):

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from surgery import Runtime, SurgeryError, facts_from_config, parse_recipe, resolve
@@ -172,6 +172,9 @@ HOSTILE_SNIPPETS = [
     "? a\n: b", "[" * 70, "{" * 70, "]" * 5, "}" * 5, "'unterminated", '"unterminated', '"\\x00\\uD800"',
     "\t", "\x00", "\x07", "\ufeff", "\u2028", "\ud800", "---", "...", "%YAML 1.1", "%TAG ! tag:x,2000:",
     "key: value\nkey: value", "{a: 1, a: 2}", "|", ">-", "#", "- - - - - x", "@", "`", "x" * 100_000,
+    # issue 34: tagged texts PyYAML's constructors crash on (IndexError / ValueError / AttributeError)
+    '!!int ""', "!!int ''", '!!float ""', '!!int "_"', '!!float "."', '!!int "-"', '!!float "+"', '!!bool ""',
+    "!!int &a1 ''", '!!timestamp ""', '!!binary "!"', '!!merge ""', '!!value ""',
 ]
 SCALAR_SPOTS = ["gemma4-mtp", "1", "pp_size == 1", "error", "skip", "target", "kv_source", "share_kv", "lm_head"]
 
@@ -272,10 +275,12 @@ def structured_recipe(draw):
 
 TAGS = ["!!python/object/apply:os.system", "!!python/name:os.system", "!!python/module:os", "!include", "!!binary",
         "!!set", "!!omap", "!!pairs", "!!str", "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq", "!custom",
-        "!<tag:yaml.org,2002:python/object:os.system>", "!!timestamp", "!"]
+        "!<tag:yaml.org,2002:python/object:os.system>", "!!timestamp", "!", "!!merge", "!!value",
+        "!!int", "!!float"]  # (int and float twice: the constructors that crashed, issue 34)
 YAML_SCALARS = ["1", "-1", "0", "1e999", "-.inf", ".nan", "0x_", "0b_", "1" * 4400, "-" + "1" * 300, "1.5e300",
                 "true", "yes", "~", "null", "''", '""', "'a''b'", '"\\u00e9\\t"', "2001-12-14", "1:30", "0o17",
-                "x", "gemma4", "pp_size == 1", "pp_size.__class__ == 1", "share_kv", "kv_source", "error"]
+                "x", "gemma4", "pp_size == 1", "pp_size.__class__ == 1", "share_kv", "kv_source", "error",
+                "'_'", "'-'", "'.'", "'+'", '"0x"', "':'"]  # issue 34: empty / sign / underscore / dot after a tag
 
 
 @st.composite
@@ -566,6 +571,18 @@ TARGETS = {
 }
 
 
+# Inputs that once failed a target, run first on every run of it (short, long and bench/fuzz_long.py)
+# before anything is generated: hypothesis' example database is local and off in the long runs.
+FLAT_MAPPING = "".join(f"k{i}: {i}\n" for i in range(4000))  # 1.008 s CPU against the 1 s bound (issue 34)
+LOADER_REGRESSIONS = [
+    "recipe: !!int &a1 ''\n",  # IndexError out of construct_yaml_int (test_fuzz_long[loader_yaml_features])
+    *(f"{other}\n{key}: {literal}\n" for key, other in (("version", "recipe: x"), ("recipe", "version: 1"))
+      for literal in ('!!int ""', '!!float ""', '!!int "_"', '!!float "."', '!!int "-"')),
+    FLAT_MAPPING,
+]
+REGRESSIONS: dict[str, list] = {name: LOADER_REGRESSIONS for name in LOADER_STRATEGIES}
+
+
 def run_target(name: str, max_examples: int, **overrides) -> None:
     strategy, check = TARGETS[name]
     opts = dict(max_examples=max_examples, deadline=None,
@@ -573,13 +590,14 @@ def run_target(name: str, max_examples: int, **overrides) -> None:
                                        HealthCheck.filter_too_much, HealthCheck.large_base_example])
     opts.update(overrides)
 
-    @settings(**opts)
-    @given(strategy)
     def prop(case):
         EXAMPLES[name] += 1
         check(case)
 
-    prop()
+    prop = given(strategy)(prop)
+    for case in REGRESSIONS.get(name, ()):
+        prop = example(case)(prop)
+    settings(**opts)(prop)()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -682,6 +700,36 @@ def test_deep_config_object_is_coded(depth):
     assert ei.value.diagnostics[0].code == "SRG009"
 
 
+@pytest.mark.parametrize("case", LOADER_REGRESSIONS[:-1])
+def test_tagged_scalars_that_crashed_are_coded(case):
+    """Found by the long campaign (issue 34): PyYAML's int/float constructors index or convert the
+    text unchecked; the loader let IndexError out. tests/test_yamlload_tags.py runs the whole grid."""
+    result = check_loader(case)
+    assert isinstance(result, SurgeryError) and result.diagnostics[0].code == "SRG102", result
+    assert result.diagnostics[0].location.line is not None and result.diagnostics[0].location.col is not None
+
+
+def test_flat_mapping_of_thousands_of_unknown_keys_has_headroom():
+    """Found by the long campaign (issue 34): 4000 unknown top-level keys took 1.008 s CPU, most of it
+    difflib's "did you mean" per key. Now capped (schemacheck.MAX_SUGGESTIONS); every key is still
+    reported. Half the bound, so a loaded machine does not flake the fuzz targets."""
+    from surgery import schemacheck
+
+    start = time.process_time()
+    with pytest.raises(SurgeryError) as ei:
+        parse_recipe(FLAT_MAPPING)
+    elapsed = time.process_time() - start
+    assert len([d for d in ei.value.diagnostics if d.code == "SRG101"]) == 4000
+    assert elapsed < TIME_LIMIT_S / 2, f"{elapsed:.3f}s CPU"
+    # the cap: close misspellings past the first MAX_SUGGESTIONS keep the allowed-keys hint only
+    n = schemacheck.MAX_SUGGESTIONS + 5
+    with pytest.raises(SurgeryError) as ei:
+        parse_recipe("recipe: x\n" + "".join(f"versio{i}: 1\n" for i in range(n)))
+    hints = [d.hint for d in ei.value.diagnostics if d.code == "SRG101"]
+    assert len(hints) == n and all("allowed keys: " in h and " version" in h for h in hints), hints
+    assert [("did you mean 'version'?" in h) for h in hints] == [True] * (n - 5) + [False] * 5, hints
+
+
 def test_lone_surrogate_is_coded():
     """Found by this file: libyaml raised UnicodeEncodeError on a str holding a lone surrogate."""
     with pytest.raises(SurgeryError) as ei:
@@ -696,3 +744,20 @@ def test_nan_and_inf_never_reach_a_recipe():
             parse_recipe(text)
         assert ei.value.diagnostics[0].code == "SRG102", lit
     assert math.isinf(float("1e999"))
+
+
+def test_long_campaign_script_runs_one_short_round(tmp_path):
+    """bench/fuzz_long.py runs only by hand, so nothing noticed when it broke; CI runs one short round
+    of every target through it (issue 34), regression examples first."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "fuzz_long.json"
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz_long.py"), "--examples", "1", "--chunk", "10",
+                          "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["rounds"] == 1 and data["failures"] == []
+    assert set(data["inputs_per_target"]) == set(TARGETS)
+    for name, n in data["inputs_per_target"].items():
+        assert n >= 10 + len(REGRESSIONS.get(name, ())), (name, n)  # the regression examples ran too

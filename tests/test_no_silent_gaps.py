@@ -132,8 +132,11 @@ def test_not_applicable_results_in_log_line_and_inspect(stand_in_attention, capl
     proposer = proposer_for(draft)
     with caplog.at_level(logging.INFO):
         live_apply.after_draft_loaded(proposer, target)
-    line = next(r.getMessage() for r in caplog.records if "spec-surgery: recipe gemma4-mtp applied" in r.getMessage())
-    assert "8 not applicable (SRG321:" in line and "_k_scale_float" in line, line
+    from surgery.vllm.log import APPLIED
+
+    [found] = APPLIED.find("\n".join(r.getMessage() for r in caplog.records))
+    assert found["recipe"] == "gemma4-mtp" and found["verification"] == "PASS", found
+    assert found["summary"].startswith("8 not applicable (SRG321:") and "_k_scale_float" in found["summary"], found
     summary = vinspect.surgery_summary(proposer)
     assert len(summary["not_applicable"]) == 8
     assert {d["code"] for d in summary["not_applicable"]} == {"SRG321"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..diagnostics import SurgeryError, diag
 from ..live.sglang import SGLangContext
-from .log import get_logger
+from .log import APPLIED, get_logger
 
 
 @dataclass
@@ -97,8 +97,7 @@ def apply_recipe(recipe_ref: str, draft: Any, target: Any, draft_path: str, targ
         rollback(report)
     after = wiring(draft, target)
     get_logger().info(
-        "spec-surgery: recipe %s applied at SGLang's draft load (%s): %d operations, %s, verification %s "
-        "(%d checks)%s; wiring SGLang's own %s, after the recipe %s (%s)", plan.recipe, algorithm or "?",
+        APPLIED.fmt, plan.recipe, algorithm or "?",
         len(report.applied), report.summary(), "PASS" if verification.ok else "FAIL, rolled back",
         len(verification.checks),
         "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),

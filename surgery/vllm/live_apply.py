@@ -30,7 +30,7 @@ from ..live.paths import attention_path, get_path
 from ..live.prepared import Check, NotApplicable
 from ..live.vllm import VLLMContext, aux_holder, target_language_model
 from . import state
-from .log import get_logger
+from .log import APPLIED, KV_BOUND, REFRESHED, WARMED, get_logger
 from .selection import (audit_mode, calculates_kv_scales, kv_scales_follow_target, load_format, plan_from_config,
                         selected_recipe, strict)
 from .wiring import kv_cache_groups_of
@@ -116,8 +116,7 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
     write_for_proposer(proposer)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     get_logger().info(
-        "spec-surgery: recipe %s applied: %d operations (%s), %d skipped, %s, verification %s (%d checks); %s%s%s",
-        plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
+        APPLIED.fmt, plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
         "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks), info["said"],
         "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),
         "" if not problems and not kv_scales else "; " + "; ".join(f"{d.code} {d.message}"
@@ -267,8 +266,7 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
     state.record(proposer, kv_checks=checks)
     write_for_proposer(proposer)
     failed = [c for c in checks if not c.ok]
-    get_logger().info("spec-surgery: KV caches bound: %d/%d checks hold (draft KV caches are their target's "
-                      "tensors, in their target's KV-cache groups; captured hidden-state layers as planned)", len(checks) - len(failed), len(checks))
+    get_logger().info(KV_BOUND.fmt, len(checks) - len(failed), len(checks))
     if failed and strict(proposer.vllm_config):
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name}" for c in failed)))
 
@@ -311,7 +309,7 @@ def after_weights_reloaded(runner: Any) -> None:
         state.record(proposer, reloaded=True)
         n = refresh_copied_attrs(proposer)
         if n:
-            get_logger().info("spec-surgery: refreshed %d copied attributes after weight reload", n)
+            get_logger().info(REFRESHED.fmt, n)
 
 
 # --------------------------------------------------------------------------- after the warm-up
@@ -416,9 +414,7 @@ def after_warmed_up(worker: Any) -> None:
     state.record(proposer, warmed={"ok": not problems, "checks": checks, "problems": problems, "kv_scales_fix": fix})
     write_for_proposer(proposer)
     failed = [c for c in checks if not c.ok]
-    get_logger().info("spec-surgery: warmed up (after the profile / warm-up forwards, before the first request): "
-                      "%d/%d checks hold (every check of the plan again, values in all representations, captured "
-                      "layers, identities, KV caches)%s%s", len(checks) - len(failed), len(checks),
+    get_logger().info(WARMED.fmt, len(checks) - len(failed), len(checks),
                       "" if fix is None else f"; SRG517 target scales copied onto the draft layers {fix['stopped']} "
                       f"({fix['recopied']} attributes)",
                       "" if not problems else ": " + "; ".join(d.render().replace("\n", " ") for d in problems[:5]))

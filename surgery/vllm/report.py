@@ -132,9 +132,9 @@ def write(data: dict, path: Path | None) -> Path | None:
         write_json_atomic(path, data)
     except OSError as exc:
         from ..diagnostics import diag
-        from .log import get_logger
+        from .log import DIAGNOSTIC, get_logger
 
-        get_logger().warning("spec-surgery: %s", diag("SRG420", f"cannot write the report {path}: "
+        get_logger().warning(DIAGNOSTIC.fmt, diag("SRG420", f"cannot write the report {path}: "
                                                       f"{exc.strerror or exc}").render())
         return None
     return path

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engines import card
-from .log import get_logger
+from .log import CHECKED, DIAGNOSTIC, get_logger
 from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
@@ -60,7 +60,7 @@ def install() -> bool:
         cls = _wrap_class()
         orig = cls.__dict__[method]
     except Exception as exc:  # noqa: BLE001 - any vLLM layout change lands here
-        get_logger().warning("spec-surgery: %s", diag(
+        get_logger().warning(DIAGNOSTIC.fmt, diag(
             "SRG033", f"cannot wrap {module}.{cls_name}.{method} ({type(exc).__name__}: {exc}); a bad recipe "
             "is reported only after the models are loaded").render())
         return False
@@ -86,7 +86,7 @@ def accepted_methods() -> dict[str, list[str]]:
 
 
 def _warn(d: Diagnostic) -> None:
-    get_logger().warning("spec-surgery: %s", d.render())
+    get_logger().warning(DIAGNOSTIC.fmt, d.render())
 
 
 def method_diagnostic(recipe: Any, method: str | None) -> Diagnostic | None:
@@ -120,7 +120,7 @@ def check_engine_config(vllm_config: Any):
             return None
         found = method_diagnostic(recipe, getattr(spec, "method", None))
         if found is not None:
-            log.log(logging.WARNING if found.severity == "warning" else logging.INFO, "spec-surgery: %s",
+            log.log(logging.WARNING if found.severity == "warning" else logging.INFO, DIAGNOSTIC.fmt,
                     found.render())
         draft_cfg = getattr(spec, "draft_model_config", None)
         if draft_cfg is None:
@@ -146,8 +146,7 @@ def check_engine_config(vllm_config: Any):
     for d in plan.diagnostics:
         if d.severity == "warning":
             _warn(d)
-    log.info("spec-surgery: recipe %s checked against the target and draft configs before loading: "
-             "%d operations planned (pp=%d, tp=%d, kv_cache_dtype=%s)", plan.recipe, len(plan.operations),
+    log.info(CHECKED.fmt, plan.recipe, len(plan.operations),
              plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
     return plan
 

@@ -291,6 +291,15 @@ def build() -> None:
     recipe_case("binary-tag", t, "SRG005", 2, line_marker="!!binary")
     t = replace(BASE, "  hf: {advance_draft_positions: false}", "  hf: !!set {a, b}")
     recipe_case("set-tag", t, "SRG005", 2, line_marker="!!set")
+    # issue 34: tagged scalars PyYAML's constructors crash on (IndexError / ValueError out of
+    # construct_yaml_int / _float): empty, underscore-only, sign-only, dot-only text
+    tagged = [("int-empty", '!!int ""'), ("float-empty", '!!float ""'), ("int-underscore", '!!int "_"'),
+              ("float-dot", '!!float "."'), ("int-sign", '!!int "-"')]
+    for n, (slug, literal) in enumerate(tagged):
+        for key, old in (("version", "version: 1\n"), ("recipe", "recipe: corpus-case\n")):
+            t = replace(BASE, old, f"{key}: {literal}\n")
+            recipe_case(f"tagged-{slug}-{key}", t, "SRG102", 1, line_marker=f"{key}: !!",
+                        col=len(key) + 3, subprocess=(n == 0), doc=f"{key}: {literal} (issue 34: was a traceback)")
     t = replace(BASE, "version: 1\n", "version: 1.0e+400\n")
     recipe_case("huge-float-literal", t, "SRG102", 1, line_marker="version:", doc="1.0e+400 overflows to inf: non-finite")
     t = replace(BASE, "version: 1\n", "version: 1" + "0" * 100 + "\n")

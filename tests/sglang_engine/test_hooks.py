@@ -28,6 +28,7 @@ import sglang_source as sgl  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.pairs import builtin_pair  # noqa: E402
 from surgery.sglang import hooks  # noqa: E402
+from surgery.sglang.log import APPLIED  # noqa: E402
 
 PLATFORM = {"_is_xpu": False, "current_platform": types.SimpleNamespace(empty_cache=lambda: None,
                                                                          synchronize=lambda: None),
@@ -147,9 +148,10 @@ def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe,
     with caplog.at_level(logging.INFO, logger="sglang.surgery"):
         worker_for(sglang_modules, algorithm, draft3, target3, pair.draft, pair.target).init_lm_head()
     assert identities(draft3, target3) == stock
-    line = next(r.getMessage() for r in caplog.records if r.name == "sglang.surgery" and "applied" in r.getMessage())
-    assert f"recipe {recipe} applied" in line and "verification PASS" in line and algorithm in line
-    assert "SGLang's own {'input_embeddings': 'target', 'lm_head': 'target'}" in line and "(identical)" in line
+    [line] = APPLIED.find("\n".join(r.getMessage() for r in caplog.records if r.name == "sglang.surgery"))
+    assert (line["recipe"], line["algorithm"], line["verification"]) == (recipe, algorithm, "PASS"), line
+    assert line["sglang_wiring"] == "{'input_embeddings': 'target', 'lm_head': 'target'}", line
+    assert line["difference"] == "identical", line
 
 
 def test_an_aux_id_sglang_cannot_capture_is_refused_before_any_change(sglang_modules, sglang_code):
@@ -308,5 +310,5 @@ def test_a_draft_head_sglang_replaces_is_kept_when_the_recipe_keeps_it(sglang_mo
     with caplog.at_level(logging.INFO, logger="sglang.surgery"):
         worker_for(sglang_modules, "EAGLE", draft, target, pair.draft, pair.target).init_lm_head()
     assert draft.model.embed_tokens.weight is own["embed"] and draft.lm_head.weight is own["head"]
-    line = next(r.getMessage() for r in caplog.records if "applied" in r.getMessage())
-    assert "verification PASS" in line and "the recipe rewired input_embeddings, lm_head" in line
+    [line] = APPLIED.find("\n".join(r.getMessage() for r in caplog.records))
+    assert line["verification"] == "PASS" and line["difference"] == "the recipe rewired input_embeddings, lm_head"

@@ -1,7 +1,8 @@
 """Opt-in (`-m slow`): SGLang's IMPORTED functions, in the separate SGLang venv, against surgery's
 rules (tools/sglang_imported_oracle.py). Deselected by default because CI has no SGLang venv (SGLang
 pins CUDA packages and another transformers); the default oracle runs the same functions cut from
-the pinned wheel (test_oracle.py). Selected without a venv, it fails and says how to make one."""
+the pinned wheel (test_oracle.py). Selected without a venv (SURGERY_SGLANG_PYTHON unset), it skips and
+the reason says how to make one (`pytest -m slow -rs`)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow
 def test_imported_sglang_functions_equal_the_rules():
     python = os.environ.get("SURGERY_SGLANG_PYTHON")
     if not python:
-        pytest.fail("set SURGERY_SGLANG_PYTHON to the python of an SGLang venv (bash scripts/sglang_venv.sh /tmp/sgl "
+        pytest.skip("needs an SGLang venv: set SURGERY_SGLANG_PYTHON to the python of an SGLang venv (bash scripts/sglang_venv.sh /tmp/sgl "
                     "-> /tmp/sgl/bin/python)")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tools' / 'sglang_cpu_stubs'}", SGLANG_USE_CPU_ENGINE="1")
     res = subprocess.run([python, str(ROOT / "tools" / "sglang_imported_oracle.py")], capture_output=True, text=True,

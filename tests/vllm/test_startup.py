@@ -14,7 +14,7 @@ import pytest
 
 from surgery.diagnostics import SurgeryError
 from surgery.vllm import live_apply, plugin, startup
-from surgery.vllm.log import get_logger
+from surgery.vllm.log import CHECKED, DIAGNOSTIC, get_logger
 
 pytest.importorskip("vllm")
 
@@ -97,7 +97,8 @@ def test_bad_recipes_fail_at_config_time(case, configs, tmp_path, monkeypatch):
     if case == "missing":
         assert "recipe" in d.hint
     if case == "other_family":  # the method table says eagle3 runs as vLLM method eagle3, not mtp
-        assert any("SRG031" in l and "eagle3" in l and "'mtp'" in l for l in lines), lines
+        shown = [x["diagnostic"] for x in DIAGNOSTIC.find("\n".join(lines))]
+        assert any("SRG031" in d and "eagle3" in d and "'mtp'" in d for d in shown), lines
 
 
 def test_good_recipe_checked_and_logged(configs, monkeypatch):
@@ -105,7 +106,9 @@ def test_good_recipe_checked_and_logged(configs, monkeypatch):
     with surgery_lines() as lines:
         plan = startup.check_engine_config(configs["spec"])
     assert plan.ok and plan.pairs("kv_source") == [(0, 5), (1, 5), (2, 5), (3, 4)]
-    assert any("recipe gemma4-mtp checked against the target and draft configs before loading" in l for l in lines)
+    [checked] = CHECKED.find("\n".join(lines))
+    assert checked["recipe"] == "gemma4-mtp" and int(checked["operations"]) == len(plan.operations), checked
+    assert (checked["pp"], checked["tp"], checked["kv_cache_dtype"]) == ("1", "1", "auto"), checked
     assert not any("SRG" in l for l in lines), lines  # gemma4-mtp names vLLM's method: no SRG031 / SRG032
 
 
@@ -113,7 +116,8 @@ def test_recipe_without_speculative_config_warns(configs, monkeypatch):
     monkeypatch.setenv("SURGERY_RECIPE", "gemma4-mtp")
     with surgery_lines() as lines:
         assert startup.check_engine_config(configs["plain"]) is None
-    assert any("SRG030" in l and "no speculative config" in l for l in lines), lines
+    shown = [x["diagnostic"] for x in DIAGNOSTIC.find("\n".join(lines))]
+    assert any("SRG030" in d and "no speculative config" in d for d in shown), lines
 
 
 def test_no_recipe_no_lines(configs, monkeypatch):
@@ -148,7 +152,8 @@ def test_missing_wrap_point_is_a_coded_line(monkeypatch):
     monkeypatch.setattr(startup, "WRAP_TARGET", ("vllm.engine.arg_utils", "NoSuchEngineArgs", "create_engine_config"))
     with surgery_lines() as lines:
         assert startup.install() is False
-    assert any("SRG033" in l and "NoSuchEngineArgs" in l for l in lines), lines
+    shown = [x["diagnostic"] for x in DIAGNOSTIC.find("\n".join(lines))]
+    assert any("SRG033" in d and "NoSuchEngineArgs" in d for d in shown), lines
 
 
 def test_uncaught_startup_error_prints_only_the_coded_block(configs, monkeypatch):
@@ -186,10 +191,11 @@ def test_plugin_lines_reach_vllms_handler(configs):
     orig = handler.emit
     handler.emit = lambda r: seen.append(handler.format(r))
     try:
-        get_logger().info("spec-surgery: %s", "probe line")
+        get_logger().info(DIAGNOSTIC.fmt, "probe line")
     finally:
         handler.emit = orig
-    assert len(seen) == 1 and "spec-surgery: probe line" in seen[0] and "INFO" in seen[0], seen
+    assert len(seen) == 1 and [x["diagnostic"] for x in DIAGNOSTIC.find(seen[0])] == ["probe line"], seen
+    assert "INFO" in seen[0], seen
     assert get_logger().name.startswith("vllm.")
 
 
