@@ -131,12 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
             ("validate", "check a recipe against a draft/target pair (config.json only)",
              "  surgery validate gemma4-mtp --target T --draft D --pp 2\n"
              "  surgery validate my-recipe.yaml --target T --draft D --json | jq .ok"),
-            ("plan", "resolve a recipe against a pair and print the plan (table or --json)",
-             "  surgery plan gemma4-mtp --target T --draft D\n  surgery plan gemma4-mtp --target T --draft D --json")):
+            ("plan", "resolve a recipe against a pair and print the plan (table, --json, or a Mermaid flowchart)",
+             "  surgery plan gemma4-mtp --target T --draft D\n  surgery plan gemma4-mtp --target T --draft D --json\n"
+             "  surgery plan gemma4-mtp --target T --draft D --format mermaid > plan.mmd")):
         p = sub.add_parser(name, help=summary, epilog=_epilog("examples:\n" + examples),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_pair_args(p, target_required=False)
         p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine the plan is for (default vllm)")
+        if name == "plan":
+            p.add_argument("--format", choices=PLAN_FORMATS, default=None,
+                           help="table (default), json (the same as --json), or mermaid: the layer map(s) and the "
+                           "shared modules as a Mermaid flowchart (GitHub, model cards)")
         _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
@@ -293,12 +298,20 @@ def cmd_plan(args, out) -> int:
     plan, weights = run_checks(args, recipe, draft, target, plan)
     if from_verifier:
         plan = with_findings(plan, [verifier_note(draft, target)])
-    if args.json:
+    fmt = plan_format(args)
+    if fmt == "json":
         data = plan.to_dict()
         if weights is not None:
             data["weights"] = weights.to_dict()
         data["fetched"] = fetched_summary()
         out.write(json.dumps(data, indent=2) + "\n")
+    elif fmt == "mermaid":
+        from .mermaid import render_mermaid
+
+        out.write(render_mermaid(plan) + "\n")
+        for d in plan.diagnostics:  # stdout stays a flowchart; what table output lists goes to stderr
+            if d.severity != "info":
+                sys.stderr.write(d.render() + "\n")
     elif args.command == "validate":
         for d in plan.diagnostics:
             if d.severity != "info":
@@ -319,6 +332,19 @@ def cmd_plan(args, out) -> int:
             out.write("\n" + weights_text(weights) + "\n")
         out.write(pins_text(plan))
     return EXIT_OK if plan.ok else EXIT_INVALID
+
+
+PLAN_FORMATS = ("table", "json", "mermaid")
+
+
+def plan_format(args) -> str:
+    """validate / plan: the output format from `--format` and `--json` (`--json` is `--format json`;
+    with another --format it is a usage error)."""
+    fmt = getattr(args, "format", None)
+    if args.json and fmt not in (None, "json"):
+        raise SurgeryError(diag("SRG011", f"--json and --format {fmt} ask for two formats",
+                                hint="give one: --format json (or --json), --format table or --format mermaid"))
+    return "json" if args.json else (fmt or "table")
 
 
 def fetched_summary() -> dict:
@@ -538,7 +564,9 @@ COMMANDS = {"doctor": cmd_doctor, "convert": cmd_convert, "audit": cmd_audit, "v
 def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     parser = build_parser()
-    wants_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    given = list(argv if argv is not None else sys.argv[1:])
+    wants_json = "--json" in given or "--format=json" in given or \
+        any(a == "--format" and b == "json" for a, b in zip(given, given[1:]))
     ledger = sys.modules.get("surgery.hub.ledger")  # a command counts its own hub traffic
     if ledger is not None:
         ledger.LEDGER.reset()

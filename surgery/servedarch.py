@@ -10,7 +10,9 @@ EAGLEConfig by tests/test_oracle_draft_architectures.py.
 
 A renamed plain config under eagle3 is accepted only where the file shows it is an EAGLE-3 head
 (`EAGLE3_MARKERS`): a plain Llama config with none of them is a standalone model or an EAGLE-1 head,
-which vLLM would load as an EAGLE-3 head and fail on (or worse, serve with fc shapes it guessed).
+which vLLM would load as an EAGLE-3 head and fail on (or worse, serve with fc shapes it guessed). With
+`--weights` the checkpoint is a marker too (`fc_marker`): an `fc` taking 2-5 x hidden inputs is the
+EAGLE-3 fusion of 2-5 captured target hidden states (surgery/checks/weights.py turns SRG207 into SRG206).
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from .engines import card
 # what shows a plain config is an EAGLE-3 head (config keys; the fc width is the weights-mode marker,
 # surgery/checks/weights.py)
 EAGLE3_MARKERS = ("draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+# the weights-mode marker: an fc whose input is 2-5 hidden states wide (vLLM llama_eagle3.py: fc input =
+# num_aux_hidden_states x target_hidden_size; EAGLE-3 fuses low / middle / high features, 3 by default)
+FC_MARKER_AUX = (2, 5)
 
 
 def rewrite_rules() -> dict:
@@ -50,3 +55,24 @@ def _lookup(cfg: dict, dotted: str):
 def eagle3_markers(raw: dict) -> list[str]:
     """The EAGLE-3 markers a draft config.json carries (keys present and not null / empty)."""
     return [key for key in EAGLE3_MARKERS if _lookup(raw, key) not in (None, [], {})]
+
+
+def marker_hidden(raw: dict) -> int | None:
+    """The hidden width an EAGLE-3 fc input is a multiple of: the draft config's `target_hidden_size`
+    (what vLLM's llama_eagle3 sizes fc by), else its `hidden_size`."""
+    for key in ("target_hidden_size", "hidden_size"):
+        value = raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def fc_marker(shape, raw: dict) -> int | None:
+    """How many hidden states an fc of `shape` ([out, in]) fuses when that is 2-5 (an EAGLE-3 marker),
+    else None (a 1-D tensor, an input width that is no such multiple of the hidden width)."""
+    hidden = marker_hidden(raw)
+    if hidden is None or shape is None or len(shape) != 2 or shape[1] % hidden:
+        return None
+    k = shape[1] // hidden
+    low, high = FC_MARKER_AUX
+    return k if low <= k <= high else None

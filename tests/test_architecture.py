@@ -196,6 +196,8 @@ LAYER_RULES = [
      "config-only layer"),
     ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
      "config-only layer"),
+    ("surgery.mermaid", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
     ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
      "config-only layer"),
 ]

@@ -24,6 +24,10 @@ def run_checks(args: Any, recipe, draft, target, plan):
                                      "draft_kv_cache_dtype": getattr(args, "draft_kv_cache_dtype", None)})
     if report is not None:
         findings = list(report.findings) + findings
+        if report.superseded:  # the weights answered a config-only finding (SRG207): theirs replaces it
+            from dataclasses import replace
+
+            plan = replace(plan, diagnostics=tuple(d for d in plan.diagnostics if d.code not in report.superseded))
     from ..formats.findings import format_findings  # the draft's published format (issue 24)
 
     findings += format_findings(draft, target, producer=getattr(args, "producer", None),

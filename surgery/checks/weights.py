@@ -50,6 +50,7 @@ class WeightsReport:
     data_reads: list[str] = field(default_factory=list)  # what was decoded beyond the headers, and why
     decisions: dict[str, str] = field(default_factory=dict)  # role -> what load time will do
     own: dict[str, str] = field(default_factory=dict)  # role -> absent | identical | differs | unknown
+    superseded: set[str] = field(default_factory=set)  # plan codes the weights answer (SRG207: see `findings`)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ class _Checker:
         self.report.findings.append(diag(code, message, location, hint, severity))
 
     def run(self) -> WeightsReport:
+        self.check_plain_eagle3_head()
         self.check_roles()
         if self.plan.ops("capture_hidden_states"):
             self.check_eagle3()
@@ -182,6 +184,41 @@ class _Checker:
                      f"the engine keeps the draft's", where)
 
     # -- EAGLE-3 ------------------------------------------------------------------------------
+    def check_plain_eagle3_head(self) -> None:
+        """A plain config that vLLM renames to an EAGLE-3 head (SRG207 from the config alone): the
+        checkpoint's fc is the marker the config lacks. An fc of 2-5 x hidden input width accepts it
+        (SRG206 naming the fc); no fc, or another width, keeps the refusal with what the weights showed."""
+        from .. import servedarch
+
+        refused = [d for d in self.plan.diagnostics if d.code == "SRG207"]
+        if not refused:
+            return
+        self.report.superseded.add("SRG207")
+        names = self.lay["eagle3"]["fc"]
+        fc = self.d.first(names)
+        hidden = servedarch.marker_hidden(self.draft.raw)
+        k = servedarch.fc_marker(fc.shape if fc is not None else None, self.draft.raw)
+        archs = list(self.draft.architectures)
+        method = (self.recipe.engine.get("vllm") or {}).get("method")
+        served = list(servedarch.served_architectures(method, archs))
+        if fc is not None and k is not None:
+            renamed = ", ".join(f"{a} -> {s}" for a, s in zip(archs, served) if a != s)
+            self.add("SRG206", f"draft architectures {archs} read as vLLM reads them under method {method}: {renamed} "
+                     f"(transformers_utils/configs/eagle.py EAGLEConfig); EAGLE-3 marker from the weights: {fc.name} "
+                     f"{list(fc.shape)} takes {fc.shape[1]} inputs = {k} x hidden {hidden} (the config has none of "
+                     f"{', '.join(servedarch.EAGLE3_MARKERS)})", _loc(fc, self.d, fc.name))
+            return
+        low, high = servedarch.FC_MARKER_AUX
+        if fc is None:
+            seen = f"the checkpoint has no {' / '.join(names)}"
+        else:
+            width = fc.shape[1] if len(fc.shape) == 2 else None
+            ratio = f" = {width / hidden:g} x hidden {hidden}" if width and hidden else ""
+            seen = f"its {fc.name} {list(fc.shape)} takes {width} inputs{ratio}"
+        self.add("SRG207", f"{refused[0].message}; nor do the weights: {seen}, not {low}-{high} x hidden "
+                 f"{hidden} (an EAGLE-3 fc fuses {low}-{high} target hidden states)",
+                 refused[0].location if fc is None else _loc(fc, self.d, fc.name))
+
     def check_eagle3(self) -> None:
         e3 = self.lay["eagle3"]
         cap = self.plan.ops("capture_hidden_states")[0]

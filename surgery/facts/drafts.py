@@ -112,19 +112,55 @@ def block_draft_target_layer_ids(cfg: dict, source: str = "<config>") -> list[in
 
 
 # vLLM 0.32's order for the token id that fills parallel-drafting slots (llm_base_proposer.py
-# `_init_parallel_drafting_params`, v1/worker/gpu/spec_decode/utils.py `get_parallel_drafting_token_id`)
+# `_init_parallel_drafting_params`, v1/worker/gpu/spec_decode/utils.py `get_parallel_drafting_token_id`).
+# As there, a key that is present decides, null or not, except top-level `mask_token_id`, which counts
+# only when not null (`"mask_token_id" in dflash_config`, `hasattr` for the last three): a present null
+# is no usable token (vLLM fails on it), not a reason to read the next key.
 MASK_TOKEN_KEYS = ("dflash_config.mask_token_id", "mask_token_id", "dspark_noise_token_id", "pard_token",
                    "ptd_token_id")
 
 
+def _mask_token_key(cfg: dict) -> tuple[str, object] | None:
+    dflash = cfg.get("dflash_config")
+    if isinstance(dflash, dict) and "mask_token_id" in dflash:
+        return "dflash_config.mask_token_id", dflash["mask_token_id"]
+    if cfg.get("mask_token_id") is not None:
+        return "mask_token_id", cfg["mask_token_id"]
+    for key in MASK_TOKEN_KEYS[2:]:
+        if key in cfg:
+            return key, cfg[key]
+    return None
+
+
 def parallel_drafting_token_id(cfg: dict, source: str = "<config>") -> int | None:
-    """The mask / noise token id a parallel-drafting head fills its extra slots with, or None."""
-    for key in MASK_TOKEN_KEYS:
-        value = _lookup(cfg, key)
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise fail("SRG205", f"`{key}` must be a token id, got {value!r}"[:200], Location(source, key_path=key))
-            return value
+    """The mask / noise token id a parallel-drafting head fills its extra slots with, read as vLLM
+    reads it, or None (none written, or the key vLLM reads holds null)."""
+    found = _mask_token_key(cfg)
+    if found is None or found[1] is None:
+        return None
+    key, value = found
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail("SRG205", f"`{key}` must be a token id, got {value!r}"[:200], Location(source, key_path=key))
+    return value
+
+
+def nested_mask_token(cfg: dict) -> str | None:
+    """The dotted key of a mask token written inside a nested config object where no vLLM release
+    known to surgery/data/vllm_config_spelling.yaml reads it (e.g. `eagle_config.mask_token_id`), or
+    None. SpecForge's own nested spelling, `dflash_config.mask_token_id`, is read by every one of them."""
+    from ..resources import load_data
+
+    rules = load_data("data/vllm_config_spelling.yaml")
+    read = {k for entry in rules["releases"] for k in (entry.get("mask_token") or {}).get("reads", ())}
+    nested = rules["nested_mask_token"]
+    for container in nested["containers"]:
+        inner = cfg.get(container)
+        if not isinstance(inner, dict):
+            continue
+        for name in nested["names"]:
+            key = f"{container}.{name}"
+            if key not in read and inner.get(name) is not None:
+                return key
     return None
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
-from .drafts import aux_layer_ids, block_draft_target_layer_ids, mtp_facts, num_aux, parallel_drafting_token_id
+from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
+                     parallel_drafting_token_id)
 from .jsonread import check_depth, read_config_from, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
 
@@ -173,6 +174,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "num_aux_hidden_states": num_aux(cfg, source),
         "block_draft_target_layer_ids": block_draft_target_layer_ids(cfg, source),
         "parallel_drafting_token_id": parallel_drafting_token_id(cfg, source),
+        "nested_mask_token": nested_mask_token(cfg),
         "markov_rank": cfg.get("markov_rank"),
         "nested_markov_rank": (cfg.get("dflash_config") or {}).get("markov_rank")
         if isinstance(cfg.get("dflash_config"), dict) else None,

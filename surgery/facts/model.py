@@ -102,4 +102,6 @@ FACT_NAMES = (
     "block_draft_target_layer_ids", "parallel_drafting_token_id", "markov_rank",
     # issue 35: SpecForge's DSpark spelling, the rank inside dflash_config (vLLM reads the top level only)
     "nested_markov_rank",
+    # issue 35: a mask token nested where vLLM does not read it (`eagle_config.mask_token_id`, ...), its key
+    "nested_mask_token",
 )
