@@ -24,7 +24,7 @@ LINES = {f"{mod.__name__}.{name}": line for mod in (vllm_log, sglang_log)
 
 
 def test_the_lines_are_defined():
-    assert {"surgery.vllm.log.CHECKED", "surgery.vllm.log.APPLIED", "surgery.vllm.log.KV_BOUND",
+    assert {"surgery.vllm.log.CHECKED", "surgery.vllm.log.APPLIED", "surgery.vllm.log.KV_BOUND", "surgery.vllm.log.WARMED",
             "surgery.vllm.log.REFRESHED", "surgery.vllm.log.DIAGNOSTIC", "surgery.sglang.log.APPLIED"} <= set(LINES)
 
 
@@ -41,7 +41,7 @@ def test_a_line_parses_back_what_it_printed(name):
 
 
 def test_a_line_with_empty_fields_parses():
-    text = vllm_log.APPLIED.render("r", 3, "", 0, "0 not applicable", "PASS", 5, "", "")
+    text = vllm_log.APPLIED.render("r", 3, "", 0, "0 not applicable", "PASS", 5, "", "", "")
     [found] = vllm_log.APPLIED.find(text)
     assert found["layer_maps"] == found["failed"] == found["hint_problems"] == "" and found["checks"] == "5"
 
@@ -50,9 +50,12 @@ def test_a_failed_verification_and_hint_problems_split_where_they_were_joined():
     """`%s%s`: the failed checks, then the hint problems (live_apply.after_draft_loaded)."""
     failed = ": share_kv_0 identity (x; y); copy_attr_2 same value"
     problems = "; SRG324 attention_backend: inherit_target, but ...; SRG324 method"
-    text = vllm_log.APPLIED.render("r", 3, "m: 0->1", 0, "0 not applicable", "FAIL, rolled back", 5, failed, problems)
+    has_own = "SRG512 load_format=dummy: has own weights = yes for every role the draft declares (random)"
+    text = vllm_log.APPLIED.render("r", 3, "m: 0->1", 0, "0 not applicable", "FAIL, rolled back", 5, has_own, failed,
+                                   problems)
     [found] = vllm_log.APPLIED.find(text)
-    assert (found["verification"], found["failed"], found["hint_problems"]) == ("FAIL, rolled back", failed, problems)
+    assert (found["verification"], found["has_own"], found["failed"], found["hint_problems"]) == \
+        ("FAIL, rolled back", has_own, failed, problems)
 
 
 def test_another_message_is_not_found():

@@ -29,7 +29,7 @@ APPLIED = LogLine("spec-surgery: recipe %s applied: %d operations (%s), %d skipp
                   "(%d checks); %s%s%s",
                   ("recipe", "operations", "layer_maps", "skipped", "summary", "verification", "checks",
                    "has_own", "failed", "hint_problems"),
-                  shapes=(("has_own", r"(?:SRG\d{3} )?load_format=\S+: has own weights[^;]*?"),
+                  shapes=(("has_own", r"(?:(?:SRG\d{3} )?load_format=\S+: has own weights[^;]*?)?"),
                           ("failed", r"(?:: .*?)?"), ("hint_problems", r"(?:; SRG\d{3} .*)?")))
 # live_apply.py, in each worker, once the KV caches are bound (kv_cache_checks)
 KV_BOUND = LogLine("spec-surgery: KV caches bound: %d/%d checks hold (draft KV caches are their target's "

@@ -31,6 +31,15 @@ def pair_hub(tmp_path, monkeypatch):
         monkeypatch.setenv("HF_TOKEN", "hf_test_token")
         for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
             monkeypatch.delenv(var, raising=False)
+        # huggingface_hub reads its environment once, at import (an earlier test imported it): what vLLM
+        # downloads through it follows these module attributes, surgery follows the environment
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", server.endpoint)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            server.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         yield server
 
 
