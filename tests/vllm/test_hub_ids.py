@@ -56,6 +56,7 @@ def test_apply_vllm_takes_hub_ids(run_cli, pair_hub):
     assert weights, "vLLM downloaded the weights from the local hub"
 
 
+@pytest.mark.slow  # a second engine process (24 s): opt-in, CI keeps the apply test above within its budget
 def test_audit_takes_hub_ids(run_cli, pair_hub):
     code, out, err = run_cli("audit", "eagle3", "--target", TARGET, "--draft", DRAFT, "--json", "--max-model-len", "128",
                              "--engine-arg", "kv_cache_memory_bytes=33554432", "--engine-arg", "max_num_seqs=4",
