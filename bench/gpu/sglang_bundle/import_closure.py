@@ -36,16 +36,17 @@ ENTRIES = [
     "sglang.srt.managers.detokenizer_manager",
     "sglang.srt.managers.tokenizer_manager",
     "sglang.srt.model_executor.model_runner",
-    "sglang.srt.model_executor.cuda_graph_runner",
+    "sglang.srt.model_executor.runner.decode_cuda_graph_runner",
     "sglang.srt.model_loader.loader",
     "sglang.srt.models.registry",
     "sglang.srt.layers.attention.triton_backend",
     "sglang.srt.layers.attention.attention_registry",
     "sglang.srt.layers.sampler",
-    "sglang.srt.speculative.eagle_worker",
+    "sglang.srt.speculative.spec_registry",       # 0.5.17: only the *_v2 workers exist
     "sglang.srt.speculative.eagle_worker_v2",
-    "sglang.srt.speculative.multi_layer_eagle_worker",
-    "sglang.srt.speculative.standalone_worker",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2",
+    "sglang.srt.speculative.standalone_worker_v2",
+    "sglang.srt.speculative.frozen_kv_mtp_worker_v2",
     "sglang.srt.speculative.draft_utils",
     "sglang.srt.speculative.eagle_utils",
     "sglang.srt.models.llama",
@@ -138,6 +139,33 @@ def find_module(mod, sites):
         if os.path.isdir(d) and any(f.startswith(base + ".") and f.endswith(".so") for f in os.listdir(d)):
             return "<extension>"
     return None
+
+
+_BOUND = {}
+
+
+def bound_names(pkg, sites):
+    """Names a package's __init__ binds at module level (imports, defs, classes, assignments)."""
+    if pkg not in _BOUND:
+        names, path = set(), find_module(pkg, sites)
+        if path and path.endswith("__init__.py"):
+            try:
+                tree = ast.parse(open(path, encoding="utf-8", errors="replace").read())
+            except SyntaxError:
+                tree = ast.Module(body=[], type_ignores=[])
+            for st in ast.walk(tree):
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(st.name)
+                elif isinstance(st, ast.Import):
+                    names.update((al.asname or al.name).split(".")[0] for al in st.names)
+                elif isinstance(st, ast.ImportFrom):  # `from . import sub` / `from pkg import sub`
+                    if not ((st.level == 1 and not st.module) or (st.level == 0 and st.module == pkg)):
+                        names.update(al.asname or al.name for al in st.names)
+                elif isinstance(st, (ast.Assign, ast.AnnAssign)):
+                    for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                        names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        _BOUND[pkg] = names
+    return _BOUND[pkg]
 
 
 def catches_import_error(handlers):
@@ -264,8 +292,9 @@ def main():
                     if kind == "unconditional":
                         internal_missing[m].add(where)
                     continue
-                new = [m] + [f"{m}.{n}" for n in names  # `from pkg import submodule`
-                             if n != "*" and find_module(f"{m}.{n}", a.site) is not None]
+                bound = bound_names(m, a.site)  # `from pkg import x`: x is a submodule only if
+                new = [m] + [f"{m}.{n}" for n in names  # pkg/__init__ does not bind x itself
+                             if n != "*" and n not in bound and find_module(f"{m}.{n}", a.site) is not None]
                 parts = m.split(".")  # parent packages run their __init__ first
                 new += [".".join(parts[:i]) for i in range(1, len(parts))]
                 for x in new:
@@ -275,6 +304,9 @@ def main():
             elif top and top not in stdlib and key not in image and key not in bundled:
                 missing[key][kind].add(where)
 
+    for e in entries:
+        if not find_module(e, a.site):
+            print(f"import_closure: WARNING: entry {e} is not in the site (renamed in this release?)")
     for m in a.why:
         chain, x = [], m
         while parent.get(x) and len(chain) < 40:

@@ -9,9 +9,6 @@
 #
 # SGLANG_VERSION: 0.5.17 (default) or 0.5.16: the newest releases that pin torch==2.11.0.
 # PART_MIB:       size of one part folder (default 30); PART_MIB + the repo's size must stay < 64.
-# WITH_CUTLASS_DSL=1: also bundle nvidia-cutlass-dsl (cu13), which sglang.srt.models.deepseek_v2
-#                 (so deepseek_nextn, DeepseekV3ForCausalLM) imports at module level; adds parts
-#                 (README.md: 'DeepSeek').
 #
 # Output: ./.sgl-bundle/p1 .. pN (gitignored) and .sgl-bundle/RUNS.txt, the command of each run on
 # the GPU machine. p1 also holds install.sh, env.sh and the SHA256SUMS.
@@ -19,7 +16,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SGLANG_VERSION=${SGLANG_VERSION:-0.5.17}
 PART_MIB=${PART_MIB:-30}
-WITH_CUTLASS_DSL=${WITH_CUTLASS_DSL:-0}
 WORK=${WORK:-${TMPDIR:-/tmp}/spec-surgery-sgl-build}
 BUNDLE=${BUNDLE:-$PWD/.sgl-bundle}
 PY=${PY:-python3}
@@ -49,9 +45,9 @@ echo "make_bundle.sh: sglang $SGLANG_VERSION pins torch==$TORCH_PIN, $KPIN"
 pipq download -q --no-deps $TGT -d "$WORK/kwhl" "$KPIN"
 KW=$(ls "$WORK"/kwhl/*.whl)
 # deps.txt lines may carry a guard: "name==x ; sglang=0.5.17" applies to that release only
-$PY - "$HERE/deps.txt" "$SGLANG_VERSION" "$WITH_CUTLASS_DSL" > "$WORK/deps.pins" <<'EOF'
+$PY - "$HERE/deps.txt" "$SGLANG_VERSION" > "$WORK/deps.pins" <<'EOF'
 import sys
-ver, cutlass = sys.argv[2], sys.argv[3] == "1"
+ver = sys.argv[2]
 for line in open(sys.argv[1]):
     line = line.split("#", 1)[0].strip()
     if not line:
@@ -61,8 +57,6 @@ for line in open(sys.argv[1]):
     if guard and guard != f"sglang={ver}":
         continue
     print(pin.strip())
-if cutlass:  # sglang 0.5.16/0.5.17 pin nvidia-cutlass-dsl[cu13]==4.6.0
-    print("nvidia-cutlass-dsl==4.6.0\nnvidia-cutlass-dsl-libs-base==4.6.0\nnvidia-cutlass-dsl-libs-cu13==4.6.0")
 EOF
 pipq download -q --no-deps $TGT -d "$WORK/whl" -r "$WORK/deps.pins"
 
@@ -82,9 +76,9 @@ $PY -m pip install -q --no-deps --no-index --no-compile --target "$WORK/deps_sit
 mv "$WORK/deps_site/flashinfer" "$WORK"/deps_site/flashinfer_python-*.dist-info "$WORK/fi_site/"
 rm -rf "$WORK/fi_site/flashinfer/data/"{cutlass,cccl,spdlog,csrc,include}
 rm -rf "$WORK/deps_site/bin" "$WORK/deps_site/xgrammar/lib"   # console scripts; static libxgrammar.a
-# tvm_ffi's vendored sources (libbacktrace, dlpack: include/ has the headers a JIT build uses) and
-# its test library (loaded by tvm_ffi.testing only)
-rm -rf "$WORK/deps_site/tvm_ffi/3rdparty" "$WORK/deps_site/tvm_ffi/lib/libtvm_ffi_testing.so"
+# tvm_ffi's vendored sources (libbacktrace, dlpack: include/ has the headers a JIT build uses).
+# Not lib/libtvm_ffi_testing.so: tvm_ffi/core.abi3.so links it (NEEDED), `import tvm_ffi` fails without.
+rm -rf "$WORK/deps_site/tvm_ffi/3rdparty"
 # debug sections only (xgrammar's binding carries 50 MB of DWARF); code and symbols stay
 find "$WORK/deps_site" -name '*.so' -type f -exec strip --strip-debug {} +
 find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
