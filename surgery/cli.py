@@ -197,8 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hf (default): transformers; vllm: real vLLM in this process, family's speculative method, "
                    "plugin applying the recipe; no --target/--draft: the family's built-in pair; --draft alone: a "
                    "speculators head is served as vLLM detects it (its verifier as the target, its k), any other "
-                   "head against the built-in pair's target; sglang: where SGLang cannot run speculative decoding "
-                   "(this CPU), SRG360 with the blocker (docs/sglang.md)")
+                   "head against the built-in pair's target; sglang: on a CUDA device real SGLang (one child process "
+                   "per engine, the recipe applied in its scheduler by the plugin); on CPU, where SGLang cannot run "
+                   "speculative decoding, SRG360 with the blocker (docs/sglang.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "

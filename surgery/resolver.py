@@ -115,10 +115,31 @@ class _Resolver:
                          f"{side} config: {f.source}")
             archs = sel.get("architectures")
             if archs is not None and not set(f.architectures) & set(archs):
-                if side == "draft" and self.check_served_architecture(archs):
+                if side == "draft" and (self.check_sglang_eagle_class(archs) or self.check_served_architecture(archs)):
                     continue
                 self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {archs}",
                          self.recipe.location(("applies_to", side, "architectures")))
+
+    def check_sglang_eagle_class(self, archs) -> bool:
+        """For SGLang: a head written with SGLang's own EAGLE-1 class (the engine card's
+        `wiring.eagle_draft_architectures`, e.g. LlamaForCausalLMEagle) is the head vLLM serves from the
+        plain name; matched as that (SRG206), so the recipe resolves on the config SGLang is given."""
+        if self.runtime.engine != "sglang":
+            return False
+        from .engines import card
+
+        inverse = {v: k for k, v in (card("sglang")["wiring"].get("eagle_draft_architectures") or {}).items()}
+        f = self.draft
+        plain = [inverse.get(a, a) for a in f.architectures]
+        if plain == list(f.architectures):
+            return False
+        method = (self.recipe.engine.get("vllm") or {}).get("method")
+        served = servedarch.served_architectures(method, plain)
+        if not set(served) & set(archs):
+            return False
+        self.add("SRG206", f"draft architectures {list(f.architectures)}: SGLang's EAGLE-1 class for {plain}, which vLLM "
+                 f"serves under method {method} as {list(served)}", Location(f.source, key_path=f.key_prefix + "architectures"))
+        return True
 
     def check_served_architecture(self, archs) -> bool:
         """The draft's architectures as vLLM serves them under the recipe's method (surgery/servedarch.py):

@@ -1,10 +1,15 @@
-"""`surgery apply RECIPE --engine sglang`: where SGLang cannot run speculative decoding, a coded
+"""`surgery apply RECIPE --engine sglang`: the pair in real SGLang on a CUDA device; elsewhere a coded
 error (SRG360) naming the blocker, never a traceback.
 
-Measured here (docs/sglang.md, engine card `limits.speculative_fails_on_devices`): sglang 0.5.21
-runs a plain engine on this CPU, but a speculative engine stops at start on CPU ops that only
-sgl-kernel's CPU build has. On a CUDA device surgery has not run SGLang yet: the hook
-(surgery.sglang.hooks.install) is what a launcher calls; this command does not pretend to have run."""
+Measured on CPU (docs/sglang.md, engine card `limits.speculative_fails_on_devices`): sglang 0.5.21
+runs a plain engine, but a speculative engine stops at start on CPU ops that only sgl-kernel's CPU
+build has: SRG360. On a CUDA device with SGLang installed (0.5.16 / 0.5.17 beside torch 2.11, the
+card's `releases`) the command runs two engines, each in a child process (surgery/sglang/engine.py):
+the target alone (greedy reference), then the target with the family's algorithm and the recipe
+applied in SGLang's scheduler by surgery's entry point (`SURGERY_RECIPE`), the hook's report
+(`SURGERY_REPORT`, JSON lines) read back. The report has the `--engine vllm` shape: `ok`,
+`verified`, `decode: {identical, drafted, accepted, acceptance_rate, ...}`, the counters SGLang's own
+(meta_info `spec_verify_ct`, `spec_num_correct_drafts`, ...)."""
 from __future__ import annotations
 
 import importlib.util
@@ -33,12 +38,120 @@ def blocker(device: str | None = None) -> str:
                 "torch_native (intel_amx falls back to torch_native without AMX) and the tree ops "
                 "build_tree_kernel_efficient_cpu / verify_tree_greedy_cpu, all from sgl-kernel's CPU build, which "
                 "PyPI does not ship")
-    return (f"{installed}; on {device} `surgery apply --engine sglang` has not been run (no device time was spent "
-            "on SGLang); the hook surgery.sglang.hooks.install() is the integration")
+    return (f"{installed}; on {device} `surgery apply --engine sglang` starts SGLang's engine (the card's releases "
+            "for this device) with the hook surgery.sglang.hooks.install() in its scheduler")
+
+
+def device_blocker(device: str, sglang_installed: bool) -> str | None:
+    """None when `--engine sglang` runs the engine on `device`; else why not (SRG360). A device the
+    card measured as failing (cpu) never runs; any other needs SGLang installed."""
+    if device in (card("sglang").get("limits") or {}).get("speculative_fails_on_devices", ()):
+        return blocker(device)
+    if not sglang_installed:
+        known = [r for r, v in (card("sglang").get("releases") or {}).items() if v.get("device") == device]
+        return f"sglang is not installed (on {device} surgery knows releases {', '.join(known) or 'none'})"
+    return None
+
+
+def algorithm_for(recipe) -> str:
+    from .compare import ALGORITHMS
+
+    method = ((recipe.engine or {}).get("vllm") or {}).get("method") if isinstance(recipe.engine, dict) else None
+    return ALGORITHMS.get(method or "", ALGORITHMS.get(recipe.name, "EAGLE"))
+
+
+def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int | None = None,
+                     progress=lambda _m: None) -> dict:
+    """The whole `--engine sglang` check on a CUDA device; the report dict (module doc)."""
+    import tempfile
+    from pathlib import Path
+
+    from ..bytevocab import encode
+    from ..pairs import DEFAULT_PROMPTS, builtin_pair
+    from ..recipe import load_recipe
+    from . import engine
+    from .live_apply import plan_for
+
+    recipe = load_recipe(recipe_ref)
+    algorithm = algorithm_for(recipe)
+    pair = builtin_pair(recipe.name)
+    if (target is None) != (draft is None):
+        raise SurgeryError(diag("SRG011", "--engine sglang needs both --target and --draft, or neither (built-in pair)"))
+    texts = DEFAULT_PROMPTS
+    if target is None:
+        if pair is None:
+            raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
+                                    hint="pass --target and --draft folders"))
+        target, draft, texts = pair.target, pair.draft, pair.prompts or DEFAULT_PROMPTS
+    plan_for(recipe_ref, str(draft), str(target))  # refusals (SRG362 ...) before any engine starts
+    work = Path(tempfile.mkdtemp(prefix="surgery-sglang-apply-"))
+    served, served_note = engine.served_draft(draft, algorithm, work / "draft")
+    prompts = [encode(t) for t in texts]
+    max_tokens = max_tokens or engine.MAX_TOKENS
+    progress("target-only greedy reference (SGLang)")
+    ref = engine.run_engine(engine.engine_kwargs(target), prompts, max_tokens, workdir=work / "greedy")
+    _engine_ok(ref, "the target-only greedy engine")
+    progress(f"speculative run ({algorithm}, recipe {recipe.name})")
+    run = engine.run_engine(engine.engine_kwargs(target, served, algorithm), prompts, max_tokens, recipe=recipe_ref,
+                            workdir=work / "speculative")
+    _engine_ok(run, f"the {algorithm} engine with recipe {recipe.name}")
+    events = run.get("report") or []
+    applied = [e for e in events if e["event"] == "applied"]
+    bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
+    verified = bool(applied) and all(e.get("verified") for e in applied) and not bad
+    decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS)
+    return {"ok": verified and decode["identical"], "verified": verified, "engine": "sglang", "sglang": run.get("sglang"),
+            "torch": run.get("torch"), "algorithm": algorithm, "recipe": recipe.name, "target": str(target),
+            "draft": str(draft), "served": {"draft": str(served), "changed": served_note},
+            "plugin": {"events": events, "log_lines": run.get("log_lines")},
+            "wiring": {"sglang_own": applied[0].get("sglang_wiring") if applied else None,
+                       "after_recipe": applied[0].get("after_recipe") if applied else None},
+            "decode": decode, "greedy_s": ref.get("generate_s"), "speculative_s": run.get("generate_s"),
+            "engine_kwargs": engine.engine_kwargs(target, served, algorithm)}
+
+
+def _engine_ok(res: dict, what: str) -> None:
+    if "outputs" in res:
+        return
+    tail = [line for line in res.get("tail", "").splitlines() if line.strip()][-8:]
+    raise SurgeryError(diag("SRG364", f"{what} gave no result: {res.get('error')}; last lines: " + " | ".join(tail)[-1500:],
+                            hint="codes in the output: " + (", ".join(res.get("codes") or ()) or "none")))
+
+
+def render(result: dict) -> str:
+    d = result["decode"]
+    lines = [f"recipe {result['recipe']} in SGLang {result['sglang']} ({result['algorithm']}): "
+             f"{'OK' if result['ok'] else 'FAILED'}",
+             f"  target {result['target']}", f"  draft  {result['draft']}",
+             *([f"  served: {result['served']['changed']['because']}"] if result["served"]["changed"] else []),
+             *(f"  hook: {line}" for line in result["plugin"]["log_lines"] or ()),
+             f"  verified {result['verified']}; live wiring SGLang's own {result['wiring']['sglang_own']}, after the "
+             f"recipe {result['wiring']['after_recipe']}",
+             f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
+             f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%}, accept length "
+             f"{d['accept_length']} ({d['prompts']} prompts, SGLang's meta_info counters)"]
+    return "\n".join(lines)
 
 
 def run_apply_sglang(args, out) -> int:
-    raise SurgeryError(diag("SRG360", f"cannot run {args.recipe} in SGLang here: {blocker()}",
-                            hint="docs/sglang.md: the install attempts, the errors, and the plan-level comparison "
-                                 "with vLLM (`python -m surgery.sglang.compare`); run the recipe with --engine vllm "
-                                 "or hf meanwhile"))
+    import json
+    import sys
+
+    from ..diagnostics import EXIT_INVALID, EXIT_OK
+    from .engine import cuda_available
+
+    device = "cuda" if cuda_available() else "cpu"
+    why = device_blocker(device, importlib.util.find_spec("sglang") is not None)
+    if why is not None:
+        raise SurgeryError(diag("SRG360", f"cannot run {args.recipe} in SGLang here: {why}",
+                                hint="docs/sglang.md: the install attempts, the errors, and the plan-level comparison "
+                                     "with vLLM (`python -m surgery.sglang.compare`); run the recipe with --engine "
+                                     "vllm or hf meanwhile"))
+    if getattr(args, "pp", 1) != 1 or getattr(args, "tp", 1) != 1 or getattr(args, "ablate", False):
+        raise SurgeryError(diag("SRG364", "--engine sglang runs one engine on one device, without --ablate "
+                                "(the ablation rows: bench/gpu/sglang_gpu.py)"))
+    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
+        else (lambda _m: None)
+    result = run_sglang_apply(args.recipe, args.target, args.draft, max_tokens=args.max_new_tokens, progress=say)
+    out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
+    return EXIT_OK if result["ok"] else EXIT_INVALID

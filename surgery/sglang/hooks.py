@@ -26,6 +26,7 @@ from typing import Any
 
 from ..diagnostics import SurgeryError, diag
 from ..engines import card
+from . import report
 from .log import get_logger
 from .selection import selected_recipe, strict
 
@@ -146,6 +147,11 @@ def install(recipe: str | None = None, points=None) -> list[str]:
         wrapped.append(".".join(LOADER_POINT))
     get_logger().info("spec-surgery: recipe %s; wrapped %s", _state["recipe"] or "none selected (nothing changes)",
                       ", ".join(wrapped))
+    try:
+        version = engine_version()
+    except Exception:  # noqa: BLE001 - a stand-in sglang module in tests
+        version = "unknown"
+    report.write("installed", recipe=_state["recipe"], wrapped=wrapped, sglang=version)
     return wrapped
 
 
@@ -192,10 +198,18 @@ def after_draft_load(worker: Any) -> None:
     owns = _state["own"].pop(id(worker), None) or [None] * len(draft_runners(worker))
     for runner, own in zip(draft_runners(worker), owns):
         draft = runner.model
-        applied = apply_recipe(ref, draft, target, runner.model_config.model_path,
-                               target_runner.model_config.model_path, algorithm=algorithm_of(worker),
-                               loaded_names=loaded_names(draft), own_weights=own, strict=strict())
+        try:
+            applied = apply_recipe(ref, draft, target, runner.model_config.model_path,
+                                   target_runner.model_config.model_path, algorithm=algorithm_of(worker),
+                                   loaded_names=loaded_names(draft), own_weights=own, strict=strict())
+        except SurgeryError as exc:
+            report.write("failed", recipe=ref, algorithm=algorithm_of(worker),
+                         diagnostics=[{"code": d.code, "message": d.message} for d in exc.diagnostics])
+            raise
         _state["applied"][id(target)] = applied
+        notes = applied.notes[0] if applied.notes else {}
+        report.write("applied", algorithm=algorithm_of(worker), **applied.to_dict(),
+                     sglang_wiring=notes.get("sglang_wiring"), after_recipe=notes.get("after_recipe"))
 
 
 def after_attention_backends(runner: Any) -> None:
@@ -203,6 +217,7 @@ def after_attention_backends(runner: Any) -> None:
     and is checked (SRG501 when it does not hold)."""
     applied = _state["applied"].get(id(getattr(runner, "model", None)))
     if applied is None:
+        _no_silent_gap(runner)
         return
     from ..applier.core import prepare_op
 
@@ -218,5 +233,29 @@ def after_attention_backends(runner: Any) -> None:
         get_logger().info("spec-surgery: SGLang's set_eagle3_layers_to_capture set layers_to_capture=%s; the planned "
                           "%s %s", sglangs, list(op.layers), "put back" if not failed else
                           "NOT held: " + "; ".join(f"{c.name} ({c.detail})" for c in failed))
+        report.write("capture", sglang=sglangs, planned=list(op.layers), held=not failed,
+                     failed=[f"{c.name} ({c.detail})" for c in failed])
         if failed and strict():
             raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in failed)))
+
+
+def _no_silent_gap(runner: Any) -> None:
+    """The target's attention backends are set up after every draft worker's memory pool (and so
+    after init_lm_head, where the recipe is applied: scheduler.py init_memory_pools, then
+    init_all_attention_backends). A speculative target reaching here with a recipe selected and no
+    draft applied ran a worker no wrapped draft-load point covers: SRG363, never a quiet pass."""
+    ref = _state["recipe"]
+    spec = getattr(runner, "spec_algorithm", None)
+    if ref is None or spec is None or getattr(runner, "is_draft_worker", True):
+        return
+    is_none = getattr(spec, "is_none", None)
+    if callable(is_none) and is_none():
+        return
+    name = getattr(spec, "name", str(spec))
+    message = (f"recipe {ref!r} is selected and SGLang set up a speculative target ({name}), but no draft passed "
+               f"a wrapped draft-load point ({', '.join('.'.join(p[1:]) for p in draft_load_points())}): the "
+               "worker that runs is not covered, the recipe was not applied")
+    report.write("gap", recipe=ref, algorithm=name)
+    get_logger().error("spec-surgery: SRG363 %s", message)
+    if strict():
+        raise SurgeryError(diag("SRG363", message))

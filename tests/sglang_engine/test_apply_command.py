@@ -34,7 +34,63 @@ def test_the_blocker_follows_the_cards_measured_devices():
     from surgery.sglang.apply_command import blocker
 
     assert "sgl-kernel's CPU build" in blocker("cpu")
-    assert "has not been run" in blocker("cuda") and "sgl-kernel" not in blocker("cuda")
+    assert "sgl-kernel" not in blocker("cuda")
+
+
+def test_the_device_decides_whether_the_engine_runs():
+    """CPU (measured failing in the card): SRG360's blocker whatever is installed; CUDA: the engine
+    runs when SGLang is installed, else the reason names the card's CUDA releases."""
+    from surgery.sglang.apply_command import device_blocker
+
+    assert "sgl-kernel's CPU build" in device_blocker("cpu", True)
+    assert device_blocker("cuda", True) is None
+    assert "not installed" in device_blocker("cuda", False) and "0.5.17" in device_blocker("cuda", False)
+    releases = card("sglang")["releases"]
+    assert releases[card("sglang")["release"]]["device"] == "cpu"
+    assert {r for r, v in releases.items() if v["device"] == "cuda"} == {"0.5.16", "0.5.17"}
+
+
+def test_an_eagle1_head_sglang_would_load_as_a_plain_llama_is_served_with_its_eagle_class(tmp_path):
+    """SGLang does not rename a LlamaForCausalLM EAGLE-1 head (it would drop its fc): a copy with
+    SGLang's class is served, the change said; EAGLE-3 and MTP drafts are served as they are."""
+    from surgery.sglang.engine import served_draft
+
+    pair = builtin_pair("eagle")
+    served, note = served_draft(pair.draft, "EAGLE", tmp_path / "d")
+    assert json.loads((served / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle"]
+    assert note["architectures"] == ["LlamaForCausalLM", "LlamaForCausalLMEagle"]
+    assert (served / "model.safetensors").resolve() == (pair.draft / "model.safetensors").resolve()
+    for recipe, algorithm in (("eagle3", "EAGLE3"), ("mtp", "NEXTN")):
+        p = builtin_pair(recipe)
+        assert served_draft(p.draft, algorithm, tmp_path / recipe) == (p.draft, None)
+    # the recipe resolves on the served copy for SGLang (SGLang's class read as the head vLLM serves)
+    from surgery import Runtime, load_recipe, read_facts, resolve
+
+    plan = resolve(load_recipe("eagle"), read_facts(served), read_facts(pair.target), Runtime(engine="sglang"))
+    assert plan.ok and "SRG206" in [d.code for d in plan.diagnostics]
+    assert not resolve(load_recipe("eagle"), read_facts(served), read_facts(pair.target), Runtime(engine="vllm")).ok
+
+
+def test_the_entry_point_folder_registers_the_plugin(tmp_path):
+    """A checkout has no installed distribution: the folder engine.py puts on the child's PYTHONPATH
+    is one importlib.metadata finds, in SGLang's plugin group."""
+    from importlib.metadata import distributions
+
+    from surgery.sglang.engine import PLUGIN_GROUP, PLUGIN_VALUE, entry_point_dir
+
+    folder = entry_point_dir(tmp_path)
+    eps = [ep for d in distributions(path=[str(folder)]) for ep in d.entry_points if ep.group == PLUGIN_GROUP]
+    assert [ep.value for ep in eps] == [PLUGIN_VALUE]
+
+
+def test_acceptance_is_summed_from_sglangs_meta_info_counters():
+    from surgery.sglang.engine import decode_summary
+
+    metas = [{"spec_verify_ct": 10, "spec_num_correct_drafts": 12, "spec_num_proposed_drafts": 30, "completion_tokens": 22},
+             {"completion_tokens": 5}]  # no verify ran for this one: SGLang leaves the spec keys out
+    d = decode_summary([[1, 2], [3]], [[1, 2], [4]], metas, 4)
+    assert (d["identical"], d["mismatched_prompts"], d["drafted"], d["accepted"]) == (False, [1], 30, 12)
+    assert d["acceptance_rate"] == 0.4 and d["accept_length"] == 2.7 and d["counters_present"]
 
 
 def test_ablation_row_sglang_replaces_the_head_vllm_keeps():

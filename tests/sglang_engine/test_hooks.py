@@ -126,10 +126,13 @@ def identities(draft, target) -> dict:
 
 
 @pytest.mark.parametrize("recipe, algorithm", [("eagle", "EAGLE"), ("mtp", "NEXTN"), ("deepseek-mtp", "NEXTN")])
-def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe, algorithm, caplog, monkeypatch):
+def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe, algorithm, caplog, monkeypatch,
+                                           tmp_path):
     """Oracle by identity: SGLang's own init_lm_head alone, and the recipe alone (no SGLang
-    wiring), leave the same roles on the target's tensors; through the hook, verified and logged."""
+    wiring), leave the same roles on the target's tensors; through the hook, verified, logged and
+    written to SURGERY_REPORT (JSON lines: the scheduler's account for the launcher)."""
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
+    monkeypatch.setenv("SURGERY_REPORT", str(tmp_path / "report.jsonl"))
     pair, draft, target = pair_models(sglang_code, recipe)
     worker_for(sglang_modules, algorithm, draft, target, pair.draft, pair.target).init_lm_head()  # stock SGLang
     stock = identities(draft, target)
@@ -152,6 +155,12 @@ def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe,
     assert (line["recipe"], line["algorithm"], line["verification"]) == (recipe, algorithm, "PASS"), line
     assert line["sglang_wiring"] == "{'input_embeddings': 'target', 'lm_head': 'target'}", line
     assert line["difference"] == "identical", line
+    from surgery.sglang.report import read
+
+    events = read(tmp_path / "report.jsonl")
+    assert [e["event"] for e in events] == ["installed", "applied"]
+    assert events[1]["verified"] and events[1]["algorithm"] == algorithm
+    assert events[1]["sglang_wiring"] == events[1]["after_recipe"] == {"input_embeddings": "target", "lm_head": "target"}
 
 
 def test_an_aux_id_sglang_cannot_capture_is_refused_before_any_change(sglang_modules, sglang_code):
@@ -241,6 +250,40 @@ def test_a_hook_with_nothing_to_wrap_is_an_error():
     message = exc.value.diagnostics[0].message
     assert "sglang.srt.no_such_worker.EagleDraftWorker.init_lm_head (ModuleNotFoundError" in message
     assert "os.EagleDraftWorker.init_lm_head (not an SGLang module (never imported))" in message
+
+
+def _target_runner(model, algorithm="FROZEN_KV_MTP", draft=False):
+    """The attributes of SGLang's ModelRunner the gap check reads (0.5.16 / 0.5.17 / 0.5.21)."""
+    return types.SimpleNamespace(model=model, is_draft_worker=draft, spec_algorithm=types.SimpleNamespace(
+        name=algorithm, is_none=lambda: algorithm == "NONE"))
+
+
+def test_a_speculative_worker_the_hook_does_not_cover_is_an_error(sglang_modules, sglang_code, monkeypatch, tmp_path,
+                                                                  caplog):
+    """No silent gaps: the recipe is selected and SGLang sets up a speculative target, but no draft
+    passed a wrapped draft-load point (a worker of another class ran): SRG363 in the scheduler,
+    an error line and the report's gap event with SURGERY_STRICT=0. A draft runner, a plain
+    engine, and a target whose draft was applied pass."""
+    monkeypatch.setenv("SURGERY_REPORT", str(tmp_path / "report.jsonl"))
+    pair, draft, target = pair_models(sglang_code, "eagle")
+    hooks.install(recipe="eagle", points=POINTS)
+    with pytest.raises(SurgeryError) as exc:
+        hooks.after_attention_backends(_target_runner(target))
+    assert [d.code for d in exc.value.diagnostics] == ["SRG363"] and "FROZEN_KV_MTP" in exc.value.diagnostics[0].message
+    monkeypatch.setenv("SURGERY_STRICT", "0")
+    with caplog.at_level(logging.ERROR, logger="sglang.surgery"):
+        hooks.after_attention_backends(_target_runner(target))
+    assert any("SRG363" in r.getMessage() for r in caplog.records)
+    monkeypatch.delenv("SURGERY_STRICT")
+    hooks.after_attention_backends(_target_runner(draft, "EAGLE", draft=True))  # the draft's own runner
+    hooks.after_attention_backends(_target_runner(target, "NONE"))  # no speculative decoding
+    from surgery.sglang.report import read
+
+    assert [e["event"] for e in read(tmp_path / "report.jsonl")] == ["installed", "gap", "gap"]
+    names = frozenset(n for n, _ in checkpoint_names(pair.draft))
+    list(hooks.record_names(draft, [(n, None) for n in names]))
+    worker_for(sglang_modules, "EAGLE", draft, target, pair.draft, pair.target).init_lm_head()
+    hooks.after_attention_backends(_target_runner(target, "EAGLE"))  # applied: no gap
 
 
 def test_no_recipe_selected_is_said_and_changes_nothing(sglang_modules, sglang_code, monkeypatch, caplog):

@@ -78,8 +78,9 @@ def test_load_lm_head_from_target_is_sglangs(tie, draft_vocab_size):
     ({}, None),
 ])
 def test_aux_ids_come_from_the_nested_eagle_config_only(draft_config, expected):
-    code = sgl.statements("model_executor/model_runner_components/spec_aux_hidden_state.py", "_resolve_eagle_aux_hidden_state",
-                          "if spec_algorithm.is_eagle3()")
+    # at any depth: 0.5.16 / 0.5.17 nest it in the "draft model path given" branch, 0.5.21 returns early
+    code = sgl.find_in_function("model_executor/model_runner_components/spec_aux_hidden_state.py",
+                                "_resolve_eagle_aux_hidden_state", "if spec_algorithm.is_eagle3()")
     hf_config = types.SimpleNamespace(**draft_config)
     config = types.SimpleNamespace()
     ns = {"spec_algorithm": types.SimpleNamespace(is_eagle3=lambda: True), "config": config,
@@ -111,7 +112,9 @@ class RecordingDraft:
 def _worker(algorithm, draft):
     return types.SimpleNamespace(
         _resolve_shared_embed_and_head=lambda: ("embed", "head"), hot_token_id=None,
-        target_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(model=types.SimpleNamespace(lm_head="h"))),
+        # 0.5.21 resolves through the worker, 0.5.16 / 0.5.17 call the target model's get_embed_and_head
+        target_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(model=types.SimpleNamespace(
+            lm_head="h", get_embed_and_head=lambda: ("embed", "head")))),
         draft_runner=types.SimpleNamespace(model=draft),
         speculative_algorithm=types.SimpleNamespace(is_eagle3=lambda: algorithm == "EAGLE3"))
 

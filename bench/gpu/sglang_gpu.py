@@ -1,0 +1,226 @@
+"""SGLang on the H200 with surgery's plugin (issue 36): greedy identity and SGLang's own acceptance.
+
+    . /tmp/sbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/sglang_gpu.py [--only eagle,mtp]
+    python3 bench/gpu/sglang_gpu.py --cpu      # dry run: pairs, variants, plans, engine kwargs; no SGLang
+
+The pairs of surgery/data/pairs/index.yaml the vLLM runs use (bench/gpu/vllm_families_gpu.py), so the
+acceptance figures compare: eagle3, eagle (llama-target), mtp (MiMo, NEXTN), deepseek-mtp (NEXTN).
+Every engine runs in its own child process (surgery/sglang/engine.py `run_engine`: a failure stops
+only that row). Per target one target-only greedy engine (the reference), then per row a speculative
+engine: 3 steps, top-k 1, 4 draft tokens, triton attention, bf16, the pair's held-out prompts, 48
+tokens. The recipe reaches SGLang's scheduler through surgery's `sglang.srt.plugins` entry point
+(`SURGERY_RECIPE`; a checkout gets a generated dist-info folder on the child's PYTHONPATH) and the
+hook writes what it did to `SURGERY_REPORT` (JSON lines), read back per row.
+
+Rows:
+- eagle3 `recipe`: the head's ids [0, 7, 8] cannot be captured by SGLang: SRG362 at plan time
+  (expected, recorded; no engine); `stock`: no recipe, SGLang captures its default [2, 4, 5];
+  `recipe, ids [1, 4, 7]`: the head's config edited to ids SGLang captures (docs/sglang.md), the hook
+  puts them back after SGLang's own set_eagle3_layers_to_capture.
+- eagle `recipe`: the EAGLE-1 head, served with SGLang's EAGLE class (engine.served_draft: SGLang does
+  not rename LlamaForCausalLM and would drop the head's fc); ablation `own_different`: the head given
+  its own random embedding and lm_head: `stock` (SGLang replaces them by the target's) vs `recipe`
+  (keeps them, as vLLM does).
+- mtp, deepseek-mtp `recipe` (NEXTN).
+
+Writes $OUT/sglang_gpu.json; exit 1 when a recipe row is not verified or a speculative output differs
+from its greedy reference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from common import guarded, log, save  # noqa: E402
+
+from surgery.sglang import engine  # noqa: E402
+
+RESULT = "sglang_gpu"
+FAMILIES = ("eagle3", "eagle", "mtp", "deepseek-mtp")
+ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "deepseek-mtp": "NEXTN"}
+
+
+def copy_draft(src: Path, dest: Path) -> Path:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    return dest
+
+
+def eagle3_capturable(src: Path, dest: Path) -> Path:
+    d = copy_draft(src, dest)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 7]  # ids SGLang can capture (SRG362 otherwise)
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    return d
+
+
+def own_different(src: Path, dest: Path) -> Path:
+    """The EAGLE-1 head with its own random embedding and lm_head (as tests/sglang_engine/
+    test_live_draft_load.py builds it), served with SGLang's EAGLE class."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    d = copy_draft(src, dest)
+    cfg = json.loads((d / "config.json").read_text())
+    tensors = load_file(str(d / "model.safetensors"))
+    g = torch.Generator().manual_seed(7)
+    rows, width = cfg["vocab_size"], cfg["hidden_size"]
+    tensors["embed_tokens.weight"] = torch.randn(rows, width, generator=g) * 0.02
+    tensors["lm_head.weight"] = torch.randn(rows, width, generator=g) * 0.02
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    served, _ = engine.served_draft(d, "EAGLE", dest.parent / (dest.name + "-served"))
+    return served
+
+
+def rows_for(fam: str, pair, work: Path) -> list[dict]:
+    """The speculative rows of one family: label, draft folder, recipe (None: stock)."""
+    algo = ALGORITHMS[fam]
+    if fam == "eagle3":
+        return [dict(label="recipe", draft=pair.draft, recipe="eagle3", expect_refusal="SRG362"),
+                dict(label="stock", draft=pair.draft, recipe=None),
+                dict(label="recipe, ids [1, 4, 7]", draft=eagle3_capturable(pair.draft, work / "eagle3-147"),
+                     recipe="eagle3")]
+    if fam == "eagle":
+        served, note = engine.served_draft(pair.draft, algo, work / "eagle-served")
+        od = own_different(pair.draft, work / "eagle-own-different")
+        return [dict(label="recipe", draft=served, recipe="eagle", served=note),
+                dict(label="ablation own_different: stock", draft=od, recipe=None),
+                dict(label="ablation own_different: recipe", draft=od, recipe="eagle")]
+    return [dict(label="recipe", draft=pair.draft, recipe=fam)]
+
+
+def plan_check(recipe: str, draft: Path, target: Path) -> dict:
+    from surgery.diagnostics import SurgeryError
+    from surgery.sglang.live_apply import plan_for
+
+    try:
+        plan = plan_for(recipe, str(draft), str(target))
+        return {"ok": True, "operations": [op.kind for op in plan.operations]}
+    except SurgeryError as exc:
+        return {"ok": False, "diagnostics": [f"{d.code} {d.message}" for d in exc.diagnostics]}
+
+
+def versions() -> dict:
+    import torch
+
+    out = {"torch": torch.__version__, "python": sys.version.split()[0]}
+    for mod in ("sglang", "sgl_kernel", "sglang_kernel", "transformers", "flashinfer"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+            out[mod] = f"unavailable ({type(exc).__name__})"
+    out["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return out
+
+
+def verified_from(res: dict) -> tuple[bool, list]:
+    events = res.get("report") or []
+    applied = [e for e in events if e["event"] == "applied"]
+    bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
+    return bool(applied) and all(e.get("verified") for e in applied) and not bad, bad
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpu", action="store_true", help="dry run: no SGLang, plans and engine kwargs only")
+    p.add_argument("--only", default=",".join(FAMILIES))
+    p.add_argument("--max-tokens", type=int, default=engine.MAX_TOKENS)
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--cuda-graph", action="store_true", help="let SGLang capture CUDA graphs (default: disabled)")
+    p.add_argument("--timeout", type=float, default=420, help="seconds per engine")
+    args = p.parse_args(argv)
+
+    from surgery.bytevocab import encode
+    from surgery.pairs import builtin_pair
+
+    work = Path(tempfile.mkdtemp(prefix="sglang-gpu-"))
+    results: dict = {"dry_run": args.cpu, "settings": {"num_steps": engine.NUM_STEPS, "topk": engine.TOPK,
+                                                       "num_draft_tokens": engine.NUM_DRAFT_TOKENS,
+                                                       "max_tokens": args.max_tokens, "dtype": args.dtype,
+                                                       "cuda_graph": args.cuda_graph},
+                     "plugin_registered_by_install": engine.plugin_registered()}
+    if not args.cpu:
+        guarded(results, "versions", versions)
+    failures: list[str] = []
+    references: dict = {}
+    kw = dict(dtype=args.dtype, cuda_graph=args.cuda_graph)
+    for fam in [f for f in args.only.split(",") if f]:
+        pair = builtin_pair(fam)
+        if pair is None:
+            results[fam] = {"error": f"no built-in pair {fam}"}
+            continue
+        prompts = [encode(t) for t in pair.prompts]
+        fam_res: dict = {"target": str(pair.target), "algorithm": ALGORITHMS[fam], "prompts": len(prompts), "rows": {}}
+        results[fam] = fam_res
+        key = str(pair.target)
+        if key not in references:
+            gkw = engine.engine_kwargs(pair.target, **kw)
+            if args.cpu:
+                references[key] = {"engine_kwargs": gkw}
+            else:
+                log("engine: target-only greedy", pair.target.name)
+                references[key] = engine.run_engine(gkw, prompts, args.max_tokens, timeout=args.timeout,
+                                                    workdir=work / f"greedy-{len(references)}")
+                references[key]["engine_kwargs"] = gkw
+                if "outputs" not in references[key]:
+                    failures.append(f"greedy {pair.target.name}: {references[key].get('error')}")
+        fam_res["greedy"] = references[key]
+        rows = guarded(fam_res, "_rows", rows_for, fam, pair, work)
+        if not isinstance(rows, list):
+            failures.append(f"{fam}: variants not built")
+            continue
+        del fam_res["_rows"]
+        for i, row in enumerate(rows):
+            skw = engine.engine_kwargs(pair.target, row["draft"], ALGORITHMS[fam], **kw)
+            out: dict = {"recipe": row["recipe"], "draft": str(row["draft"]), "engine_kwargs": skw,
+                         "served": row.get("served")}
+            fam_res["rows"][row["label"]] = out
+            if row["recipe"] is not None:
+                out["plan"] = plan_check(row["recipe"], row["draft"], pair.target)
+                if not out["plan"]["ok"]:
+                    expected = row.get("expect_refusal")
+                    out["refused_as_expected"] = bool(expected) and any(d.startswith(expected)
+                                                                        for d in out["plan"]["diagnostics"])
+                    if not out["refused_as_expected"]:
+                        failures.append(f"{fam} {row['label']}: plan refused {out['plan']['diagnostics']}")
+                    continue
+            if args.cpu:
+                log(f"{fam} [{row['label']}] recipe={row['recipe']} kwargs={json.dumps(skw)}")
+                continue
+            log("engine:", fam, row["label"])
+            res = engine.run_engine(skw, prompts, args.max_tokens, recipe=row["recipe"], timeout=args.timeout,
+                                    workdir=work / f"{fam}-{i}")
+            out.update({k: res.get(k) for k in ("rc", "wall_s", "engine_start_s", "generate_s", "report",
+                                                "log_lines", "applied_lines", "error", "codes", "sglang")})
+            if "outputs" not in res:
+                out["tail"] = res.get("tail")
+                failures.append(f"{fam} {row['label']}: {res.get('error')}")
+                continue
+            ref = references[key].get("outputs")
+            out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS)
+            out["meta"] = res["meta"]
+            if row["recipe"] is not None:
+                out["verified"], out["problems"] = verified_from(res)
+                if not out["verified"]:
+                    failures.append(f"{fam} {row['label']}: not verified {out['problems']}")
+            if not out["decode"]["identical"]:
+                failures.append(f"{fam} {row['label']}: outputs differ from greedy at {out['decode']['mismatched_prompts']}")
+            d = out["decode"]
+            log(f"  {fam} [{row['label']}] identical={d['identical']} acceptance={d['acceptance_rate']:.3f} "
+                f"accept_length={d['accept_length']} verified={out.get('verified')}")
+        if args.cpu:
+            fam_res["greedy"] = {"engine_kwargs": references[key]["engine_kwargs"]}
+    results["failures"] = failures
+    save(RESULT, results)
+    for f in failures:
+        log("FAILURE", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
