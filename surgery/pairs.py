@@ -90,11 +90,20 @@ def load_ablations(path: Path = ABLATIONS) -> dict:
     return (load_index(path).get("ablations") or {})
 
 
-def builtin_pair(recipe: str, path: Path = INDEX) -> BuiltinPair | None:
-    """The pair listed for ``recipe`` (a shipped recipe name), or None when there is none."""
+def builtin_pair(recipe: str, path: Path = INDEX, engine: str | None = None) -> BuiltinPair | None:
+    """The pair listed for ``recipe`` (a shipped recipe name), or None when there is none.
+
+    ``engine``: an entry's ``engines: {NAME: {draft, because, ...}}`` replaces the draft (and the keys
+    it names) for that engine. The built-in EAGLE-3 head reads ids SGLang cannot capture (SRG362), so
+    SGLang gets a head of the same recipe trained on ids it can; ``info["engine_variant"]`` says why."""
     entry = (load_index(path).get("pairs") or {}).get(recipe)
     if not entry:
         return None
+    variant = (entry.get("engines") or {}).get(engine) if engine else None
+    entry = {k: v for k, v in entry.items() if k != "engines"}
+    if variant:
+        entry = {**entry, **{k: v for k, v in variant.items() if k != "because"},
+                 "engine_variant": {"engine": engine, "draft": variant["draft"], "because": variant.get("because", "")}}
     base = path.parent
     rows = list(entry.get("ablations") or ()) + list(load_ablations(base / ABLATIONS.name).get(recipe) or ())
     abl = tuple(Ablation(name=a["name"], drop_config_keys=tuple(a.get("drop_config_keys") or ()),

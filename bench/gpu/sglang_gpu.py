@@ -12,35 +12,48 @@ tokens. The recipe reaches SGLang's scheduler through surgery's `sglang.srt.plug
 (`SURGERY_RECIPE`; a checkout gets a generated dist-info folder on the child's PYTHONPATH) and the
 hook writes what it did to `SURGERY_REPORT` (JSON lines), read back per row.
 
+Parts (`--only`, comma-separated; default all, in this order):
+- `jit`: the first call of each JIT-compiled op the engines reach (sgl_kernel.rmsnorm /
+  fused_add_rmsnorm in bf16 hand over to flashinfer.norm; SGLang's rope), timed: the compile cost
+  lands here once, not inside the first engine's start-up (caches under /tmp/sjit, env.sh).
+- `apply-eagle3`, `apply-mtp`: the user's command, `python -m surgery apply RECIPE --engine sglang
+  --json` on the built-in pair (SGLang's: for eagle3 the head trained on ids [1, 4, 7]), its JSON kept.
+- the family rows below.
+
 Rows:
-- eagle3 `recipe`: the head's ids [0, 7, 8] cannot be captured by SGLang: SRG362 at plan time
-  (expected, recorded; no engine); `stock`: no recipe, SGLang captures its default [2, 4, 5];
-  `recipe, ids [1, 4, 7]`: the head's config edited to ids SGLang captures (docs/sglang.md), the hook
-  puts them back after SGLang's own set_eagle3_layers_to_capture.
+- eagle3 `recipe, built-in head`: the head's ids [0, 7, 8] cannot be captured by SGLang: SRG362 at
+  plan time (expected, recorded; no engine). The head SGLang's built-in pair uses (ids [1, 4, 7],
+  tools/build_formats_head.py): `stock` (no recipe: SGLang reads no top-level ids and captures its
+  default [2, 4, 5]) vs `recipe` (the hook sets [1, 4, 7] after SGLang's set_eagle3_layers_to_capture).
 - eagle `recipe`: the EAGLE-1 head, served with SGLang's EAGLE class (engine.served_draft: SGLang does
   not rename LlamaForCausalLM and would drop the head's fc); ablation `own_different`: the head given
   its own random embedding and lm_head: `stock` (SGLang replaces them by the target's) vs `recipe`
   (keeps them, as vLLM does).
 - mtp, deepseek-mtp `recipe` (NEXTN).
 
-Writes $OUT/sglang_gpu.json; exit 1 when a recipe row is not verified or a speculative output differs
+Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured); exit 1 when a recipe row is not verified or a speculative output differs
 from its greedy reference.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from common import guarded, log, save  # noqa: E402
+from common import ROOT, guarded, log, save  # noqa: E402
 
 from surgery.sglang import engine  # noqa: E402
 
 RESULT = "sglang_gpu"
 FAMILIES = ("eagle3", "eagle", "mtp", "deepseek-mtp")
+APPLY = {"apply-eagle3": "eagle3", "apply-mtp": "mtp"}
+PARTS = ("jit", *APPLY, *FAMILIES)
 ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "deepseek-mtp": "NEXTN"}
 
 
@@ -51,12 +64,72 @@ def copy_draft(src: Path, dest: Path) -> Path:
     return dest
 
 
-def eagle3_capturable(src: Path, dest: Path) -> Path:
-    d = copy_draft(src, dest)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["eagle_aux_hidden_state_layer_ids"] = [1, 4, 7]  # ids SGLang can capture (SRG362 otherwise)
-    (d / "config.json").write_text(json.dumps(cfg, indent=2))
-    return d
+def jit_first_calls() -> dict:
+    """Each JIT op the llama / MiMo / DeepSeek forwards reach, called once on the GPU: seconds of the
+    first call (compile + load) and of a second one (cached), or the error."""
+    import torch
+
+    x = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
+    w = torch.ones(64, device="cuda", dtype=torch.bfloat16)
+
+    def rmsnorm():
+        from sgl_kernel import rmsnorm as op
+
+        ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        return {"max_abs_err": float((op(x, w, 1e-6) - ref).abs().max())}
+
+    def fused_add_rmsnorm():
+        from sgl_kernel import fused_add_rmsnorm as op
+
+        op(x.clone(), x.clone(), w, 1e-6)
+        return {}
+
+    def rope():
+        from sglang.srt.layers.rotary_embedding import get_rope
+
+        r = get_rope(32, rotary_dim=32, max_position=512, base=10000, is_neox_style=True, dtype=torch.bfloat16)
+        r = r.to("cuda")
+        q = torch.randn(8, 2 * 32, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(8, 2 * 32, device="cuda", dtype=torch.bfloat16)
+        pos = torch.arange(8, device="cuda")
+        qn, kn = r.forward_native(pos, q.clone(), k.clone())
+        qc, kc = r.forward_cuda(pos, q.clone(), k.clone())
+        return {"max_abs_err_vs_native": float(max((qn - qc).abs().max(), (kn - kc).abs().max()))}
+
+    out = {}
+    for name, fn in (("rmsnorm", rmsnorm), ("fused_add_rmsnorm", fused_add_rmsnorm), ("rope", rope)):
+        row = {}
+        for attempt in ("first_s", "second_s"):
+            t = time.perf_counter()
+            try:
+                row.update(fn())
+                torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - the error is the finding
+                row["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+                break
+            finally:
+                row[attempt] = round(time.perf_counter() - t, 2)
+        out[name] = row
+        log(f"jit {name}: {row}")
+    return out
+
+
+def apply_command(recipe: str, timeout: float) -> dict:
+    """`python -m surgery apply RECIPE --engine sglang --json`, as a user runs it (built-in pair)."""
+    cmd = [sys.executable, "-m", "surgery", "apply", recipe, "--engine", "sglang", "--json"]
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"})
+    except subprocess.TimeoutExpired:
+        return {"command": " ".join(cmd[1:]), "rc": "timeout", "wall_s": round(time.perf_counter() - t, 1)}
+    row: dict = {"command": "surgery " + " ".join(cmd[3:]), "rc": proc.returncode,
+                 "wall_s": round(time.perf_counter() - t, 1), "stderr_tail": proc.stderr[-3000:]}
+    try:
+        row["json"] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        row["stdout_tail"] = proc.stdout[-3000:]
+    return row
 
 
 def own_different(src: Path, dest: Path) -> Path:
@@ -81,10 +154,12 @@ def rows_for(fam: str, pair, work: Path) -> list[dict]:
     """The speculative rows of one family: label, draft folder, recipe (None: stock)."""
     algo = ALGORITHMS[fam]
     if fam == "eagle3":
-        return [dict(label="recipe", draft=pair.draft, recipe="eagle3", expect_refusal="SRG362"),
-                dict(label="stock", draft=pair.draft, recipe=None),
-                dict(label="recipe, ids [1, 4, 7]", draft=eagle3_capturable(pair.draft, work / "eagle3-147"),
-                     recipe="eagle3")]
+        from surgery.pairs import builtin_pair
+
+        sgl = builtin_pair("eagle3", engine="sglang").draft
+        return [dict(label="recipe, built-in head [0, 7, 8]", draft=pair.draft, recipe="eagle3", expect_refusal="SRG362"),
+                dict(label="head [1, 4, 7]: stock", draft=sgl, recipe=None),
+                dict(label="head [1, 4, 7]: recipe", draft=sgl, recipe="eagle3")]
     if fam == "eagle":
         served, note = engine.served_draft(pair.draft, algo, work / "eagle-served")
         od = own_different(pair.draft, work / "eagle-own-different")
@@ -128,7 +203,8 @@ def verified_from(res: dict) -> tuple[bool, list]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="dry run: no SGLang, plans and engine kwargs only")
-    p.add_argument("--only", default=",".join(FAMILIES))
+    p.add_argument("--only", default=",".join(PARTS), help=f"parts, comma-separated: {', '.join(PARTS)}")
+    p.add_argument("--tag", default="", help="result file sglang_gpu-TAG.json (one per call)")
     p.add_argument("--max-tokens", type=int, default=engine.MAX_TOKENS)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--cuda-graph", action="store_true", help="let SGLang capture CUDA graphs (default: disabled)")
@@ -144,12 +220,34 @@ def main(argv=None) -> int:
                                                        "max_tokens": args.max_tokens, "dtype": args.dtype,
                                                        "cuda_graph": args.cuda_graph},
                      "plugin_registered_by_install": engine.plugin_registered()}
+    name = RESULT + (f"-{args.tag}" if args.tag else "")
+    only = [f for f in args.only.split(",") if f]
+    unknown = sorted(set(only) - set(PARTS))
+    if unknown:
+        p.error(f"unknown parts {unknown}; known: {', '.join(PARTS)}")
+    failures: list[str] = []
     if not args.cpu:
         guarded(results, "versions", versions)
-    failures: list[str] = []
+        if "jit" in only:
+            jit = guarded(results, "jit", jit_first_calls)
+            failures += [f"jit {k}: {v['error'][:300]}" for k, v in jit.items() if isinstance(v, dict) and "error" in v]
+            save(name, results)
+    for part in [x for x in only if x in APPLY]:
+        if args.cpu:
+            results[part] = {"command": f"surgery apply {APPLY[part]} --engine sglang --json"}
+            continue
+        log("command:", part)
+        row = results[part] = apply_command(APPLY[part], timeout=2 * args.timeout)
+        rj = row.get("json") or {}
+        d = rj.get("decode") or {}
+        log(f"  {part}: rc={row['rc']} ok={rj.get('ok')} verified={rj.get('verified')} identical={d.get('identical')} "
+            f"acceptance={d.get('acceptance_rate')} accept_length={d.get('accept_length')}")
+        if row["rc"] != 0 or not rj.get("ok"):
+            failures.append(f"{part}: rc {row['rc']}")
+        save(name, results)
     references: dict = {}
     kw = dict(dtype=args.dtype, cuda_graph=args.cuda_graph)
-    for fam in [f for f in args.only.split(",") if f]:
+    for fam in [f for f in only if f in FAMILIES]:
         pair = builtin_pair(fam)
         if pair is None:
             results[fam] = {"error": f"no built-in pair {fam}"}
@@ -213,10 +311,11 @@ def main(argv=None) -> int:
             d = out["decode"]
             log(f"  {fam} [{row['label']}] identical={d['identical']} acceptance={d['acceptance_rate']:.3f} "
                 f"accept_length={d['accept_length']} verified={out.get('verified')}")
+            save(name, results)
         if args.cpu:
             fam_res["greedy"] = {"engine_kwargs": references[key]["engine_kwargs"]}
     results["failures"] = failures
-    save(RESULT, results)
+    save(name, results)
     for f in failures:
         log("FAILURE", f)
     return 1 if failures else 0

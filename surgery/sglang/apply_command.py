@@ -60,6 +60,23 @@ def algorithm_for(recipe) -> str:
     return ALGORITHMS.get(method or "", ALGORITHMS.get(recipe.name, "EAGLE"))
 
 
+def pair_for(recipe_name: str, target=None, draft=None):
+    """(target, draft, prompt texts, engine variant or None): the folders given, or the built-in pair
+    as SGLang gets it: where the index names an SGLang variant (the EAGLE-3 head trained on ids SGLang
+    can capture), that one, and the variant says why."""
+    from ..pairs import DEFAULT_PROMPTS, builtin_pair
+
+    if (target is None) != (draft is None):
+        raise SurgeryError(diag("SRG011", "--engine sglang needs both --target and --draft, or neither (built-in pair)"))
+    if target is not None:
+        return target, draft, DEFAULT_PROMPTS, None
+    pair = builtin_pair(recipe_name, engine="sglang")
+    if pair is None:
+        raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe_name!r}",
+                                hint="pass --target and --draft folders"))
+    return pair.target, pair.draft, pair.prompts or DEFAULT_PROMPTS, pair.info.get("engine_variant")
+
+
 def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int | None = None,
                      progress=lambda _m: None) -> dict:
     """The whole `--engine sglang` check on a CUDA device; the report dict (module doc)."""
@@ -67,22 +84,15 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
     from pathlib import Path
 
     from ..bytevocab import encode
-    from ..pairs import DEFAULT_PROMPTS, builtin_pair
     from ..recipe import load_recipe
     from . import engine
     from .live_apply import plan_for
 
     recipe = load_recipe(recipe_ref)
     algorithm = algorithm_for(recipe)
-    pair = builtin_pair(recipe.name)
-    if (target is None) != (draft is None):
-        raise SurgeryError(diag("SRG011", "--engine sglang needs both --target and --draft, or neither (built-in pair)"))
-    texts = DEFAULT_PROMPTS
-    if target is None:
-        if pair is None:
-            raise SurgeryError(diag("SRG450", f"no built-in miniature pair for recipe {recipe.name!r}",
-                                    hint="pass --target and --draft folders"))
-        target, draft, texts = pair.target, pair.draft, pair.prompts or DEFAULT_PROMPTS
+    target, draft, texts, variant = pair_for(recipe.name, target, draft)
+    if variant:
+        progress(f"built-in pair for SGLang: {variant['draft']} ({variant['because']})")
     plan_for(recipe_ref, str(draft), str(target))  # refusals (SRG362 ...) before any engine starts
     work = Path(tempfile.mkdtemp(prefix="surgery-sglang-apply-"))
     served, served_note = engine.served_draft(draft, algorithm, work / "draft")
@@ -102,7 +112,7 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
     decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS)
     return {"ok": verified and decode["identical"], "verified": verified, "engine": "sglang", "sglang": run.get("sglang"),
             "torch": run.get("torch"), "algorithm": algorithm, "recipe": recipe.name, "target": str(target),
-            "draft": str(draft), "served": {"draft": str(served), "changed": served_note},
+            "draft": str(draft), "pair_variant": variant, "served": {"draft": str(served), "changed": served_note},
             "plugin": {"events": events, "log_lines": run.get("log_lines")},
             "wiring": {"sglang_own": applied[0].get("sglang_wiring") if applied else None,
                        "after_recipe": applied[0].get("after_recipe") if applied else None},
@@ -123,6 +133,7 @@ def render(result: dict) -> str:
     lines = [f"recipe {result['recipe']} in SGLang {result['sglang']} ({result['algorithm']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
              f"  target {result['target']}", f"  draft  {result['draft']}",
+             *([f"  built-in pair for SGLang: {result['pair_variant']['because']}"] if result.get("pair_variant") else []),
              *([f"  served: {result['served']['changed']['because']}"] if result["served"]["changed"] else []),
              *(f"  hook: {line}" for line in result["plugin"]["log_lines"] or ()),
              f"  verified {result['verified']}; live wiring SGLang's own {result['wiring']['sglang_own']}, after the "

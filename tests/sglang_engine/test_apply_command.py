@@ -146,3 +146,28 @@ def test_validate_says_before_any_load_which_aux_ids_sglang_cannot_capture(run_c
     assert code == 1 and "SRG362" in out + err and "[0, 8]" in out + err and "eagle3.yaml:" in out + err
     code, _, _ = run_cli("validate", "eagle3", "--engine", "vllm", "--target", pair.target, "--draft", pair.draft)
     assert code == 0
+
+
+def test_sglangs_builtin_eagle3_pair_is_a_head_on_ids_sglang_captures(run_cli):
+    """`surgery apply eagle3 --engine sglang` without folders runs the index's SGLang variant: a head
+    of the same recipe trained on ids [1, 4, 7], all capturable there, none SGLang's own default
+    [2, 4, 5] (so the recipe's capture list is what serves it); the vLLM pair keeps [0, 7, 8]."""
+    import json
+
+    from surgery.sglang.apply_command import pair_for
+    from surgery.sglang.compare import wiring_rows
+
+    target, draft, texts, variant = pair_for("eagle3")
+    default = builtin_pair("eagle3")
+    assert target == default.target and draft != default.draft and texts == default.prompts
+    assert variant["engine"] == "sglang" and "SRG362" in variant["because"]
+    ids = json.loads((draft / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"]
+    capture = wiring_rows("eagle3", draft, target)["capture"]
+    assert capture["recipe"] == ids == capture["capturable_by_sglang"] == [1, 4, 7]
+    assert capture["sglang_stock"] == [2, 4, 5]
+    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--target", target, "--draft", draft)
+    assert code == 0, out + err
+    # a recipe without an SGLang variant gets its one pair; folders given are used as they are
+    mtp = builtin_pair("mtp")
+    assert pair_for("mtp")[:2] == (mtp.target, mtp.draft) and pair_for("mtp")[3] is None
+    assert pair_for("eagle3", default.target, default.draft)[1] == default.draft

@@ -70,11 +70,14 @@ pipq download -q --no-deps $TGT -d "$WORK/whl" -r "$WORK/deps.pins"
 # "could not load common_ops" comes from load_utils on other GPUs rather than a missing path
 mkdir -p "$WORK/kernel_site/sgl_kernel/sm100"
 
-# 3. deps, installed (not compiled) for cp312; flashinfer without its JIT sources ----------
+# 3. deps, installed (not compiled) for cp312; flashinfer with its JIT sources --------------
 $PY -m pip install -q --no-deps --no-index --no-compile --target "$WORK/deps_site" \
    $TGT "$WORK"/whl/*.whl 2>&1 | { grep -v "^WARNING: Location" || true; }
 mv "$WORK/deps_site/flashinfer" "$WORK"/deps_site/flashinfer_python-*.dist-info "$WORK/fi_site/"
-rm -rf "$WORK/fi_site/flashinfer/data/"{cutlass,cccl,spdlog,csrc,include}
+# flashinfer's JIT sources stay (the first H200 run stopped at the first forward without them:
+# sgl_kernel.rmsnorm hands bf16 to flashinfer.norm, compiled on first use, and SGLang's own JIT
+# kernels include flashinfer's headers); of CUTLASS only what a compile includes (STRIPPED.md)
+rm -rf "$WORK/fi_site/flashinfer/data/cutlass/"{examples,python,docs,media,test}
 rm -rf "$WORK/deps_site/bin" "$WORK/deps_site/xgrammar/lib"   # console scripts; static libxgrammar.a
 # tvm_ffi's vendored sources (libbacktrace, dlpack: include/ has the headers a JIT build uses).
 # Not lib/libtvm_ffi_testing.so: tvm_ffi/core.abi3.so links it (NEEDED), `import tvm_ffi` fails without.
