@@ -64,13 +64,14 @@ def copy_draft(src: Path, dest: Path) -> Path:
     return dest
 
 
-def jit_first_calls() -> dict:
+def jit_first_calls(dtype: str = "bfloat16") -> dict:
     """Each JIT op the llama / MiMo / DeepSeek forwards reach, called once on the GPU: seconds of the
     first call (compile + load) and of a second one (cached), or the error."""
     import torch
 
-    x = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
-    w = torch.ones(64, device="cuda", dtype=torch.bfloat16)
+    dt = getattr(torch, dtype)
+    x = torch.randn(8, 64, device="cuda", dtype=dt)
+    w = torch.ones(64, device="cuda", dtype=dt)
 
     def rmsnorm():
         from sgl_kernel import rmsnorm as op
@@ -84,20 +85,29 @@ def jit_first_calls() -> dict:
         op(x.clone(), x.clone(), w, 1e-6)
         return {}
 
-    def rope():
-        from sglang.srt.layers.rotary_embedding import get_rope
+    def silu_and_mul():
+        from sgl_kernel import silu_and_mul as op
 
-        r = get_rope(32, rotary_dim=32, max_position=512, base=10000, is_neox_style=True, dtype=torch.bfloat16)
-        r = r.to("cuda")
-        q = torch.randn(8, 2 * 32, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(8, 2 * 32, device="cuda", dtype=torch.bfloat16)
+        y = torch.randn(8, 128, device="cuda", dtype=dt)
+        ref = torch.nn.functional.silu(y[:, :64].float()) * y[:, 64:].float()
+        return {"max_abs_err": float((op(y).float() - ref).abs().max())}
+
+    def rope():
+        from sglang.srt.layers.rotary_embedding import RotaryEmbedding
+
+        # the class, not get_rope(): that reads SGLang's published server config ('exec' namespace),
+        # which exists only inside an engine
+        r = RotaryEmbedding(32, 32, 512, 10000, True, dt).to("cuda")
+        q = torch.randn(8, 2 * 32, device="cuda", dtype=dt)
+        k = torch.randn(8, 2 * 32, device="cuda", dtype=dt)
         pos = torch.arange(8, device="cuda")
         qn, kn = r.forward_native(pos, q.clone(), k.clone())
         qc, kc = r.forward_cuda(pos, q.clone(), k.clone())
         return {"max_abs_err_vs_native": float(max((qn - qc).abs().max(), (kn - kc).abs().max()))}
 
     out = {}
-    for name, fn in (("rmsnorm", rmsnorm), ("fused_add_rmsnorm", fused_add_rmsnorm), ("rope", rope)):
+    for name, fn in (("rmsnorm", rmsnorm), ("fused_add_rmsnorm", fused_add_rmsnorm), ("silu_and_mul", silu_and_mul),
+                     ("rope", rope)):
         row = {}
         for attempt in ("first_s", "second_s"):
             t = time.perf_counter()
@@ -114,9 +124,9 @@ def jit_first_calls() -> dict:
     return out
 
 
-def apply_command(recipe: str, timeout: float) -> dict:
-    """`python -m surgery apply RECIPE --engine sglang --json`, as a user runs it (built-in pair)."""
-    cmd = [sys.executable, "-m", "surgery", "apply", recipe, "--engine", "sglang", "--json"]
+def apply_command(recipe: str, timeout: float, dtype: str) -> dict:
+    """`python -m surgery apply RECIPE --engine sglang --dtype D --json`, as a user runs it (built-in pair)."""
+    cmd = [sys.executable, "-m", "surgery", "apply", recipe, "--engine", "sglang", "--dtype", dtype, "--json"]
     t = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -229,15 +239,17 @@ def main(argv=None) -> int:
     if not args.cpu:
         guarded(results, "versions", versions)
         if "jit" in only:
-            jit = guarded(results, "jit", jit_first_calls)
-            failures += [f"jit {k}: {v['error'][:300]}" for k, v in jit.items() if isinstance(v, dict) and "error" in v]
+            for dt in dict.fromkeys((args.dtype, "bfloat16", "float32")):
+                jit = guarded(results, f"jit_{dt}", jit_first_calls, dt)
+                if dt == args.dtype and isinstance(jit, dict):
+                    failures += [f"jit {k}: {v['error'][:300]}" for k, v in jit.items() if isinstance(v, dict) and "error" in v]
             save(name, results)
     for part in [x for x in only if x in APPLY]:
         if args.cpu:
             results[part] = {"command": f"surgery apply {APPLY[part]} --engine sglang --json"}
             continue
         log("command:", part)
-        row = results[part] = apply_command(APPLY[part], timeout=2 * args.timeout)
+        row = results[part] = apply_command(APPLY[part], timeout=2 * args.timeout, dtype=args.dtype)
         rj = row.get("json") or {}
         d = rj.get("decode") or {}
         log(f"  {part}: rc={row['rc']} ok={rj.get('ok')} verified={rj.get('verified')} identical={d.get('identical')} "
@@ -263,7 +275,7 @@ def main(argv=None) -> int:
             else:
                 log("engine: target-only greedy", pair.target.name)
                 references[key] = engine.run_engine(gkw, prompts, args.max_tokens, timeout=args.timeout,
-                                                    workdir=work / f"greedy-{len(references)}")
+                                                    workdir=work / f"greedy-{len(references)}", top_logprobs=2)
                 references[key]["engine_kwargs"] = gkw
                 if "outputs" not in references[key]:
                     failures.append(f"greedy {pair.target.name}: {references[key].get('error')}")
@@ -300,7 +312,9 @@ def main(argv=None) -> int:
                 failures.append(f"{fam} {row['label']}: {res.get('error')}")
                 continue
             ref = references[key].get("outputs")
-            out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS)
+            out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS,
+                                                  reference_top=references[key].get("top"))
+            out["outputs"] = res["outputs"]
             out["meta"] = res["meta"]
             if row["recipe"] is not None:
                 out["verified"], out["problems"] = verified_from(res)

@@ -78,7 +78,7 @@ def pair_for(recipe_name: str, target=None, draft=None):
 
 
 def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int | None = None,
-                     progress=lambda _m: None) -> dict:
+                     progress=lambda _m: None, dtype: str = "bfloat16") -> dict:
     """The whole `--engine sglang` check on a CUDA device; the report dict (module doc)."""
     import tempfile
     from pathlib import Path
@@ -99,17 +99,20 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
     prompts = [encode(t) for t in texts]
     max_tokens = max_tokens or engine.MAX_TOKENS
     progress("target-only greedy reference (SGLang)")
-    ref = engine.run_engine(engine.engine_kwargs(target), prompts, max_tokens, workdir=work / "greedy")
+    ref = engine.run_engine(engine.engine_kwargs(target, dtype=dtype), prompts, max_tokens, workdir=work / "greedy",
+                            top_logprobs=2)
     _engine_ok(ref, "the target-only greedy engine")
     progress(f"speculative run ({algorithm}, recipe {recipe.name})")
-    run = engine.run_engine(engine.engine_kwargs(target, served, algorithm), prompts, max_tokens, recipe=recipe_ref,
+    run = engine.run_engine(engine.engine_kwargs(target, served, algorithm, dtype=dtype), prompts, max_tokens,
+                            recipe=recipe_ref,
                             workdir=work / "speculative")
     _engine_ok(run, f"the {algorithm} engine with recipe {recipe.name}")
     events = run.get("report") or []
     applied = [e for e in events if e["event"] == "applied"]
     bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
     verified = bool(applied) and all(e.get("verified") for e in applied) and not bad
-    decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS)
+    decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS,
+                                   reference_top=ref.get("top"))
     return {"ok": verified and decode["identical"], "verified": verified, "engine": "sglang", "sglang": run.get("sglang"),
             "torch": run.get("torch"), "algorithm": algorithm, "recipe": recipe.name, "target": str(target),
             "draft": str(draft), "pair_variant": variant, "served": {"draft": str(served), "changed": served_note},
@@ -117,7 +120,7 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
             "wiring": {"sglang_own": applied[0].get("sglang_wiring") if applied else None,
                        "after_recipe": applied[0].get("after_recipe") if applied else None},
             "decode": decode, "greedy_s": ref.get("generate_s"), "speculative_s": run.get("generate_s"),
-            "engine_kwargs": engine.engine_kwargs(target, served, algorithm)}
+            "engine_kwargs": engine.engine_kwargs(target, served, algorithm, dtype=dtype)}
 
 
 def _engine_ok(res: dict, what: str) -> None:
@@ -139,6 +142,9 @@ def render(result: dict) -> str:
              f"  verified {result['verified']}; live wiring SGLang's own {result['wiring']['sglang_own']}, after the "
              f"recipe {result['wiring']['after_recipe']}",
              f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
+             *(f"    prompt {v['prompt']} leaves greedy at token {v['position']}: greedy {v['greedy_token']}, speculative "
+               f"{v['speculative_token']}" + (f"; the target's top two there {v['greedy_top2']} (margin {v['margin']})"
+                                              if "margin" in v else "") for v in d.get("divergences") or ()),
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%}, accept length "
              f"{d['accept_length']} ({d['prompts']} prompts, SGLang's meta_info counters)"]
     return "\n".join(lines)
@@ -163,6 +169,7 @@ def run_apply_sglang(args, out) -> int:
                                 "(the ablation rows: bench/gpu/sglang_gpu.py)"))
     say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
         else (lambda _m: None)
-    result = run_sglang_apply(args.recipe, args.target, args.draft, max_tokens=args.max_new_tokens, progress=say)
+    result = run_sglang_apply(args.recipe, args.target, args.draft, max_tokens=args.max_new_tokens, progress=say,
+                              dtype=args.dtype)
     out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
     return EXIT_OK if result["ok"] else EXIT_INVALID

@@ -115,10 +115,11 @@ def cuda_available() -> bool:
 
 
 def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX_TOKENS, *, recipe: str | None = None,
-               timeout: float = 600, workdir=None) -> dict:
+               timeout: float = 600, workdir=None, top_logprobs: int = 0) -> dict:
     """Start one SGLang Engine in a child process, generate greedily, shut it down. Returns the
     outputs, per-request meta_info, timings, the hook's report events and its log lines, or an
-    `error` with the output's tail."""
+    `error` with the output's tail. `top_logprobs` N > 0: also `top` (per prompt, per output position,
+    the N best [token, logprob]): a greedy reference says with them where its choice was a near-tie."""
     from .log import APPLIED
 
     root = str(Path(__file__).resolve().parents[2])
@@ -135,7 +136,8 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
     if recipe is not None and not plugin_registered():
         paths.append(str(entry_point_dir(workdir / "entry_point")))
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    request = json.dumps({"kwargs": kwargs, "prompts": prompts, "max_new_tokens": max_new_tokens})
+    request = json.dumps({"kwargs": kwargs, "prompts": prompts, "max_new_tokens": max_new_tokens,
+                          "top_logprobs": top_logprobs})
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "surgery.sglang.engine"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root,
@@ -164,9 +166,32 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
     return res
 
 
-def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: list[dict], num_draft_tokens: int) -> dict:
+def divergences(reference: list[list[int]], outputs: list[list[int]], top: list | None) -> list[dict]:
+    """Per differing prompt, the first position where the speculative output leaves the greedy one,
+    the two tokens, and (with the reference's top logprobs) the target's own two best choices there
+    and their logprob margin. In bf16 the verify pass (k+1 tokens in one forward) and greedy decoding
+    (one token per forward) round differently; where the target's top two are that close, either
+    token is its greedy choice, and which one wins is rounding, not wiring (docs/gpu.md section 8)."""
+    rows = []
+    for i, (a, b) in enumerate(zip(reference, outputs)):
+        if a == b:
+            continue
+        pos = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        row = {"prompt": i, "position": pos, "greedy_token": a[pos] if pos < len(a) else None,
+               "speculative_token": b[pos] if pos < len(b) else None}
+        best = (top[i] if top and i < len(top) else None) or []
+        if pos < len(best) and len(best[pos]) >= 2:
+            (t1, l1), (t2, l2) = best[pos][0], best[pos][1]
+            row.update(greedy_top2=[[t1, l1], [t2, l2]], margin=round(l1 - l2, 5),
+                       speculative_is_second_choice=row["speculative_token"] == t2)
+        rows.append(row)
+    return rows
+
+
+def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: list[dict], num_draft_tokens: int,
+                   reference_top: list | None = None) -> dict:
     """Output identity against the greedy reference and SGLang's own acceptance counters, summed over
-    the prompts."""
+    the prompts; where outputs differ, `divergences` (with `reference_top`: the margins there)."""
     mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
     mismatched += list(range(min(len(reference), len(outputs)), max(len(reference), len(outputs))))
     verify = sum(int(m.get("spec_verify_ct") or 0) for m in metas)
@@ -177,7 +202,8 @@ def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: 
             "num_draft_tokens": num_draft_tokens, "verify_ct": verify, "drafted": proposed, "accepted": accepted,
             "acceptance_rate": accepted / proposed if proposed else 0.0,
             "accept_length": completion / verify if verify else None, "completion_tokens": completion,
-            "counters_present": any("spec_verify_ct" in m for m in metas)}
+            "counters_present": any("spec_verify_ct" in m for m in metas),
+            "divergences": divergences(reference, outputs, reference_top)}
 
 
 def _child() -> int:
@@ -190,8 +216,9 @@ def _child() -> int:
     start_s = time.perf_counter() - t
     try:
         t = time.perf_counter()
+        extra = {"return_logprob": True, "top_logprobs_num": req["top_logprobs"]} if req.get("top_logprobs") else {}
         outs = engine.generate(input_ids=req["prompts"],
-                               sampling_params={"temperature": 0, "max_new_tokens": req["max_new_tokens"]})
+                               sampling_params={"temperature": 0, "max_new_tokens": req["max_new_tokens"]}, **extra)
         gen_s = time.perf_counter() - t
     finally:
         try:
@@ -206,6 +233,9 @@ def _child() -> int:
               "meta": [{k: v for k, v in (o.get("meta_info") or {}).items()
                         if k.startswith("spec_") or k in ("completion_tokens", "prompt_tokens", "e2e_latency")}
                        for o in outs]}
+    if req.get("top_logprobs"):  # meta_info output_top_logprobs: per position [(logprob, token_id, text), ...]
+        result["top"] = [[[[int(t), float(lp)] for lp, t, *_ in (pos or ())]
+                          for pos in (o.get("meta_info") or {}).get("output_top_logprobs") or ()] for o in outs]
     print(RESULT_TAG + json.dumps(result, default=str), flush=True)
     return 0
 
