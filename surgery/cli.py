@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_pair_args(p, required=False)
     p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
-    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16")
+    p.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: float32 for hf and vllm; "
+                   "bfloat16 for sglang, whose CUDA kernels take bf16 / fp16 only)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=48, metavar="N")
     p.add_argument("--num-draft-tokens", type=_positive_int, default=None, metavar="K",
                    help="draft tokens per step (default 3; --engine vllm with a speculators head: the file's k)")

@@ -53,6 +53,19 @@ def device_blocker(device: str, sglang_installed: bool) -> str | None:
     return None
 
 
+def dtype_for(requested: str | None) -> str:
+    """The engine dtype: the card's first CUDA dtype when none is asked for; a dtype SGLang's CUDA
+    kernels do not take is refused before any engine starts (SRG367), not found at the first forward."""
+    allowed = list((card("sglang").get("limits") or {}).get("cuda_dtypes") or ())
+    spelled = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(requested or "", requested)
+    if spelled is None:
+        return allowed[0]
+    if spelled not in allowed:
+        raise SurgeryError(diag("SRG367", f"--dtype {requested}: SGLang's CUDA kernels take {', '.join(allowed)} only",
+                                hint=f"drop --dtype (SGLang runs {allowed[0]}), or use --engine hf / vllm for float32"))
+    return spelled
+
+
 def algorithm_for(recipe) -> str:
     from .compare import ALGORITHMS
 
@@ -113,7 +126,7 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
     verified = bool(applied) and all(e.get("verified") for e in applied) and not bad
     decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS,
                                    reference_top=ref.get("top"))
-    return {"ok": verified and decode["identical"], "verified": verified, "engine": "sglang", "sglang": run.get("sglang"),
+    return {"ok": verified and decode["identical_up_to_ties"], "verified": verified, "dtype": dtype, "engine": "sglang", "sglang": run.get("sglang"),
             "torch": run.get("torch"), "algorithm": algorithm, "recipe": recipe.name, "target": str(target),
             "draft": str(draft), "pair_variant": variant, "served": {"draft": str(served), "changed": served_note},
             "plugin": {"events": events, "log_lines": run.get("log_lines")},
@@ -141,10 +154,13 @@ def render(result: dict) -> str:
              *(f"  hook: {line}" for line in result["plugin"]["log_lines"] or ()),
              f"  verified {result['verified']}; live wiring SGLang's own {result['wiring']['sglang_own']}, after the "
              f"recipe {result['wiring']['after_recipe']}",
-             f"  output identical to target-only greedy: {'yes' if d['identical'] else 'NO ' + str(d['mismatched_prompts'])}",
-             *(f"    prompt {v['prompt']} leaves greedy at token {v['position']}: greedy {v['greedy_token']}, speculative "
-               f"{v['speculative_token']}" + (f"; the target's top two there {v['greedy_top2']} (margin {v['margin']})"
-                                              if "margin" in v else "") for v in d.get("divergences") or ()),
+             f"  output identical to target-only greedy ({result.get('dtype')}): "
+             f"{'yes' if d['identical'] else 'up to exact ties' if d['identical_up_to_ties'] else 'NO'}"
+             + ("" if d["identical"] else f" (prompts {d['mismatched_prompts']})"),
+             *(f"    {'SRG365' if v.get('exact_tie') else 'SRG366'} prompt {v['prompt']} leaves greedy at token "
+               f"{v['position']}: greedy {v['greedy_token']}, speculative {v['speculative_token']}"
+               + (f"; the target's top two there {v['greedy_top2']} (margin {v['margin']})" if "margin" in v else
+                  "; no logprobs of the reference there") for v in d.get("divergences") or ()),
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%}, accept length "
              f"{d['accept_length']} ({d['prompts']} prompts, SGLang's meta_info counters)"]
     return "\n".join(lines)
@@ -169,7 +185,8 @@ def run_apply_sglang(args, out) -> int:
                                 "(the ablation rows: bench/gpu/sglang_gpu.py)"))
     say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
         else (lambda _m: None)
+    dtype = dtype_for(args.dtype)
     result = run_sglang_apply(args.recipe, args.target, args.draft, max_tokens=args.max_new_tokens, progress=say,
-                              dtype=args.dtype)
+                              dtype=dtype)
     out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
     return EXIT_OK if result["ok"] else EXIT_INVALID

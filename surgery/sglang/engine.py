@@ -169,7 +169,8 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
 def divergences(reference: list[list[int]], outputs: list[list[int]], top: list | None) -> list[dict]:
     """Per differing prompt, the first position where the speculative output leaves the greedy one,
     the two tokens, and (with the reference's top logprobs) the target's own two best choices there
-    and their logprob margin. In bf16 the verify pass (k+1 tokens in one forward) and greedy decoding
+    and their logprob margin. `exact_tie`: the two best are bit-equal and are the two tokens: greedy
+    itself is undefined there (each engine path breaks the tie its own way). In bf16 the verify pass (k+1 tokens in one forward) and greedy decoding
     (one token per forward) round differently; where the target's top two are that close, either
     token is its greedy choice, and which one wins is rounding, not wiring (docs/gpu.md section 8)."""
     rows = []
@@ -180,10 +181,11 @@ def divergences(reference: list[list[int]], outputs: list[list[int]], top: list 
         row = {"prompt": i, "position": pos, "greedy_token": a[pos] if pos < len(a) else None,
                "speculative_token": b[pos] if pos < len(b) else None}
         best = (top[i] if top and i < len(top) else None) or []
+        row["exact_tie"] = False
         if pos < len(best) and len(best[pos]) >= 2:
             (t1, l1), (t2, l2) = best[pos][0], best[pos][1]
-            row.update(greedy_top2=[[t1, l1], [t2, l2]], margin=round(l1 - l2, 5),
-                       speculative_is_second_choice=row["speculative_token"] == t2)
+            row.update(greedy_top2=[[t1, l1], [t2, l2]], margin=l1 - l2,
+                       exact_tie=l1 == l2 and {row["greedy_token"], row["speculative_token"]} == {t1, t2})
         rows.append(row)
     return rows
 
@@ -194,6 +196,9 @@ def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: 
     the prompts; where outputs differ, `divergences` (with `reference_top`: the margins there)."""
     mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
     mismatched += list(range(min(len(reference), len(outputs)), max(len(reference), len(outputs))))
+    div = divergences(reference, outputs, reference_top)
+    if len(reference) != len(outputs):  # a missing output is never a tie
+        div.append({"prompt": min(len(reference), len(outputs)), "position": None, "exact_tie": False})
     verify = sum(int(m.get("spec_verify_ct") or 0) for m in metas)
     accepted = sum(int(m.get("spec_num_correct_drafts") or 0) for m in metas)
     proposed = sum(int(m.get("spec_num_proposed_drafts") or 0) for m in metas)
@@ -203,7 +208,7 @@ def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: 
             "acceptance_rate": accepted / proposed if proposed else 0.0,
             "accept_length": completion / verify if verify else None, "completion_tokens": completion,
             "counters_present": any("spec_verify_ct" in m for m in metas),
-            "divergences": divergences(reference, outputs, reference_top)}
+            "divergences": div, "identical_up_to_ties": all(v["exact_tie"] for v in div)}
 
 
 def _child() -> int:

@@ -212,6 +212,10 @@ def run_apply_vllm(args, out) -> int:
 
     say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
         else (lambda _m: None)
+    if getattr(args, "dtype", None) not in (None, "float32", "fp32"):
+        raise SurgeryError(diag("SRG011", f"--engine vllm runs the pair in float32 (the miniatures' checkpoints, the "
+                                f"CPU build); --dtype {args.dtype} is not applied there",
+                                hint="drop --dtype, or use --engine hf / sglang, which take it"))
     if args.pp != 1 or args.tp != 1:
         raise SurgeryError(diag("SRG452", f"--engine vllm runs one process on one device (pp {args.pp}, tp {args.tp} "
                                 "given)", hint="use bench/gpu/vllm_parallel.py for tensor / pipeline parallel runs"))

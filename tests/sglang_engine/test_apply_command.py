@@ -171,3 +171,62 @@ def test_sglangs_builtin_eagle3_pair_is_a_head_on_ids_sglang_captures(run_cli):
     mtp = builtin_pair("mtp")
     assert pair_for("mtp")[:2] == (mtp.target, mtp.draft) and pair_for("mtp")[3] is None
     assert pair_for("eagle3", default.target, default.draft)[1] == default.draft
+
+
+def test_a_divergence_counts_as_a_tie_only_where_the_targets_two_best_are_bit_equal():
+    """Where the speculative output leaves greedy, the greedy reference's top two decide: bit-equal
+    logprobs that are exactly the two tokens seen -> exact tie (SRG365, identical up to ties);
+    anything else -> not a tie (SRG366): a close call, a third token, no logprobs, a missing output."""
+    from surgery.sglang.engine import decode_summary
+
+    ref, top = [[5, 6, 7], [5, 6, 7]], [[[[5, -0.1], [9, -2.0]], [[6, -0.7], [8, -0.7]], [[7, -0.2], [1, -3.0]]]] * 2
+    tie = decode_summary(ref, [[5, 8, 1], [5, 6, 7]], [{}, {}], 4, reference_top=top)
+    assert not tie["identical"] and tie["identical_up_to_ties"]
+    assert [(v["prompt"], v["position"], v["exact_tie"], v["margin"]) for v in tie["divergences"]] == [(0, 1, True, 0.0)]
+    close = [[[[5, -0.1], [9, -2.0]], [[6, -0.7], [8, -0.7000001]], [[7, -0.2], [1, -3.0]]]] * 2
+    assert not decode_summary(ref, [[5, 8, 1], ref[1]], [{}, {}], 4, reference_top=close)["identical_up_to_ties"]
+    third = decode_summary(ref, [[5, 3, 1], ref[1]], [{}, {}], 4, reference_top=top)  # 3 is not one of the tied two
+    assert not third["identical_up_to_ties"] and third["divergences"][0]["exact_tie"] is False
+    assert not decode_summary(ref, [[5, 8, 1], ref[1]], [{}, {}], 4)["identical_up_to_ties"]  # no logprobs
+    assert not decode_summary(ref, [[5, 6, 7]], [{}], 4, reference_top=top)["identical_up_to_ties"]  # one missing
+    assert decode_summary(ref, ref, [{}, {}], 4)["identical_up_to_ties"]
+
+
+def test_the_h200_rows_left_greedy_only_at_exact_ties():
+    """The recorded H200 run (bench/results/gpu_sglang_2026-12-04d_rows.json: SGLang 0.5.17, bf16):
+    recomputed from the engines' own outputs and the greedy engine's top-2 logprobs, every row differs
+    from greedy only where the target's two best tokens score the same; the wiring changed acceptance,
+    never a token the target would not have chosen."""
+    from pathlib import Path
+
+    from surgery.sglang.engine import NUM_DRAFT_TOKENS, decode_summary
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "bench/results/gpu_sglang_2026-12-04d_rows.json").read_text())
+    seen = 0
+    for fam in ("eagle3", "eagle"):
+        greedy = data[fam]["greedy"]
+        for label, row in data[fam]["rows"].items():
+            if "outputs" not in row:
+                continue
+            d = decode_summary(greedy["outputs"], row["outputs"], row["meta"], NUM_DRAFT_TOKENS, reference_top=greedy["top"])
+            assert d["identical_up_to_ties"] and d["divergences"], label
+            assert d["accepted"] == row["decode"]["accepted"], label
+            seen += 1
+    assert seen == 5
+
+
+def test_sglang_runs_the_cards_first_cuda_dtype_and_refuses_float32_before_any_engine():
+    from surgery.diagnostics import SurgeryError
+    from surgery.sglang.apply_command import dtype_for
+
+    dtypes = card("sglang")["limits"]["cuda_dtypes"]
+    assert dtype_for(None) == dtypes[0] == "bfloat16" and dtype_for("fp16") == "float16"
+    with pytest.raises(SurgeryError) as exc:
+        dtype_for("float32")
+    assert exc.value.diagnostics[0].code == "SRG367"
+
+
+def test_engine_vllm_says_it_runs_float32_instead_of_ignoring_dtype(run_cli):
+    code, out, err = run_cli("apply", "eagle3", "--engine", "vllm", "--dtype", "bfloat16", "--json")
+    assert code == 2 and "Traceback" not in out + err  # a usage error, before any engine
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["SRG011"] and "float32" in out
