@@ -166,6 +166,12 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
     return res
 
 
+def exact_tie(greedy_token, speculative_token, top2) -> bool:
+    """The target's two best [token, logprob] at a position are bit-equal and are the two tokens seen."""
+    (t1, l1), (t2, l2) = top2
+    return l1 == l2 and {greedy_token, speculative_token} == {t1, t2}
+
+
 def divergences(reference: list[list[int]], outputs: list[list[int]], top: list | None) -> list[dict]:
     """Per differing prompt, the first position where the speculative output leaves the greedy one,
     the two tokens, and (with the reference's top logprobs) the target's own two best choices there
@@ -185,7 +191,7 @@ def divergences(reference: list[list[int]], outputs: list[list[int]], top: list 
         if pos < len(best) and len(best[pos]) >= 2:
             (t1, l1), (t2, l2) = best[pos][0], best[pos][1]
             row.update(greedy_top2=[[t1, l1], [t2, l2]], margin=l1 - l2,
-                       exact_tie=l1 == l2 and {row["greedy_token"], row["speculative_token"]} == {t1, t2})
+                       exact_tie=exact_tie(row["greedy_token"], row["speculative_token"], best[pos][:2]))
         rows.append(row)
     return rows
 

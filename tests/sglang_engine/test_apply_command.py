@@ -199,7 +199,7 @@ def test_the_h200_rows_left_greedy_only_at_exact_ties():
     never a token the target would not have chosen."""
     from pathlib import Path
 
-    from surgery.sglang.engine import NUM_DRAFT_TOKENS, decode_summary
+    from surgery.sglang.engine import NUM_DRAFT_TOKENS, decode_summary, exact_tie
 
     data = json.loads((Path(__file__).resolve().parents[2] / "bench/results/gpu_sglang_2026-12-04d_rows.json").read_text())
     seen = 0
@@ -213,6 +213,11 @@ def test_the_h200_rows_left_greedy_only_at_exact_ties():
             assert d["accepted"] == row["decode"]["accepted"], label
             seen += 1
     assert seen == 5
+    # `surgery apply mtp --engine sglang --json` of that run (written before ties were told apart: its
+    # divergences carry the greedy engine's top two, the rule is applied to them here)
+    mtp = data["apply-mtp"]["json"]
+    assert mtp["verified"] and mtp["decode"]["divergences"]
+    assert all(exact_tie(v["greedy_token"], v["speculative_token"], v["greedy_top2"]) for v in mtp["decode"]["divergences"])
 
 
 def test_sglang_runs_the_cards_first_cuda_dtype_and_refuses_float32_before_any_engine():
