@@ -33,7 +33,6 @@ Results: $OUT/issue37_gpu.json (--cpu: issue37_cpu.json).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -44,6 +43,8 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, guarded, log, save, tiny_pair_dirs  # noqa: E402
+
+from surgery.vllm import engine  # noqa: E402
 
 RECIPES = ROOT / "recipes"
 CONFIGS = ROOT / "tests" / "data" / "configs"
@@ -150,19 +151,6 @@ def _scales(proposer, runner) -> list[dict]:
     return out
 
 
-def _shutdown(llm) -> None:
-    import torch
-
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    except Exception:  # noqa: BLE001
-        pass
-    del llm
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def _env(**kv):
     for k, v in kv.items():
         if v is None:
@@ -212,7 +200,7 @@ def kv_row(label, target_dir, draft_dir, prompts, *, spec, recipe, env, cpu, cal
             res["scales_after_run"] = _scales(proposer, runner)
             res["plugin"] = stages(proposer)
     finally:
-        _shutdown(llm)
+        engine.shutdown(llm)
     return res
 
 
@@ -281,7 +269,7 @@ def greedy_row(label, target_dir, prompts, *, calc, cpu) -> dict:
                 "distinct_tokens_per_prompt": [len(set(t)) for t in toks],
                 "scales": _layer_scales(wiring.find_live_runner(llm).model)}
     finally:
-        _shutdown(llm)
+        engine.shutdown(llm)
 
 
 def kv_diag(cpu: bool, deadline: float) -> dict:
@@ -403,7 +391,7 @@ def real_row(label, target_dir, draft_dir, method, recipe, cpu) -> dict:
                "bytes": _gpu_bytes(runner.model, proposer.model),
                "report_stage": read_report(report)["stage"] if report.exists() else None}
     finally:
-        _shutdown(llm)
+        engine.shutdown(llm)
     return res
 
 

@@ -16,7 +16,6 @@ identity with the FP8 target-only greedy output. Results: $OUT/vllm_audit_gpu.js
 """
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -38,12 +37,11 @@ def _findings(audit) -> list[dict]:
 
 def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, recipe: str | None,
         kv_dtype: str, scales) -> dict:
-    import torch
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     from surgery.vllm import audit as audit_mod
-    from surgery.vllm import hooks, plugin, state, wiring
+    from surgery.vllm import engine, hooks, plugin, state, wiring
 
     for key, value in (("SURGERY_RECIPE", recipe), ("SURGERY_MODE", mode)):
         if value:
@@ -88,13 +86,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
             res["plugin_verify_ok"] = v.ok if v is not None else None
     finally:
         hooks.remove_hook(scale_hook)
-        try:
-            llm.llm_engine.engine_core.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
-        del llm
-        gc.collect()
-        torch.cuda.empty_cache()
+        engine.shutdown(llm)
     return res
 
 

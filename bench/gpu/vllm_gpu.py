@@ -15,7 +15,6 @@ Per engine: start time, output tokens, spec-decode counters (acceptance), and th
 """
 from __future__ import annotations
 
-import gc
 import os
 import time
 
@@ -113,11 +112,10 @@ def summarize_wiring(w: dict) -> dict:
 
 
 def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str | None, kv_dtype: str, scales=None):
-    import torch
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from surgery.vllm import hooks, plugin, state, wiring
+    from surgery.vllm import engine, hooks, plugin, state, wiring
 
     if recipe:
         os.environ["SURGERY_RECIPE"] = recipe
@@ -156,13 +154,7 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
     finally:
         if scale_hook:
             hooks.remove_hook(scale_hook)
-        try:
-            llm.llm_engine.engine_core.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
-        del llm
-        gc.collect()
-        torch.cuda.empty_cache()
+        engine.shutdown(llm)
     return res
 
 

@@ -3,7 +3,6 @@ audit mode changes nothing), decode a few greedy prompts, and report how vLLM's 
 recipe (surgery/vllm/audit.py). Exit 1 when a finding can change outputs or acceptance (severity error)."""
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -83,7 +82,7 @@ def run_audit(args, out) -> int:
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from . import plugin
+        from . import engine, plugin
 
         # vLLM logs to stdout (VLLM_LOGGING_STREAM, applied when the engine configures logging); stdout
         # carries only our result
@@ -116,12 +115,7 @@ def run_audit(args, out) -> int:
             generated = sum(len(o.outputs[0].token_ids) for o in outs)
             metrics = _spec_metrics(llm)
         finally:
-            try:
-                llm.llm_engine.engine_core.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
-            del llm
-            gc.collect()
+            engine.shutdown(llm)
         try:
             report = json.loads(Path(report_path).read_text(encoding="utf-8"))
         except (OSError, ValueError):

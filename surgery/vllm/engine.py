@@ -93,12 +93,18 @@ def start_engine(**kw):
 
 
 def shutdown(llm) -> None:
+    """Stop an engine made by start_engine (or any `LLM`) and give its memory back, so that the next
+    engine of the same process (bench rows, audits) starts with the device's memory free."""
     try:
         llm.llm_engine.engine_core.shutdown()
     except Exception:  # noqa: BLE001 - best effort; the engine may already be gone
         pass
     del llm
     gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def generate(llm, prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> list[list[int]]:
