@@ -176,9 +176,9 @@ def divergences(reference: list[list[int]], outputs: list[list[int]], top: list 
     """Per differing prompt, the first position where the speculative output leaves the greedy one,
     the two tokens, and (with the reference's top logprobs) the target's own two best choices there
     and their logprob margin. `exact_tie`: the two best are bit-equal and are the two tokens: greedy
-    itself is undefined there (each engine path breaks the tie its own way). In bf16 the verify pass (k+1 tokens in one forward) and greedy decoding
-    (one token per forward) round differently; where the target's top two are that close, either
-    token is its greedy choice, and which one wins is rounding, not wiring (docs/gpu.md section 8)."""
+    itself is undefined there, and each engine path breaks the tie its own way (the verify pass scores
+    k+1 tokens in one forward, greedy decoding one; in bf16 they round differently: docs/gpu.md
+    section 8). Which token wins there is rounding, not wiring."""
     rows = []
     for i, (a, b) in enumerate(zip(reference, outputs)):
         if a == b:
