@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import Location, fail
+from .textfile import read_file_bytes
 
 # the hub's repo-id rules (huggingface_hub.utils.validate_repo_id): [\w.-] parts, at most 96 chars
 # each, no `--` / `..`, not starting or ending with `-` / `.`; we ask for the `org/name` form
@@ -127,19 +127,8 @@ class LocalSource(ModelSource):
             return None
 
     def read_bytes(self, name: str, max_bytes: int, what: str) -> bytes:
-        p = self.folder / name
         shown = self.location(name)
-        if not p.exists():
-            raise fail("SRG001", f"no such {what} file: {shown}", Location(shown))
-        if p.is_dir():
-            raise fail("SRG002", f"{shown} is a directory, not a {what} file", Location(shown))
-        try:
-            size = p.stat().st_size
-            if size > max_bytes:
-                raise fail("SRG008", f"{what} is {size} bytes (limit {max_bytes})", Location(shown))
-            return p.read_bytes()
-        except OSError as exc:
-            raise fail("SRG002", f"cannot read {shown}: {exc.strerror or exc}", Location(shown)) from None
+        return read_file_bytes(self.folder / name, max_bytes, what, shown=shown, named=shown)
 
     def read_range(self, name: str, start: int, length: int) -> bytes:
         with open(self.folder / name, "rb") as fh:

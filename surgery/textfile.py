@@ -17,18 +17,25 @@ def read_text_file(path: Path, max_bytes: int, what: str, shown: str | None = No
     """UTF-8 text of `path`, at most `max_bytes`; SRG001 missing, SRG002 unreadable / directory /
     binary / not UTF-8 (with the line of the first bad byte), SRG008 too large."""
     shown = shown or str(path)
+    return decode_text(read_file_bytes(path, max_bytes, what, shown), what, shown)
+
+
+def read_file_bytes(path: Path, max_bytes: int, what: str, shown: str | None = None, named: str | None = None) -> bytes:
+    """The bytes of `path`, at most `max_bytes`, with a coded error for each way a file can fail: SRG001
+    missing, SRG002 a directory or unreadable, SRG008 too large (checked before anything is read).
+    `shown`: the diagnostic's location; `named`: how messages name the file (default the path)."""
+    shown, named = shown or str(path), named or str(path)
     if not path.exists():
-        raise fail("SRG001", f"no such {what} file: {path}", Location(shown), hint=_MISSING_HINTS.get(what))
+        raise fail("SRG001", f"no such {what} file: {named}", Location(shown), hint=_MISSING_HINTS.get(what))
     if path.is_dir():
-        raise fail("SRG002", f"{path} is a directory, not a {what} file", Location(shown))
+        raise fail("SRG002", f"{named} is a directory, not a {what} file", Location(shown))
     try:
         size = path.stat().st_size
         if size > max_bytes:
             raise fail("SRG008", f"{what} is {size} bytes (limit {max_bytes})", Location(shown))
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
-        raise fail("SRG002", f"cannot read {path}: {exc.strerror or exc}", Location(shown)) from None
-    return decode_text(data, what, shown)
+        raise fail("SRG002", f"cannot read {named}: {exc.strerror or exc}", Location(shown)) from None
 
 
 def decode_text(data: bytes, what: str, shown: str) -> str:
