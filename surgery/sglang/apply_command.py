@@ -162,7 +162,8 @@ def render(result: dict) -> str:
                + (f"; the target's top two there {v['greedy_top2']} (margin {v['margin']})" if "margin" in v else
                   "; no logprobs of the reference there") for v in d.get("divergences") or ()),
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%}, accept length "
-             f"{d['accept_length']} ({d['prompts']} prompts, SGLang's meta_info counters)"]
+             f"{'-' if d['accept_length'] is None else format(d['accept_length'], '.2f')} ({d['prompts']} prompts, "
+             "SGLang's meta_info counters)"]
     return "\n".join(lines)
 
 

@@ -235,3 +235,19 @@ def test_engine_vllm_says_it_runs_float32_instead_of_ignoring_dtype(run_cli):
     code, out, err = run_cli("apply", "eagle3", "--engine", "vllm", "--dtype", "bfloat16", "--json")
     assert code == 2 and "Traceback" not in out + err  # a usage error, before any engine
     assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["SRG011"] and "float32" in out
+
+
+def test_the_h200_apply_report_renders_as_the_user_reads_it():
+    """`surgery apply eagle3 --engine sglang` without --json, on the recorded H200 result (the JSON the
+    command wrote there): OK, the pair variant and why, the hook's lines, each tie as an SRG365 line."""
+    from pathlib import Path
+
+    from surgery.sglang.apply_command import render
+
+    result = json.loads((Path(__file__).resolve().parents[2]
+                         / "bench/results/gpu_sglang_2026-12-04e_apply_eagle3.json").read_text())
+    text = render(result)
+    assert text.startswith("recipe eagle3 in SGLang 0.5.17 (EAGLE3): OK")
+    assert "built-in pair for SGLang" in text and "the planned [1, 4, 7] put back" in text
+    assert "identical to target-only greedy (bfloat16): up to exact ties (prompts [5])" in text
+    assert "SRG365 prompt 5 leaves greedy at token 10" in text and "accept length 3.28" in text
