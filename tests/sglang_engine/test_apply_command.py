@@ -251,3 +251,28 @@ def test_the_h200_apply_report_renders_as_the_user_reads_it():
     assert "built-in pair for SGLang" in text and "the planned [1, 4, 7] put back" in text
     assert "identical to target-only greedy (bfloat16): up to exact ties (prompts [5])" in text
     assert "SRG365 prompt 5 leaves greedy at token 10" in text and "accept length 3.28" in text
+
+
+def test_the_plan_says_where_sglang_would_replace_what_the_recipe_keeps():
+    """SRG368 (info), at the step's `if_draft_has_own`: for EAGLE / NEXTN SGLang's draft worker points
+    the draft's embedding and head at the target's whatever it brought (the card's oracle-tested
+    `head_always_replaced_for`), and the eagle recipe keeps a draft's own, different one (vLLM's
+    wiring). Not for vLLM, not for a recipe that always shares (mtp), not for EAGLE-3 (SGLang decides
+    its head from the config there)."""
+    from surgery import Runtime, load_recipe, read_facts, resolve
+    from surgery.engines import card
+
+    assert {"EAGLE", "NEXTN"} <= set(card("sglang")["wiring"]["head_always_replaced_for"])
+    pair = builtin_pair("eagle")
+
+    def notes(recipe, p, engine):
+        plan = resolve(load_recipe(recipe), read_facts(p.draft), read_facts(p.target), Runtime(engine=engine))
+        assert plan.ok
+        return [d for d in plan.diagnostics if d.code == "SRG368"]
+
+    found = notes("eagle", pair, "sglang")
+    assert sorted(d.message.split("draft's ")[1].split(" ")[0] for d in found) == ["input_embeddings", "lm_head"]
+    assert all(d.severity == "info" and "eagle.yaml" in str(d.location.file) and d.location.line for d in found)
+    assert not notes("eagle", pair, "vllm")
+    assert not notes("mtp", builtin_pair("mtp"), "sglang")
+    assert not notes("eagle3", builtin_pair("eagle3", engine="sglang"), "sglang")

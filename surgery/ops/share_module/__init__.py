@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...engines import ENGINES, card
 from ..base import Operation, OpUnit
 from ..common import layers_note, op_layers, step_fields
 
@@ -31,6 +32,7 @@ def expand(resolver, step) -> list[ShareModule]:
     role = step.args["role"]
     if not check_fits(resolver, step, role):
         return []
+    note_engine_replaces(resolver, step, role)
     out = []
     for layer in op_layers(resolver, step):
         suffix = f":{layer}" if layer is not None else ""
@@ -66,6 +68,32 @@ def check_fits(resolver, step, role: str) -> bool:
                          f"hidden_size {t['hidden_size']}", loc, "use `keep: {role: lm_head}`")
             return False
     return True
+
+
+def note_engine_replaces(resolver, step, role: str) -> None:
+    """Plan time, SGLang: its EAGLE / NEXTN draft worker replaces the draft's embedding and head by
+    the target's whatever the draft brought (the card's `wiring.head_always_replaced_for`); a step
+    that keeps a draft's own, different module (vLLM's wiring) changes that on SGLang. Said as SRG368
+    (info) at the step's `if_draft_has_own`, so the difference is in the plan, not only in the
+    hook's log line at load."""
+    engine = resolver.runtime.engine
+    policy = step.args.get("if_draft_has_own")
+    if engine not in ENGINES or policy not in ("share_if_identical", "keep") or role not in REPLACED_ROLES:
+        return
+    c = card(engine)
+    method = ((resolver.recipe.engine or {}).get("vllm") or {}).get("method")
+    algorithms = (c.get("methods") or {}).get(method or "") or []
+    replaced = (c.get("wiring") or {}).get("head_always_replaced_for") or []
+    if not algorithms or not set(algorithms) <= set(replaced):
+        return
+    resolver.add("SRG368", f"{engine} ({'/'.join(algorithms)}) replaces the draft's {role} by the target's whatever "
+                 f"the draft brought; this step keeps a draft's own, different {role} (`if_draft_has_own: {policy}`, "
+                 "vLLM's wiring), so with the recipe such a draft runs on its own module there",
+                 resolver.recipe.location(step.path + ("if_draft_has_own",)))
+
+
+# the roles an engine's draft worker may replace wholesale (SGLang's set_embed_and_head)
+REPLACED_ROLES = ("input_embeddings", "lm_head", "mtp_shared_head")
 
 
 def render(step: int, ops: list[ShareModule]) -> list[str]:
