@@ -48,7 +48,7 @@ from pathlib import Path
 
 from common import ROOT, guarded, log, save  # noqa: E402
 
-from surgery.sglang import engine  # noqa: E402
+from surgery.sglang import engine, report  # noqa: E402
 
 RESULT = "sglang_gpu"
 FAMILIES = ("eagle3", "eagle", "mtp", "deepseek-mtp")
@@ -203,13 +203,6 @@ def versions() -> dict:
     return out
 
 
-def verified_from(res: dict) -> tuple[bool, list]:
-    events = res.get("report") or []
-    applied = [e for e in events if e["event"] == "applied"]
-    bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
-    return bool(applied) and all(e.get("verified") for e in applied) and not bad, bad
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="dry run: no SGLang, plans and engine kwargs only")
@@ -318,7 +311,7 @@ def main(argv=None) -> int:
             out["outputs"] = res["outputs"]
             out["meta"] = res["meta"]
             if row["recipe"] is not None:
-                out["verified"], out["problems"] = verified_from(res)
+                out["verified"], out["problems"] = report.verified(res.get("report") or [])
                 if not out["verified"]:
                     failures.append(f"{fam} {row['label']}: not verified {out['problems']}")
             if not out["decode"]["identical_up_to_ties"]:  # a divergence where the target had no exact tie

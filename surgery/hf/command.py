@@ -186,7 +186,8 @@ def run_apply(args, out) -> int:
 
         hf_logging.disable_progress_bar()
     t = time.perf_counter()
-    device, dtype = _device(args.device), _dtype(args.dtype or "float32")
+    dtype_name = args.dtype or "float32"
+    device, dtype = _device(args.device), _dtype(dtype_name)
     standalone = plan.recipe in HF_STANDALONE_RECIPES and is_standalone(draft_facts)  # transformers' assisted generation
     loader = load_standalone_pair if standalone else load_pair
     target, draft = load_models(loader, target_dir, draft_dir, device=device, dtype=dtype)
@@ -214,7 +215,7 @@ def run_apply(args, out) -> int:
     abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
     progress.done()
     ok = verification.ok and decode["identical"]
-    result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": args.dtype or "float32",
+    result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": dtype_name,
               "target": str(target_dir), "draft": str(draft_dir), "plan": plan.to_dict(), "apply": report.to_dict(),
               "verify": verification.to_dict(), "decode": decode, "ablation": abl,
               "timings": {k: round(v, 4) for k, v in timings.items()}}

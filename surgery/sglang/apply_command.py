@@ -98,7 +98,7 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
 
     from ..bytevocab import encode
     from ..recipe import load_recipe
-    from . import engine
+    from . import engine, report
     from .live_apply import plan_for
 
     recipe = load_recipe(recipe_ref)
@@ -122,8 +122,7 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
     _engine_ok(run, f"the {algorithm} engine with recipe {recipe.name}")
     events = run.get("report") or []
     applied = [e for e in events if e["event"] == "applied"]
-    bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
-    verified = bool(applied) and all(e.get("verified") for e in applied) and not bad
+    verified = report.verified(events)[0]
     decode = engine.decode_summary(ref["outputs"], run["outputs"], run["meta"], engine.NUM_DRAFT_TOKENS,
                                    reference_top=ref.get("top"))
     return {"ok": verified and decode["identical_up_to_ties"], "verified": verified, "dtype": dtype, "engine": "sglang", "sglang": run.get("sglang"),

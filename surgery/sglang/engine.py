@@ -189,9 +189,9 @@ def divergences(reference: list[list[int]], outputs: list[list[int]], top: list 
         best = (top[i] if top and i < len(top) else None) or []
         row["exact_tie"] = False
         if pos < len(best) and len(best[pos]) >= 2:
-            (t1, l1), (t2, l2) = best[pos][0], best[pos][1]
-            row.update(greedy_top2=[[t1, l1], [t2, l2]], margin=l1 - l2,
-                       exact_tie=exact_tie(row["greedy_token"], row["speculative_token"], best[pos][:2]))
+            top2 = [list(best[pos][0]), list(best[pos][1])]
+            row.update(greedy_top2=top2, margin=top2[0][1] - top2[1][1],
+                       exact_tie=exact_tie(row["greedy_token"], row["speculative_token"], top2))
         rows.append(row)
     return rows
 

@@ -39,6 +39,14 @@ def write(event: str, **fields) -> None:
         get_logger().error("spec-surgery: SURGERY_REPORT=%s not written: %s", path, exc)
 
 
+def verified(events: list[dict]) -> tuple[bool, list[dict]]:
+    """(verified, problems) of one engine's events: at least one `applied`, every one verified, and no
+    `failed`, `gap` or unheld `capture` event (the problems)."""
+    applied = [e for e in events if e["event"] == "applied"]
+    bad = [e for e in events if e["event"] in ("failed", "gap") or (e["event"] == "capture" and not e.get("held"))]
+    return bool(applied) and all(e.get("verified") for e in applied) and not bad, bad
+
+
 def read(path) -> list[dict]:
     """The events of a report file (the launcher's side); [] when there is none."""
     p = Path(path)

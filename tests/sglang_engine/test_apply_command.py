@@ -276,3 +276,15 @@ def test_the_plan_says_where_sglang_would_replace_what_the_recipe_keeps():
     assert not notes("eagle", pair, "vllm")
     assert not notes("mtp", builtin_pair("mtp"), "sglang")
     assert not notes("eagle3", builtin_pair("eagle3", engine="sglang"), "sglang")
+
+
+def test_a_run_is_verified_only_with_an_applied_verified_draft_and_no_problem_event():
+    from surgery.sglang.report import verified
+
+    ok = {"event": "applied", "verified": True}
+    assert verified([{"event": "installed"}, ok]) == (True, [])
+    assert verified([{"event": "installed"}])[0] is False  # nothing applied: the hook never ran
+    assert verified([ok, {"event": "applied", "verified": False}])[0] is False
+    for bad in ({"event": "gap"}, {"event": "failed"}, {"event": "capture", "held": False}):
+        assert verified([ok, bad]) == (False, [bad])
+    assert verified([ok, {"event": "capture", "held": True}]) == (True, [])

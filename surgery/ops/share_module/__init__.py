@@ -70,6 +70,10 @@ def check_fits(resolver, step, role: str) -> bool:
     return True
 
 
+# the roles an engine's draft worker may replace wholesale (SGLang's set_embed_and_head)
+REPLACED_ROLES = ("input_embeddings", "lm_head", "mtp_shared_head")
+
+
 def note_engine_replaces(resolver, step, role: str) -> None:
     """Plan time, SGLang: its EAGLE / NEXTN draft worker replaces the draft's embedding and head by
     the target's whatever the draft brought (the card's `wiring.head_always_replaced_for`); a step
@@ -91,9 +95,6 @@ def note_engine_replaces(resolver, step, role: str) -> None:
                  "vLLM's wiring), so with the recipe such a draft runs on its own module there",
                  resolver.recipe.location(step.path + ("if_draft_has_own",)))
 
-
-# the roles an engine's draft worker may replace wholesale (SGLang's set_embed_and_head)
-REPLACED_ROLES = ("input_embeddings", "lm_head", "mtp_shared_head")
 
 
 def render(step: int, ops: list[ShareModule]) -> list[str]:
