@@ -67,12 +67,19 @@ _parallel_size_or_len = _int_in(1, 1 << 31)  # --max-model-len
 MODEL_HELP = "config.json, model folder, or hub id org/name[@revision] (HF cache first, then the hub)"
 
 
+def _add_refresh_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--refresh", "--force-download", dest="refresh", action="store_true",
+                   help="hub ids: ask the hub again and overwrite what the HF cache holds (huggingface_hub's "
+                        "force_download); for a cached file that is damaged (SRG064)")
+
+
 def _add_pair_args(p: argparse.ArgumentParser, required: bool = True, target_required: bool | None = None) -> None:
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", required=required if target_required is None else target_required, metavar="T",
                    help=f"target {MODEL_HELP}" + ("" if target_required is not False else
                                                   "; left out: a speculators draft's verifier"))
     p.add_argument("--draft", required=required, metavar="D", help=f"draft {MODEL_HELP}")
+    _add_refresh_arg(p)
     p.add_argument("--pp", type=_parallel_size, default=1, metavar="N", help="pipeline-parallel size (default 1)")
     p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size (default 1)")
     p.add_argument("--kv-cache-dtype", default="auto", metavar="X", help="KV-cache dtype: auto, fp8, fp8_e4m3, ...")
@@ -165,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", required=True, metavar="T", help=f"target {MODEL_HELP}")
     p.add_argument("--draft", required=True, metavar="D", help=f"draft {MODEL_HELP}")
+    _add_refresh_arg(p)
     p.add_argument("--out", metavar="FILE", help="write the recipe here (default: print it on stdout)")
     p.add_argument("--name", metavar="NAME", help="`recipe:` name of the new recipe (default: the shipped one's)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -237,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="T", default=None, help=f"the server's target ({MODEL_HELP}): resolved and "
                    "pinned; with HF_HUB_OFFLINE, every file must be in the HF cache")
     p.add_argument("--draft", metavar="D", default=None, help=f"the server's draft ({MODEL_HELP}), as --target")
+    _add_refresh_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("convert", help="write a draft head in another published format (speculators, eagle, "
@@ -577,6 +586,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help(out)
             return EXIT_USAGE
+        if getattr(args, "refresh", False):
+            from .hub import settings as hub_settings
+
+            hub_settings.set_refresh(True)
+            try:
+                return COMMANDS[args.command](args, out)
+            finally:
+                hub_settings.set_refresh(False)
         return COMMANDS[args.command](args, out)
     except SurgeryError as exc:
         if wants_json:

@@ -11,6 +11,10 @@ Weight files are never fetched whole: the ranges read from them (a header, the d
 `<ranges_cache>/models--org--name/<commit>/<name>/<start>-<end>`, keyed by the commit so they never go
 stale, next to `listing.json` (the repo's file list at that commit). Every write is a temporary file
 renamed into place: an interrupted run leaves no half-written file under a name that is read.
+
+Every write site takes its names through `names` (blob ids, commits, revisions and file names in the
+hub's own form) and its final path through `names.inside` (under the cache root once resolved,
+symlinks included): what a hostile hub answers never becomes a path outside the cache.
 """
 from __future__ import annotations
 
@@ -22,16 +26,32 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import settings
+from . import names, settings
 
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+COMMIT = names.COMMIT
 
 
 def repo_folder(repo_id: str) -> str:
     return "models--" + repo_id.replace("/", "--")
 
 
+def _hub_path(repo_id: str, *parts: str) -> Path:
+    """A path under the repo's folder of the HF cache, fenced (SRG063 outside the cache root)."""
+    root = settings.hub_cache()
+    return names.inside(root, root.joinpath(repo_folder(repo_id), *parts), repo_id)
+
+
+def _ranges_path(repo_id: str, commit: str, *parts: str) -> Path:
+    root = settings.ranges_cache()
+    return names.inside(root, root.joinpath(repo_folder(repo_id), _commit(commit, repo_id), *parts), repo_id)
+
+
+def _commit(commit: str, where: str) -> str:
+    return names.check_commit(commit, where)
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Callers pass a fenced path (`_hub_path` / `_ranges_path`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
     try:
@@ -65,7 +85,7 @@ def cached_commit(repo_id: str, revision: str | None) -> str | None:
     """The commit a revision points to in the cache (refs/<revision>, or the sha itself when that
     snapshot exists); None when the cache has never seen it."""
     base = settings.hub_cache() / repo_folder(repo_id)
-    rev = revision or "main"
+    rev = names.check_revision(revision or "main", repo_id)
     if COMMIT.match(rev):
         return rev if (base / "snapshots" / rev).is_dir() or (ranges_dir(repo_id, rev) / "listing.json").is_file() \
             else None
@@ -86,11 +106,15 @@ def snapshot_names(repo_id: str, commit: str) -> list[str]:
 
 def store_file(repo_id: str, revision: str | None, commit: str, name: str, data: bytes, etag: str) -> Path:
     """Put a fetched file into the HF cache the way huggingface_hub does; returns the snapshot path."""
-    base = settings.hub_cache() / repo_folder(repo_id)
-    blob = base / "blobs" / etag
-    if not blob.is_file():
+    where = f"{repo_id}/{name}"
+    names.check_blob_id(etag, where, "the ETag / blob id")
+    names.check_file_name(name, where, "the file list")
+    names.check_commit(commit, where)
+    names.check_revision(revision or "main", where)  # every name checked before the first write
+    blob = _hub_path(repo_id, "blobs", etag)
+    if settings.refresh() or not blob.is_file():
         _write_atomic(blob, data)
-    link = base / "snapshots" / commit / name
+    link = _hub_path(repo_id, "snapshots", _commit(commit, where), name)
     link.parent.mkdir(parents=True, exist_ok=True)
     tmp = link.parent / f".{link.name}.{os.getpid()}.incomplete"
     with contextlib.suppress(OSError):
@@ -108,7 +132,8 @@ def store_ref(repo_id: str, revision: str | None, commit: str) -> None:
     rev = revision or "main"
     if rev == commit:
         return
-    ref = settings.hub_cache() / repo_folder(repo_id) / "refs" / rev
+    names.check_revision(rev, repo_id)
+    ref = _hub_path(repo_id, "refs", rev)
     try:
         if ref.read_text(encoding="utf-8").strip() == commit:
             return
@@ -119,7 +144,8 @@ def store_ref(repo_id: str, revision: str | None, commit: str) -> None:
 
 def store_missing(repo_id: str, revision: str | None, commit: str, name: str) -> None:
     """huggingface_hub's record that the repo has no such file at that commit."""
-    _write_atomic(settings.hub_cache() / repo_folder(repo_id) / ".no_exist" / commit / name, b"")
+    names.check_file_name(name, f"{repo_id}/{name}", "the request")
+    _write_atomic(_hub_path(repo_id, ".no_exist", _commit(commit, repo_id), name), b"")
     store_ref(repo_id, revision, commit)
 
 
@@ -138,12 +164,15 @@ def load_listing(repo_id: str, commit: str) -> dict | None:
 
 
 def store_listing(repo_id: str, commit: str, listing: dict) -> None:
-    _write_atomic(ranges_dir(repo_id, commit) / "listing.json", json.dumps(listing, sort_keys=True).encode())
+    _write_atomic(_ranges_path(repo_id, commit, "listing.json"), json.dumps(listing, sort_keys=True).encode())
 
 
 def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> bytes | None:
     """Bytes [start, start+length) from a stored range that covers them (or reaches the file's end)."""
-    folder = ranges_dir(repo_id, commit) / name
+    if settings.refresh():
+        return None
+    names.check_file_name(name, f"{repo_id}/{name}", "the file list")
+    folder = _ranges_path(repo_id, commit, name)
     if not folder.is_dir():
         return None
     for f in folder.iterdir():
@@ -164,4 +193,5 @@ def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> 
 
 def store_range(repo_id: str, commit: str, name: str, start: int, data: bytes, at_eof: bool) -> None:
     end = start + len(data)
-    _write_atomic(ranges_dir(repo_id, commit) / name / f"{start}-{end}{'-eof' if at_eof else ''}", data)
+    names.check_file_name(name, f"{repo_id}/{name}", "the file list")
+    _write_atomic(_ranges_path(repo_id, commit, name, f"{start}-{end}{'-eof' if at_eof else ''}"), data)

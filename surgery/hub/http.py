@@ -106,6 +106,8 @@ def request(url: str, *, what: str, where: str, max_bytes: int, headers: dict[st
         max_bytes = min(max_bytes, length)
     attempt = 0
     while True:
+        _check_total(what, where)
+        began = time.monotonic()
         try:
             return _follow(url, base, what, where, max_bytes, byte_range, method, kind)
         except _Retryable as exc:
@@ -113,7 +115,37 @@ def request(url: str, *, what: str, where: str, max_bytes: int, headers: dict[st
             if attempt > RETRIES:
                 raise fail("SRG055", f"{what}: {exc} (after {RETRIES + 1} tries)", Location(where),
                            hint="the hub or HF_ENDPOINT server is failing; try again later") from None
-            time.sleep(min(exc.retry_after, 2.0) if exc.retry_after else 0.25 * 2 ** attempt)
+            pause = min(exc.retry_after, 2.0) if exc.retry_after else 0.25 * 2 ** attempt
+            time.sleep(max(0.0, min(pause, LEDGER.time_left(settings.total_deadline()))))
+        finally:
+            LEDGER.add_time(time.monotonic() - began)
+
+
+def _check_total(what: str, where: str) -> None:
+    """SRG056 once the command's hub requests have used the whole SURGERY_HUB_DEADLINE."""
+    if LEDGER.time_left(settings.total_deadline()) <= 0:
+        raise fail("SRG056", f"{what}: the hub requests of this command have taken the whole "
+                   f"{settings.total_deadline():g} s allowed (SURGERY_HUB_DEADLINE, total)", Location(where),
+                   hint="a slow server: SURGERY_HUB_DEADLINE sets the total for one command (default 120 s), "
+                        "SURGERY_HUB_REQUEST_DEADLINE one request's share")
+
+
+def _silence_bound(left: float) -> tuple[str, str]:
+    """How the bound on a silent connection is named: the stall timeout, or what is left of the total."""
+    if left < settings.stall_timeout():
+        return (f"what is left of the command's total of {settings.total_deadline():g} s (SURGERY_HUB_DEADLINE)",
+                "a slow server: SURGERY_HUB_DEADLINE sets the total for one command (default 120 s)")
+    return (f"{settings.stall_timeout():g} s", "a slow or stalled server: HF_HUB_DOWNLOAD_TIMEOUT sets the limit")
+
+
+def _deadline(started: float) -> tuple[float, str]:
+    """When this request must be complete, and what that bound is called: its own share
+    (SURGERY_HUB_REQUEST_DEADLINE) or what is left of the command's total (SURGERY_HUB_DEADLINE)."""
+    own = started + settings.request_deadline()
+    total = started + LEDGER.time_left(settings.total_deadline())
+    if total <= own:
+        return total, f"the command's total of {settings.total_deadline():g} s (SURGERY_HUB_DEADLINE)"
+    return own, f"{settings.request_deadline():g} s (SURGERY_HUB_REQUEST_DEADLINE, one request)"
 
 
 class _Retryable(Exception):
@@ -135,8 +167,10 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind) -> Resp
             hdrs.pop("Authorization", None)
         req = urllib.request.Request(url, headers=hdrs, method=method)
         started = time.monotonic()
+        left = LEDGER.time_left(settings.total_deadline())
+        silent = _silence_bound(left)
         try:
-            resp = _opener().open(req, timeout=settings.stall_timeout())
+            resp = _opener().open(req, timeout=max(0.05, min(settings.stall_timeout(), left)))
         except urllib.error.HTTPError as err:
             status, rh = err.code, _headers(err)
             if status in (301, 302, 303, 307, 308) and rh.get("location"):
@@ -152,13 +186,11 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind) -> Resp
             raise hub_error(status, rh, body, what, where,
                             token=any(k.lower() == "authorization" for k in hdrs)) from None
         except (socket.timeout, TimeoutError):
-            raise fail("SRG056", f"{what}: no answer within {settings.stall_timeout():g} s", Location(where),
-                       hint="a slow or stalled server: HF_HUB_DOWNLOAD_TIMEOUT sets the limit") from None
+            raise fail("SRG056", f"{what}: no answer within {silent[0]}", Location(where), hint=silent[1]) from None
         except (urllib.error.URLError, ConnectionError, OSError) as err:
             reason = getattr(err, "reason", err)
             if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise fail("SRG056", f"{what}: no answer within {settings.stall_timeout():g} s", Location(where),
-                           hint="a slow or stalled server: HF_HUB_DOWNLOAD_TIMEOUT sets the limit") from None
+                raise fail("SRG056", f"{what}: no answer within {silent[0]}", Location(where), hint=silent[1]) from None
             if isinstance(reason, ConnectionResetError):
                 raise _Retryable(f"connection reset ({reason})") from None
             raise fail("SRG054", f"{what}: cannot reach {settings.endpoint()} ({reason})", Location(where),
@@ -190,13 +222,15 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind) -> Resp
 
 
 def _read_bounded(resp, max_bytes: int, what: str, where: str, started: float, truncate: bool = False) -> bytes:
-    """Read at most `max_bytes` (more: SRG056, or stop there when `truncate`), within the deadline."""
-    deadline = started + settings.request_deadline()
+    """Read at most `max_bytes` (more: SRG056, or stop there when `truncate`), within the deadline:
+    the request's own share or what is left of the command's total, whichever comes first."""
+    deadline, bound = _deadline(started)
     chunks, total = [], 0
     while True:
         if time.monotonic() > deadline:
-            raise fail("SRG056", f"{what}: not complete within {settings.request_deadline():g} s", Location(where),
-                       hint="a slow server: SURGERY_HUB_DEADLINE sets the limit for one request")
+            raise fail("SRG056", f"{what}: not complete within {bound}", Location(where),
+                       hint="a slow server: SURGERY_HUB_DEADLINE sets the total for one command (default 120 s), "
+                            "SURGERY_HUB_REQUEST_DEADLINE one request's share (default half of it)")
         want = min(CHUNK, max_bytes - total + 1)
         if want <= 0:
             want = 1

@@ -21,7 +21,19 @@ class Fetch:
 class Ledger:
     rows: list[Fetch] = field(default_factory=list)
     cache_hits: int = 0
+    spent: float = 0.0  # seconds this command's requests took, together: what the total deadline bounds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_time(self, seconds: float) -> None:
+        with self.lock:
+            self.spent += seconds
+
+    def time_left(self, total: float) -> float:
+        """Seconds of the total deadline not yet spent in requests. Time between requests (parsing,
+        checks) is not counted, so a library caller making requests over hours is bounded the same
+        way as one command; requests in parallel count each, which only makes the bound tighter."""
+        with self.lock:
+            return total - self.spent
 
     def note(self, url: str, what: str, n: int, status: int, kind: str) -> None:
         with self.lock:
@@ -36,6 +48,7 @@ class Ledger:
         with self.lock:
             self.rows.clear()
             self.cache_hits = 0
+            self.spent = 0.0
 
     def summary(self) -> dict:
         rows = list(self.rows)

@@ -54,9 +54,31 @@ def stall_timeout() -> float:
     return _seconds("HF_HUB_DOWNLOAD_TIMEOUT", 10.0)
 
 
+def total_deadline() -> float:
+    """Seconds all of a command's hub requests may take together, however the bytes trickle in
+    (SURGERY_HUB_DEADLINE, default 120). Bodies that each arrive within the per-request bounds
+    could otherwise add up without limit: a `--weights` run makes about 25 requests."""
+    return _seconds("SURGERY_HUB_DEADLINE", 120.0)
+
+
 def request_deadline() -> float:
-    """Seconds one request may take in all, however the bytes trickle in (SURGERY_HUB_DEADLINE, default 60)."""
-    return _seconds("SURGERY_HUB_DEADLINE", 60.0)
+    """Seconds one request may take, its share of the total (SURGERY_HUB_REQUEST_DEADLINE, default
+    half of SURGERY_HUB_DEADLINE); never past what is left of the total (surgery.hub.http)."""
+    return min(_seconds("SURGERY_HUB_REQUEST_DEADLINE", total_deadline() / 2), total_deadline())
+
+
+_REFRESH = False
+
+
+def refresh() -> bool:
+    """Re-fetch instead of reading the cache (`--refresh`, huggingface_hub's force_download;
+    SURGERY_HUB_REFRESH=1): what the cache holds for a revision is asked again and overwritten."""
+    return _REFRESH or _is_true(os.environ.get("SURGERY_HUB_REFRESH"))
+
+
+def set_refresh(value: bool) -> None:
+    global _REFRESH
+    _REFRESH = bool(value)
 
 
 def token() -> str | None:

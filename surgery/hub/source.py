@@ -14,7 +14,7 @@ import urllib.parse
 from ..diagnostics import Location, fail
 from ..modelsource import HubRef, ModelSource
 from ..version import __version__
-from . import cache, http, settings
+from . import cache, http, names, settings
 from .ledger import LEDGER
 
 MAX_API_BYTES = 16 << 20  # a model's file list with blob ids; the largest repos list a few thousand files
@@ -82,7 +82,8 @@ class HubSource(ModelSource):
 
     def read_bytes(self, name: str, max_bytes: int, what: str) -> bytes:
         where = self.location(name)
-        local = cache.cached_file(self.repo_id, name, self.commit)
+        names.check_file_name(name, where, "the request")
+        local = None if settings.refresh() else cache.cached_file(self.repo_id, name, self.commit)
         if isinstance(local, str):
             LEDGER.hit()
             try:
@@ -92,6 +93,11 @@ class HubSource(ModelSource):
                 raise fail("SRG002", f"cannot read {local}: {exc.strerror or exc}", Location(where)) from None
             if len(data) > max_bytes:
                 raise fail("SRG008", f"{what} is larger than {max_bytes} bytes", Location(where))
+            problem = self._problem(name, data)
+            if problem:
+                raise fail("SRG064", f"the cached copy of {name} ({local}) {problem}: an earlier run or download "
+                           "stored a bad answer", Location(where),
+                           hint=f"run the command again with --refresh (fetches it anew), or delete {local}")
             return data
         if local is False or (self.listed and name not in self.files):
             raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where))
@@ -108,15 +114,34 @@ class HubSource(ModelSource):
             cache.store_missing(self.repo_id, self.hub.revision, self.commit, name)
             raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where)) from None
         self._check_commit(resp, where)
+        problem = self._problem(name, resp.body)
+        if problem:  # never committed to the cache: a later run asks again
+            raise fail("SRG055", f"the hub served a {name} that {problem}; not stored in the cache", Location(where),
+                       hint="a misbehaving server at HF_ENDPOINT or a cut connection; run the command again")
         etag = (resp.headers.get("x-linked-etag") or resp.headers.get("etag") or "").strip()
         etag = etag[2:] if etag.startswith("W/") else etag
         etag = etag.strip('"') or self.blob_id(name) or _sha256(resp.body)
         cache.store_file(self.repo_id, self.hub.revision, self.commit, name, resp.body, etag)
         return resp.body
 
+    def _problem(self, name: str, data: bytes) -> str | None:
+        """Why `data` cannot be `name` as the repo listed it (None when it can): its size differs from
+        the listing's, or a `.json` file does not parse. Checked before a file enters the cache, and
+        again when a cached copy is read (a copy an older version or another tool stored)."""
+        size = self.size(name)
+        if size is not None and len(data) != size:
+            return f"is {len(data)} bytes where the repo lists {size}"
+        if name.endswith(".json"):
+            try:
+                json.loads(data)
+            except (ValueError, RecursionError):
+                return "is not valid JSON"
+        return None
+
     def read_range(self, name: str, start: int, length: int) -> bytes:
         where = self.location(name)
-        local = cache.cached_file(self.repo_id, name, self.commit)
+        names.check_file_name(name, where, "the request")
+        local = None if settings.refresh() else cache.cached_file(self.repo_id, name, self.commit)
         if isinstance(local, str):  # the whole file is in the cache (e.g. `hf download`)
             LEDGER.hit()
             with open(local, "rb") as fh:
@@ -164,21 +189,40 @@ class HubSource(ModelSource):
 
     def download(self) -> str:
         """Every file of the model into the HF cache at the pinned commit (huggingface_hub's
-        snapshot_download), for commands that load or copy the weights themselves; the folder."""
+        snapshot_download), for commands that load or copy the weights themselves; the folder.
+
+        huggingface_hub joins the server's ETag to `blobs/` unchecked (file_download.py, 2.4), so the
+        download runs with its ETag normaliser fenced by `names.check_blob_id`: a hostile ETag stops
+        the download (SRG063) before the blob path exists."""
         import sys
 
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import file_download, snapshot_download
         from huggingface_hub.utils import disable_progress_bars
 
         if not sys.stderr.isatty():  # no progress lines unless stderr is a terminal (as every command)
             disable_progress_bars()
+        refused: list[str] = []
+        original = file_download._normalize_etag
+
+        def fenced(etag):
+            value = original(etag)
+            if value is not None and not names.BLOB_ID.match(value):
+                refused.append(value)
+                raise ValueError("ETag refused by spec-surgery: not a hex digest")
+            return value
+
+        file_download._normalize_etag = fenced
         try:
             return snapshot_download(self.repo_id, revision=self.commit, cache_dir=str(settings.hub_cache()),
-                                     token=self.token, endpoint=settings.endpoint())
+                                     token=self.token, endpoint=settings.endpoint(), force_download=settings.refresh())
         except Exception as exc:  # noqa: BLE001 - huggingface_hub's many error types: one coded line
+            if refused:
+                names.check_blob_id(refused[0], self.location(), "the ETag the server sent")
             raise fail("SRG060", f"could not download {self.repo_id}@{self.commit[:12]}: {type(exc).__name__}: "
                        f"{str(exc)[:300]}", Location(self.location()),
                        hint=f"`hf download {self.repo_id} --revision {self.commit}`, then run the command again")
+        finally:
+            file_download._normalize_etag = original
 
 
 def _sha256(data: bytes) -> str:
@@ -215,19 +259,28 @@ def _api_info(hub: HubRef) -> dict:
             name = s["rfilename"]
             lfs = s.get("lfs") or {}
             size = lfs.get("size", s.get("size"))
-            files[str(name)] = {"size": size if isinstance(size, int) and size >= 0 else None,
-                                "blob": lfs.get("sha256") or s.get("blobId")}
+            files[name if isinstance(name, str) else str(name)] = {
+                "size": size if isinstance(size, int) and size >= 0 else None,
+                "blob": lfs.get("sha256") or s.get("blobId")}
     except (ValueError, KeyError, TypeError, AttributeError):
         raise fail("SRG055", f"{hub.repo_id}: the model-info answer is not what the hub sends (no commit sha or "
                    "file list)", Location(where)) from None
+    for name, entry in files.items():  # names and blob ids become cache paths: the hub's own forms only
+        names.check_file_name(name, where, "the model info's file list")
+        if entry["blob"] is not None:
+            names.check_blob_id(entry["blob"], where, f"the model info's blob id of {name}")
     return {"commit": sha, "files": files, "gated": info.get("gated", False)}
 
 
 def open_hub_model(hub: HubRef, ref: str) -> HubSource:
     """Pin `hub` to a commit: from the cache when offline (or when the revision is a cached sha),
     else with one API request; coded errors for every way that can fail."""
+    names.check_revision(hub.revision or "main", ref)
     commit = cache.cached_commit(hub.repo_id, hub.revision)
-    pinned_sha = commit is not None and hub.revision == commit
+    pinned_sha = commit is not None and hub.revision == commit and not settings.refresh()
+    if settings.offline() and settings.refresh():
+        raise fail("SRG062", "--refresh asks the hub again, and HF_HUB_OFFLINE forbids asking it", Location(ref),
+                   hint="unset HF_HUB_OFFLINE, or drop --refresh")
     if settings.offline() or pinned_sha:
         if commit is None:
             raise fail("SRG050", f"HF_HUB_OFFLINE is set and {hub} is not in the HF cache "
@@ -236,8 +289,8 @@ def open_hub_model(hub: HubRef, ref: str) -> HubSource:
         listing = cache.load_listing(hub.repo_id, commit)
         if listing is not None:
             return HubSource(hub, ref, commit, listing["files"], True, "hf-cache")
-        names = cache.snapshot_names(hub.repo_id, commit)
-        return HubSource(hub, ref, commit, {n: {"size": None, "blob": None} for n in names}, False, "hf-cache")
+        cached_names = cache.snapshot_names(hub.repo_id, commit)
+        return HubSource(hub, ref, commit, {n: {"size": None, "blob": None} for n in cached_names}, False, "hf-cache")
     info = _api_info(hub)
     cache.store_listing(hub.repo_id, info["commit"], {"files": info["files"], "gated": info["gated"]})
     return HubSource(hub, ref, info["commit"], info["files"], True, "hub")

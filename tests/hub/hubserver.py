@@ -108,6 +108,7 @@ class Repo:
     files: dict[str, RepoFile]
     gated: bool = False
     revisions: dict[str, str] = field(default_factory=dict)  # branch / tag -> commit
+    any_revision: bool = False  # a server that answers every revision name with main's commit
 
     def __post_init__(self):
         if not self.revisions:
@@ -123,7 +124,7 @@ class Repo:
             return self.revisions[rev]
         if re.fullmatch(r"[0-9a-f]{40}", rev) and rev in self.revisions.values():
             return rev
-        return None
+        return self.main if self.any_revision else None
 
 
 @dataclass
@@ -139,7 +140,9 @@ class Fault:
     stall_s: float = 30.0
     trickle_s: float | None = None  # one byte every trickle_s seconds
     wrong_commit: bool = False
-    body_override: bytes | None = None
+    body_override: bytes | None = None  # the model info's body, or a file's (with its own Content-Length)
+    etag: str | None = None  # the ETag / X-Linked-Etag header sent instead of the file's ("": none at all)
+    delay_s: float = 0.0  # a pause before the answer (each request stays inside its own bounds)
 
 
 class HubServer:
@@ -288,6 +291,8 @@ class HubServer:
                 url = urllib.parse.urlsplit(self.path)
                 path = urllib.parse.unquote(url.path)
                 fault = self._fault()
+                if fault and fault.delay_s:
+                    time.sleep(fault.delay_s)
                 if fault and fault.redirect_loop:
                     self._send(302, {"Location": self.path})
                     return
@@ -379,11 +384,16 @@ class HubServer:
                     return self._error(404, "EntryNotFound", f"{name} does not exist", head)
                 served_commit = "f" * 40 if fault and fault.wrong_commit else commit
                 common = {"X-Repo-Commit": served_commit, "Accept-Ranges": "bytes"}
+                etag = {} if fault and fault.etag == "" else \
+                    {"ETag": f'"{fault.etag if fault and fault.etag is not None else f.oid}"'}
                 if f.lfs:  # the hub sends LFS files from its CDN
                     loc = f"{server.cdn}/cdn/{f.oid}/{repo_id}/{commit}/{urllib.parse.quote(name)}"
-                    return self._send(302, {**common, "Location": loc, "X-Linked-Etag": f'"{f.oid}"',
-                                            "X-Linked-Size": str(f.size), "ETag": f'"{f.oid}"'}, b"", head)
-                self._serve(f, {**common, "ETag": f'"{f.oid}"'}, head, fault)
+                    linked = {"X-Linked-Etag": etag["ETag"]} if etag else {}
+                    return self._send(302, {**common, "Location": loc, **linked,
+                                            "X-Linked-Size": str(f.size), **etag}, b"", head)
+                if fault and fault.body_override is not None and not head:
+                    return self._send(200, {**common, **etag}, fault.body_override, False)
+                self._serve(f, {**common, **etag}, head, fault)
 
             def _cdn(self, repo_id: str, commit: str, name: str, head: bool, fault: Fault | None) -> None:
                 if self.headers.get("Authorization"):  # the hub's token never goes to its CDN
