@@ -177,6 +177,9 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind) -> Resp
                 LEDGER.note(url, what, 0, status, kind)
                 url = urllib.parse.urljoin(url, rh["location"])
                 err.close()
+                if urllib.parse.urlsplit(url).scheme not in ("http", "https"):  # urllib would open file:// too
+                    raise fail("SRG055", f"{what}: a redirect to {url[:120]!r}, not an http(s) address",
+                               Location(where)) from None
                 continue
             body = _read_bounded(err, ERROR_BODY_BYTES, what, where, started, truncate=True)
             LEDGER.note(url, what, len(body), status, kind)

@@ -262,7 +262,7 @@ def _api_info(hub: HubRef) -> dict:
             files[name if isinstance(name, str) else str(name)] = {
                 "size": size if isinstance(size, int) and size >= 0 else None,
                 "blob": lfs.get("sha256") or s.get("blobId")}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise fail("SRG055", f"{hub.repo_id}: the model-info answer is not what the hub sends (no commit sha or "
                    "file list)", Location(where)) from None
     for name, entry in files.items():  # names and blob ids become cache paths: the hub's own forms only

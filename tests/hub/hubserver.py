@@ -143,6 +143,7 @@ class Fault:
     body_override: bytes | None = None  # the model info's body, or a file's (with its own Content-Length)
     etag: str | None = None  # the ETag / X-Linked-Etag header sent instead of the file's ("": none at all)
     delay_s: float = 0.0  # a pause before the answer (each request stays inside its own bounds)
+    redirect_to: str | None = None  # answer 302 to this address
 
 
 class HubServer:
@@ -293,6 +294,9 @@ class HubServer:
                 fault = self._fault()
                 if fault and fault.delay_s:
                     time.sleep(fault.delay_s)
+                if fault and fault.redirect_to:
+                    self._send(302, {"Location": fault.redirect_to})
+                    return
                 if fault and fault.redirect_loop:
                     self._send(302, {"Location": self.path})
                     return

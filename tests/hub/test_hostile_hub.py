@@ -150,6 +150,19 @@ def test_a_branch_with_a_slash_is_still_a_revision(run_cli, sandbox, hubenv):
         del repo.revisions["feature/x"]
 
 
+def test_redirect_to_a_local_file_is_refused(run_cli, sandbox, hubenv):
+    """urllib opens `file://` addresses: a redirect there would read a local file as the config."""
+    root, cache_root, victim = sandbox
+    hubenv.faults[f"/{TINY_TARGET}/resolve/"] = Fault(redirect_to=f"file://{victim}")
+    err = refused(validate(run_cli), "SRG055")
+    assert "not an http(s) address" in err
+
+
+def test_deeply_nested_model_info_is_coded(run_cli, sandbox, hubenv):
+    hubenv.faults["/api/models/" + TINY_TARGET] = Fault(body_override=b"[" * 200_000 + b"]" * 200_000)
+    refused(validate(run_cli), "SRG055")
+
+
 # -- the cache holds only what was verified --------------------------------------------------------------
 
 @pytest.mark.parametrize("body", [b"<html>proxy error</html>", b'{"model_type": "llama", "hidden'])
