@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Sequence
 
-from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
+from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, Location, SurgeryError, diag
 from .engines import ENGINES
 
 EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"
@@ -73,8 +73,10 @@ def _add_refresh_arg(p: argparse.ArgumentParser) -> None:
                         "force_download); for a cached file that is damaged (SRG064)")
 
 
-def _add_pair_args(p: argparse.ArgumentParser, required: bool = True, target_required: bool | None = None) -> None:
-    p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
+def _add_pair_args(p: argparse.ArgumentParser, required: bool = True, target_required: bool | None = None,
+                   recipe_required: bool = True) -> None:
+    p.add_argument("recipe", nargs=None if recipe_required else "?",
+                   help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", required=required if target_required is None else target_required, metavar="T",
                    help=f"target {MODEL_HELP}" + ("" if target_required is not False else
                                                   "; left out: a speculators draft's verifier"))
@@ -105,8 +107,11 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
                    "convention its ids are in (speculators, eagle, specforge, modelopt, sglang, vllm; default: from "
                    "the format's markers)")
     p.add_argument("--engine-version", default=None, metavar="V",
-                   help="vLLM release the draft will be served by (e.g. 0.26.0): checks the draft-config keys that "
-                   "release reads (default: the installed vLLM)")
+                   help="vLLM release the draft will be served by (e.g. 0.34.0): checks the draft-config keys and "
+                   "the rules of that release (surgery/data/releases/vllm.json; default: the installed vLLM)")
+    p.add_argument("--rejection-sample-method", default=None, metavar="M",
+                   help="speculative_config.rejection_sample_method the engine runs (standard, block, fly, synthetic): "
+                   "checked against the release; fly / synthetic void output-equals-greedy (SRG724)")
     p.add_argument("--calculate-kv-scales", action="store_true",
                    help="the engine runs with calculate_kv_scales=True (vLLM releases that have it): checked against "
                    "the KV-shared draft layers (SRG514) and the release (--engine-version)")
@@ -150,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="table (default), json (the same as --json), or mermaid: the layer map(s) and the "
                            "shared modules as a Mermaid flowchart (GitHub, model cards)")
         _add_check_args(p)
+
+    p = sub.add_parser("releases", help="the engine releases surgery's data covers, read from their wheels; with a "
+                       "recipe and a pair: one verdict per vLLM release",
+                       epilog=_epilog("examples:\n  surgery releases\n"
+                                      "  surgery releases eagle3 --target T --draft D --method eagle3"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_pair_args(p, required=False, target_required=False, recipe_required=False)
+    p.add_argument("--engine", choices=["vllm"], default="vllm", help="engine (vLLM: the per-release rules)")
+    _add_check_args(p)
 
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
                        epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
@@ -302,6 +316,7 @@ def cmd_plan(args, out) -> int:
     target = read_facts(target_ref)
     if from_verifier:
         args.target = target_ref
+    args.target_from_verifier = from_verifier  # the head is served as the model (`vllm serve <head>`)
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
     from .checks.command import run_checks, weights_text
     from .checks.field import with_findings
@@ -557,6 +572,23 @@ def cmd_doctor(args, out) -> int:
     return EXIT_OK if ok else EXIT_INVALID
 
 
+def cmd_releases(args, out) -> int:
+    from .release_matrix import matrix_markdown, run_across
+
+    if args.recipe is None:
+        if args.json:
+            from .engine_releases import _data
+
+            out.write(json.dumps({e: _data(e) for e in ("vllm", "sglang")}, indent=1) + "\n")
+        else:
+            out.write(matrix_markdown())
+        return EXIT_OK
+    if args.draft is None:
+        raise SurgeryError(diag("SRG011", "surgery releases RECIPE needs --draft (and --target, unless the draft is "
+                                "a speculators head naming its verifier)", Location("--draft")))
+    return run_across(args, out, cmd_plan)
+
+
 def cmd_convert(args, out) -> int:
     from .formats.convert_folder import convert_folder
 
@@ -568,7 +600,7 @@ def cmd_convert(args, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"doctor": cmd_doctor, "convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
+COMMANDS = {"releases": cmd_releases, "doctor": cmd_doctor, "convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
             "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
 
 

@@ -111,6 +111,16 @@ def _engine_version(engine: str) -> str:
     return engine_version()
 
 
+def check_release_data(engine: str) -> Diagnostic:
+    """The installed release is one whose wheel surgery's per-release data was read from (SRG047 if not)."""
+    from .engine_releases import release, span
+
+    version = _engine_version(engine)
+    rel, note = release(engine, version, engine)
+    return note if note is not None else _ok(f"{engine} {version}: covered by surgery's per-release data "
+                                            f"({span(engine)}; surgery/data/releases/{engine}.json)")
+
+
 def check_engine_version(engine: str) -> tuple[Diagnostic, bool]:
     """The engine imports, and its version is one surgery was run on (the card's `ran_versions`)."""
     try:
@@ -213,6 +223,8 @@ def run_doctor(engines: list[str], recipe: str | None, models: dict[str, str] | 
         checks.append(Check("entry point", engine, check_entry_point(engine)))
         found, imports = check_engine_version(engine)
         checks.append(Check("engine", engine, found))
+        if imports:
+            checks.append(Check("engine", engine, check_release_data(engine)))
         if imports:
             checks.extend(Check("hook targets", engine, d) for d in HOOK_CHECKS[engine]())
     for var in ENV_VARS:

@@ -32,6 +32,7 @@ CLI_MD = ROOT / "docs" / "cli.md"
 REFERENCE_MD = ROOT / "docs" / "recipe-reference.md"
 SCHEMA = ROOT / "schemas" / "recipe.schema.json"
 RECIPES_MD = ROOT / "docs" / "recipes.md"
+RELEASES_MD = ROOT / "docs" / "releases.md"
 CONFIGS = ROOT / "tests" / "data" / "configs"
 # the configs tests/test_oracle_mtp_coverage.py compares with vLLM: the per-family folders + these
 ORACLE_ROOT_CONFIGS = ("DeepSeek-V3.json", "DeepSeek-V3.2-Exp.json", "GLM-4.5-Air.json", "MiMo-7B-RL.json",
@@ -402,7 +403,13 @@ def prechecked_record() -> str:
 
 def generated() -> dict[Path, str]:
     return {CLI_MD: cli_markdown(), REFERENCE_MD: reference_markdown() + operations_markdown(),
-            RECIPES_MD: recipes_markdown(), PRECHECKED: prechecked_record()}
+            RECIPES_MD: recipes_markdown(), PRECHECKED: prechecked_record(), RELEASES_MD: releases_markdown()}
+
+
+def releases_markdown() -> str:
+    from surgery.release_matrix import matrix_markdown
+
+    return matrix_markdown()
 
 
 def main(argv=None) -> int:

@@ -39,6 +39,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
 
     findings += cli_spelling_check(args, recipe, draft)
+    from .release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
+
+    findings += cli_release_check(args, recipe, draft, served_as_model=getattr(args, "target_from_verifier", False))
     from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 
     findings += cli_kv_scales_check(args, plan)

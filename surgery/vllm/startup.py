@@ -104,6 +104,23 @@ def method_diagnostic(recipe: Any, method: str | None) -> Diagnostic | None:
     return None
 
 
+def release_notes(spec: Any) -> list[Diagnostic]:
+    """At start, against the running release's own data (surgery/data/releases/vllm.json): SRG047 when
+    the data does not cover it, SRG724 when the engine runs a rejection sampler under which the
+    plugin's output-equals-greedy claims do not hold."""
+    from ..checks.release_rules import rejection_finding
+    from ..engine_releases import release
+    from .hooks import engine_version
+
+    rel, note = release("vllm", engine_version(), "vllm")
+    out = [note] if note else []
+    if rel is not None:
+        found = rejection_finding(rel, getattr(spec, "rejection_sample_method", None),
+                                  "speculative_config.rejection_sample_method")
+        out += [found] if found is not None and found.severity == "warning" else []
+    return out
+
+
 def check_engine_config(vllm_config: Any):
     """Read, schema-check and resolve the selected recipe against a freshly built VllmConfig.
     Returns the plan (None when no recipe is selected or there is nothing to resolve against)."""
@@ -118,6 +135,8 @@ def check_engine_config(vllm_config: Any):
             _warn(diag("SRG030", f"recipe {recipe.name} is selected but the engine has no speculative config: "
                        "nothing will be applied"))
             return None
+        for note in release_notes(spec):
+            _warn(note)
         found = method_diagnostic(recipe, getattr(spec, "method", None))
         if found is not None:
             log.log(logging.WARNING if found.severity == "warning" else logging.INFO, DIAGNOSTIC.fmt,

@@ -1,0 +1,208 @@
+"""Rules that hold for some vLLM releases and not others, each read from the releases' own code
+(surgery/data/releases/vllm.json, tools/releasefacts.py): `surgery validate --engine-version V`, else the
+installed vLLM's release, else a visible line that they were not checked (SRG048).
+
+- SRG720 a speculators head whose verifier is a local path: 0.33+ refuse it when the head is served as
+  the model (transformers_utils/config.py maybe_override_with_speculators).
+- SRG721 `eagle_config.use_aux_hidden_state: false`: the V2 runner before 0.33 ignores it and feeds the
+  concatenated aux hidden states (vllm#40656, the second cause of vllm#40551).
+- SRG722 a `--method` the release's SpeculativeConfig does not accept (medusa / mlp_speculator removed
+  in 0.33, custom_class in 0.34, step5_mtp new in 0.33, ...).
+- SRG723 a draft architecture another release registers and this one does not (P-EAGLE removed in
+  0.34, DFlash2Beam / XPress new in 0.33, ...).
+- SRG725 a speculators file whose `speculators_model_type` the release's reader does not register
+  (speculators 0.9.0's `xpress` and `mtp`).
+- SRG724 `--rejection-sample-method`: one the release does not have, or `fly` (lossy) / `synthetic`
+  (fixed acceptance rates), under which output-equals-greedy and acceptance figures do not hold.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..engine_releases import all_architectures, first_with, no_release, release
+
+LOSSY = {"fly": "lossy: it accepts draft tokens the target's distribution would reject, so outputs are not "
+                "the target's (greedy or sampled)",
+         "synthetic": "synthetic: acceptance follows the configured synthetic_acceptance_rates, not the draft"}
+
+
+def _is_local_verifier(name: Any) -> bool:
+    """vLLM 0.33+'s test, in its order: not a string, not a valid repo id, or an existing path."""
+    if not isinstance(name, str):
+        return True
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return True
+    return Path(name).exists() or Path(name).is_symlink()
+
+
+def verifier_finding(rel, raw: dict, source: str, served_as_model: bool) -> Diagnostic | None:
+    from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
+
+    raw = original_config(raw or {})
+    spec = raw.get("speculators_config") if isinstance(raw, dict) else None
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    if not isinstance(verifier, dict) or "name_or_path" not in verifier:
+        return None
+    name = verifier.get("name_or_path")
+    if not _is_local_verifier(name):
+        return None
+    where = Location(source, key_path="speculators_config.verifier.name_or_path")
+    refuses = rel.rule("local_verifier_refused")
+    if refuses is None:
+        since = first_with("vllm", lambda f: (f.get("rules") or {}).get("local_verifier_refused"))
+        return diag("SRG720", f"the head's verifier {name!r} is a local path: {rel.label()} still serves it as the "
+                    f"model, {since} and later refuse it", where, severity=INFO)
+    how = ("serving this head as the model (`vllm serve <head>`, as here: no --target)" if served_as_model else
+           "serving this head as the model (`vllm serve <head>`)")
+    return diag("SRG720", f"the head's verifier {name!r} is a local path: {rel.label()} refuses {how} at start "
+                f"(\"Speculators verifier must name a remote model repository\", {refuses})", where,
+                severity=ERROR if served_as_model else WARNING,
+                hint="serve the target as --model with --speculative-config {\"model\": <head>}, or convert again with "
+                     "the target's hub id (`surgery convert --to speculators --target org/name`)")
+
+
+def speculators_type_finding(rel, raw: dict, source: str) -> Diagnostic | None:
+    """SRG725: a speculators file of a type the release's reader does not register (speculators 0.9.0
+    writes `xpress` and `mtp`; vLLM 0.33 refuses them: speculators/base.py)."""
+    from ..formats import original_config
+
+    raw = original_config(raw or {})
+    kind = raw.get("speculators_model_type") if isinstance(raw, dict) else None
+    if kind is None or "speculators_config" not in raw:
+        return None
+    algos = rel.facts.get("speculators_algorithms") or []
+    if kind in algos:
+        return None
+    return diag("SRG725", f"speculators_model_type {kind!r} is not one {rel.label()}'s speculators reader registers "
+                f"({', '.join(algos)}): vLLM refuses the file at start (transformers_utils/configs/speculators/base.py)",
+                Location(source, key_path="speculators_model_type"))
+
+
+def aux_flag_finding(rel, raw: dict, source: str, method: str | None) -> Diagnostic | None:
+    nested = raw.get("eagle_config") if isinstance(raw, dict) else None
+    if not isinstance(nested, dict) or nested.get("use_aux_hidden_state") is not False:
+        return None
+    if method not in (None, "eagle3"):
+        return None
+    facts = rel.facts
+    runners = facts.get("runners") or {}
+    if not runners.get("v2") or rel.rule("v2_reads_use_aux_hidden_state"):
+        return None
+    fixed = first_with("vllm", lambda f: (f.get("rules") or {}).get("v2_reads_use_aux_hidden_state"))
+    legacy = " (the legacy runner, used on CPU or with VLLM_USE_V2_MODEL_RUNNER=0, reads it)" \
+        if rel.rule("legacy_reads_use_aux_hidden_state") else ""
+    return diag("SRG721", f"eagle_config.use_aux_hidden_state is false, and {rel.label()}'s V2 model runner (the "
+                f"default on GPU) ignores it: it concatenates the target's aux hidden states into a head trained "
+                f"without them{legacy}; acceptance collapses silently (vllm#40656, fixed in {fixed})",
+                Location(source, key_path="eagle_config.use_aux_hidden_state"),
+                hint=f"serve on vLLM {fixed} or later, or with VLLM_USE_V2_MODEL_RUNNER=0 where the release has the "
+                     "legacy runner")
+
+
+def method_finding(rel, method: str | None, where: str) -> Diagnostic | None:
+    if not method or rel.has_method(method):
+        return None
+    have = [v for v in _known() if method in _facts(v).get("methods", [])]
+    return diag("SRG722", f"speculative method {method!r} is not one {rel.label()} accepts (releases that have it: "
+                f"{_ranges(have)})", Location(where),
+                hint="vLLM refuses an unknown method when it builds the speculative config; `surgery releases --json` "
+                     "lists each release's methods")
+
+
+def architecture_finding(rel, architectures: list[str], source: str) -> Diagnostic | None:
+    archs = [a for a in architectures or [] if isinstance(a, str)]
+    if not archs:
+        return None
+    elsewhere = all_architectures("vllm")
+    missing = [a for a in archs if a in elsewhere and a not in rel.architectures()]
+    if not missing or any(a in rel.architectures() for a in archs):
+        return None
+    have = [v for v in _known() if missing[0] in (_facts(v).get("draft_architectures") or {})]
+    return diag("SRG723", f"draft architecture {missing[0]} is not in {rel.label()}'s draft registry "
+                f"(model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS); releases that register it: "
+                f"{_ranges(have)}", Location(source, key_path="architectures"),
+                hint="serve on a release that registers it, or convert the head to a format this release reads")
+
+
+def rejection_finding(rel, value: str | None, where: str) -> Diagnostic | None:
+    if not value:
+        return None
+    present, values = rel.config_field("rejection_sample_method")
+    if not present or (values is not None and value not in values):
+        return diag("SRG724", f"rejection_sample_method {value!r} is not one {rel.label()} accepts "
+                    f"({', '.join(values or []) or 'no such field'})", Location(where), severity=ERROR)
+    if value in LOSSY:
+        return diag("SRG724", f"rejection_sample_method {value!r} is {LOSSY[value]}: surgery's output-equals-greedy "
+                    "and acceptance checks do not hold under it, and acceptance figures are not comparable",
+                    Location(where), severity=WARNING, hint="use 'standard' to compare with greedy or measure the head")
+    return None
+
+
+def _known():
+    from ..engine_releases import known
+
+    return known("vllm")
+
+
+def _facts(version: str) -> dict:
+    from ..engine_releases import _data
+
+    return _data("vllm")["releases"][version]
+
+
+def _ranges(versions: list[str]) -> str:
+    if not versions:
+        return "none"
+    allv = _known()
+    runs, start, prev = [], None, None
+    for v in allv:
+        if v in versions:
+            start = start or v
+            prev = v
+        elif start:
+            runs.append(start if start == prev else f"{start}-{prev}")
+            start = None
+    if start:
+        runs.append(start if start == prev else f"{start}-{prev}")
+    return ", ".join(runs)
+
+
+def release_findings(version: str | None, draft, *, method: str | None, served_as_model: bool,
+                     rejection_sample_method: str | None = None, why_none: str = "") -> list[Diagnostic]:
+    """Every release rule for this draft on `version` (None: SRG048, not checked)."""
+    if version is None:
+        return [no_release("vllm", why_none or "no vLLM release known", draft.source)]
+    rel, note = release("vllm", version, draft.source)
+    out = [note] if note else []
+    if rel is None:
+        return out
+    raw = draft.raw or {}
+    for found in (verifier_finding(rel, raw, draft.source, served_as_model),
+                  speculators_type_finding(rel, raw, draft.source),
+                  aux_flag_finding(rel, raw, draft.source, method),
+                  method_finding(rel, method, "--method"),
+                  architecture_finding(rel, list(draft.architectures or []), draft.source),
+                  rejection_finding(rel, rejection_sample_method, "--rejection-sample-method")):
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def cli_release_check(args: Any, recipe, draft, served_as_model: bool) -> list[Diagnostic]:
+    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
+    if getattr(args, "engine", "vllm") != "vllm":
+        return []
+    from .config_spelling import installed_vllm_version
+
+    hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
+    method = getattr(args, "method", None) or hints.get("method")
+    version = getattr(args, "engine_version", None) or installed_vllm_version()
+    return release_findings(version, draft, method=method, served_as_model=served_as_model,
+                            rejection_sample_method=getattr(args, "rejection_sample_method", None),
+                            why_none="no vLLM is installed and no --engine-version was given")

@@ -1,0 +1,110 @@
+"""What each engine release is, read from its own wheel: surgery/data/releases/<engine>.json, written by
+tools/gen_engine_releases.py (tools/releasefacts.py parses each wheel with `ast`) and checked against the
+installed vLLM and the pinned SGLang wheel by tests/test_engine_releases.py.
+
+`release(engine, version)` answers for any version string a user or an installed package gives:
+the release's own data when the data covers it, else the nearest older release's data together with
+a coded line (SRG047) that names what is unknown. A release newer than the data is never silently
+treated as the newest known one.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from .resources import data_dir
+
+ENGINES = ("vllm", "sglang")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """`0.34.0`, `0.34.0+cpu`, `0.33.1.dev3+g1234` -> (0, 34, 0) / (0, 33, 1): the release numbers only."""
+    core = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(version))
+    return tuple(int(p) for p in core.group(1).split(".")) if core else ()
+
+
+@lru_cache(maxsize=None)
+def _data(engine: str) -> dict:
+    return json.loads((data_dir() / "releases" / f"{engine}.json").read_text(encoding="utf-8"))
+
+
+def known(engine: str) -> list[str]:
+    """The releases the data covers, oldest first."""
+    return sorted(_data(engine)["releases"], key=version_key)
+
+
+def span(engine: str) -> str:
+    k = known(engine)
+    return f"{k[0]}-{k[-1]}"
+
+
+@dataclass(frozen=True)
+class Release:
+    engine: str
+    asked: str  # the version as given
+    version: str  # the release whose data answers (== asked when covered)
+    facts: dict
+    exact: bool
+
+    def has_method(self, method: str) -> bool:
+        return method in self.facts.get("methods", [])
+
+    def rule(self, name: str) -> str | None:
+        """Where the release's own code holds a rule (`file:line`), or None when it does not have it."""
+        return (self.facts.get("rules") or {}).get(name)
+
+    def config_field(self, name: str):
+        """(present, its Literal values or None) for a speculative-config field."""
+        fields = self.facts.get("speculative_config_fields") or {}
+        return name in fields, fields.get(name)
+
+    def architectures(self) -> dict[str, str]:
+        return self.facts.get("draft_architectures") or {}
+
+    def label(self) -> str:
+        return f"{self.engine} {self.asked}" + ("" if self.exact else f" (data of {self.version})")
+
+
+def release(engine: str, version: str, where: str = "") -> tuple[Release | None, Diagnostic | None]:
+    """The release's data and, when the data does not cover `version` exactly, the SRG047 line."""
+    releases = _data(engine)["releases"]
+    asked = str(version).split("+", 1)[0]
+    if asked in releases:
+        return Release(engine, asked, asked, releases[asked], True), None
+    key = version_key(asked)
+    older = [v for v in known(engine) if version_key(v) <= key]
+    k = known(engine)
+    if not key or not older:
+        return None, diag("SRG047", f"{engine} {version} is older than every release surgery's data covers "
+                          f"({span(engine)}): its methods, draft architectures, hook points and rules are unknown, "
+                          "so the release rules were not checked", Location(where), severity=WARNING)
+    nearest = older[-1]
+    newer = key > version_key(k[-1])
+    what = ("newer than every release" if newer else "not a release") + f" surgery's data covers ({span(engine)})"
+    return (Release(engine, asked, nearest, releases[nearest], False),
+            diag("SRG047", f"{engine} {version} is {what}: checked against {nearest}'s data; what {asked} "
+                 f"changed after {nearest} (methods, draft architectures, hook points, rules) is unknown",
+                 Location(where), severity=WARNING))
+
+
+def no_release(engine: str, why: str, where: str = "") -> Diagnostic:
+    """SRG048 (info): no release to check against (no engine installed, no --engine-version)."""
+    return diag("SRG048", f"{why}: the {engine} release rules ({span(engine)}) were not checked", Location(where),
+                severity=INFO)
+
+
+def all_architectures(engine: str = "vllm") -> set[str]:
+    """Every draft architecture any covered release registers."""
+    out: set[str] = set()
+    for facts in _data(engine)["releases"].values():
+        out |= set(facts.get("draft_architectures") or {})
+    return out
+
+
+def first_with(engine: str, predicate) -> str | None:
+    """The oldest covered release whose facts satisfy `predicate`."""
+    releases = _data(engine)["releases"]
+    return next((v for v in known(engine) if predicate(releases[v])), None)
