@@ -229,3 +229,22 @@ def test_no_release_has_a_domino_speculator():
     for v, facts in data("vllm")["releases"].items():
         assert not [a for a in facts["draft_architectures"] if "omino" in a], v
         assert "domino" not in facts["methods"] and "domino" not in facts["speculators_algorithms"], v
+
+
+@pytest.mark.parametrize("quantization,severity", [(None, "error"), ("fp8", "info")])
+def test_audit_reads_draft_lm_head_quantization(quantization, severity):
+    """vLLM 0.33+ `speculative_config.draft_lm_head_quantization`: the draft's lm_head is a quantized copy of
+    the target's by design, so the audit's "shared lm_head" expectation reads it (live stand-ins)."""
+    from types import SimpleNamespace as NS
+
+    from surgery.vllm.audit import Audit, _audit_modules
+
+    op = NS(op="share_module", role="lm_head", layer=None, if_draft_has_own="share", id="share_module[lm_head]")
+    plan = NS(ops=lambda kind: [op] if kind == "share_module" else [])
+    draft_head, target_head = NS(weight=NS(shape=(128, 64))), NS(weight=NS(shape=(128, 64)))
+    proposer = NS(model=NS(lm_head=draft_head), vllm_config=NS(speculative_config=NS(
+        draft_lm_head_quantization=quantization)))
+    audit = Audit(plan)
+    _audit_modules(audit, proposer, NS(lm_head=target_head))
+    (stage, found), = audit.findings
+    assert found.code == "SRG705" and found.severity == severity

@@ -185,13 +185,27 @@ def _audit_modules(audit: Audit, proposer: Any, target_model: Any) -> None:
         elif op.op == "share_module" and not shared:
             shape = tuple(getattr(getattr(mine, "weight", None), "shape", ()) or ())
             tshape = tuple(getattr(getattr(theirs, "weight", None), "shape", ()) or ())
-            if op.if_draft_has_own == "share_if_identical" and shape == tshape:
+            quantized_head = _draft_lm_head_quantization(proposer) if op.role == "lm_head" else None
+            if quantized_head:
+                audit.add("load", "SRG705", f"lm_head: the draft has its own {quantized_head} copy of the target's "
+                          f"lm_head, as speculative_config.draft_lm_head_quantization={quantized_head} asks (vLLM "
+                          f"0.33+): not the target's tensor, by design ({op.id})", op.role, severity=INFO)
+            elif op.if_draft_has_own == "share_if_identical" and shape == tshape:
                 audit.add("load", "SRG705", f"{op.role}: the draft kept its own {list(shape)} (vLLM found it different "
                           f"from the target's; the recipe shares only identical weights) ({op.id})", op.role,
                           severity=INFO)
             else:
                 audit.add("load", "SRG705", f"{op.role}: the draft kept its own {list(shape)} (a placeholder where the "
                           f"target's {list(tshape)} belongs); the recipe shares the target's ({op.id})", op.role)
+
+
+def _draft_lm_head_quantization(proposer: Any) -> str | None:
+    """vLLM 0.33+'s `speculative_config.draft_lm_head_quantization` (fp8 / nvfp4): the draft's lm_head is
+    then a quantized copy of the target's, never the target's tensor (surgery/data/releases/vllm.json
+    lists the field per release)."""
+    spec = getattr(getattr(proposer, "vllm_config", None), "speculative_config", None)
+    value = getattr(spec, "draft_lm_head_quantization", None)
+    return str(value) if value else None
 
 
 def _aux_layers(target_model: Any) -> tuple[int, ...] | None:
