@@ -119,6 +119,8 @@ def test_text_output(case, capsys, tmp_path, in_corpus):
                 found = True
                 break
         assert found, f"no {code} at {exp['location']} in output:\nstdout:\n{out}\nstderr:\n{err}"
+        if exp is _expected(case)[0]:
+            assert all(text in line for text in case.get("says", ())), (line, case.get("says"))
 
 
 @pytest.mark.parametrize("case", INPROCESS)
@@ -143,6 +145,9 @@ def test_json_output(case, capsys, tmp_path, in_corpus):
     for exp in _expected(case):
         assert any(d["code"] == exp["code"] and location_matches(d["location"], exp["location"]) for d in diags), \
             f"no {exp['code']} at {exp['location']}; got:\n{_describe(diags)}"
+    primary = [d for d in diags if d["code"] == case["code"] and location_matches(d["location"], case["location"])]
+    assert any(all(text in d["message"] for text in case.get("says", ())) for d in primary), \
+        f"no {case['code']} saying {case.get('says')}; got:\n{_describe(diags)}"
 
 
 SUBPROCESS = [pytest.param(c, id=c["id"]) for c in CASES if c.get("subprocess") or c.get("isolate")]
