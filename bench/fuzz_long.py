@@ -33,6 +33,14 @@ from hypothesis import Phase  # noqa: E402
 TIME_LIMIT_S = float(os.environ.get("SURGERY_FUZZ_TIME_LIMIT", "1.0"))
 
 
+def over_time_limit(worst: dict, limit: float) -> list[dict]:
+    """One failure per surface whose slowest input took more than `limit` CPU seconds (0: none)."""
+    if limit <= 0:
+        return []
+    return [{"target": name, "round": None, "error": f"slowest input took {w['max_s']:.3f} s CPU (limit {limit} s): "
+             f"{w.get('slowest_input', '')}"} for name, w in sorted(worst.items()) if w["max_s"] > limit]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=12.0)
@@ -72,11 +80,7 @@ def main(argv=None) -> int:
         print(f"round {rounds}: {total} inputs, {len(failures)} failures, "
               f"{time.monotonic() - start:.0f}s", flush=True)
 
-    if args.time_limit > 0:
-        for name, w in sorted(fz.WORST.items()):
-            if w["max_s"] > args.time_limit:
-                failures.append({"target": name, "round": None, "error": f"slowest input took {w['max_s']:.3f} s CPU "
-                                 f"(limit {args.time_limit} s): {w.get('slowest_input', '')}"})
+    failures += over_time_limit(fz.WORST, args.time_limit)
     elapsed = time.monotonic() - start
     result = {
         "seconds": round(elapsed, 1),
