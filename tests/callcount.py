@@ -35,3 +35,15 @@ def counted(fn, *args, allowed: tuple = ()):
         prof.disable()
         cpu_s = time.process_time() - start
     return result, sum(entry.callcount for entry in prof.getstats()), cpu_s
+
+
+def timed(fn, *args, allowed: tuple = ()):
+    """Call fn(*args) uncounted: (its value or one of the `allowed` exceptions, its CPU seconds). For
+    bench/ (bench/fuzz_long.py), which reports times; a test file never asserts on them
+    (tests/test_no_timed_assertions.py)."""
+    start = time.process_time()
+    try:
+        result = fn(*args)
+    except allowed as exc:
+        result = exc
+    return result, time.process_time() - start

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import random
-import time
 import tracemalloc
 import zlib
 from collections import Counter
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from callcount import CALL_LIMIT, counted
+from callcount import CALL_LIMIT, counted, timed
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -101,12 +100,7 @@ def bounded(target: str, fn, *args, allowed=(SurgeryError,), mem_mib: int | None
         if COUNT_CALLS:
             result, calls, elapsed = counted(fn, *args, allowed=allowed)
         else:  # CPU time of this process: other load on the machine does not count
-            start = time.process_time()
-            try:
-                result = fn(*args)
-            except allowed as exc:
-                result = exc
-            elapsed = time.process_time() - start
+            result, elapsed = timed(fn, *args, allowed=allowed)
     finally:
         if gc_was_on:
             gc.enable()
