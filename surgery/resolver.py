@@ -90,6 +90,7 @@ class _Resolver:
                 self.check_kv_map(name)
         for op in self.recipe.ops:
             self.expand_op(op)
+        self.check_contradictions()
         self.check_engine_refusals()
         self.check_positional()
         defaults = {}
@@ -425,6 +426,64 @@ class _Resolver:
         else:
             code = cond.code or "SRG320"
             self.skipped.append(Skipped(op.index, op.kind, reason, code, INFO, role, m, attr, lset))
+
+    def check_contradictions(self) -> None:
+        """Two operations in the plan that decide the same thing (the same `DECIDES` subject and key:
+        the module of one draft role and layer, the KV cache of one draft layer, ...) must agree, and
+        an operation is given once. A contradiction (`share_module` and `keep` of input_embeddings,
+        share_kv of one draft layer from two target layers) is SRG125, an exact duplicate SRG126: the
+        plan would list both, and which one the applier performed last would decide silently. Read
+        from each op kind's own declaration (surgery/ops/base.py `DECIDES`), after `when:`, so steps
+        whose conditions exclude each other (keep under pp > 1, share under pp 1) never meet. Said once
+        per pair of steps, at the later step, naming both steps' places."""
+        def overlap(k1: tuple, k2: tuple) -> bool:
+            return all(a is None or b is None or a == b for a, b in zip(k1, k2))
+
+        seen: dict[str, list[Operation]] = {}  # per subject, the ops so far
+        exact: dict[tuple, Operation] = {}  # (subject, key) -> its first op
+        wild: dict[str, list[Operation]] = {}  # per subject, the ops with a None key field
+        pairs: dict[tuple[int, int, str], list[tuple[Operation, Operation]]] = {}
+        for op in self.ops:
+            subject, key = op.decision()
+            if None in key:  # few: one per step at most; compared with every op of the subject so far
+                earlier = [o for o in seen.get(subject, ()) if overlap(o.decision()[1], key)]
+                wild.setdefault(subject, []).append(op)
+            else:
+                earlier = [exact[(subject, key)]] if (subject, key) in exact else []
+                earlier += [o for o in wild.get(subject, ()) if overlap(o.decision()[1], key)]
+            for other in earlier:
+                code = "SRG126" if other.content() == op.content() else "SRG125"
+                pairs.setdefault((other.step, op.step, code), []).append((other, op))
+            exact.setdefault((subject, key), op)
+            seen.setdefault(subject, []).append(op)
+        for (a_step, b_step, code), found in pairs.items():
+            self.report_contradiction(code, a_step, b_step, found)
+
+    def _step_place(self, step: int) -> str:
+        loc = self.recipe.location(self.recipe.ops[step].path[:-1])  # the step's `- kind:` line
+        return f"{loc.file or '<recipe>'}:{loc.line}" if loc.line is not None else str(loc)
+
+    def report_contradiction(self, code: str, a_step: int, b_step: int, found: list) -> None:
+        a, b = found[0]
+        subject, keys = b.DECIDES
+        shown = list(dict.fromkeys(", ".join(f"{k} {v}" for k, v in zip(keys, o.decision()[1]) if v is not None)
+                                   for _, o in found))
+        listed = "; ".join(shown[:3]) + (f"; ... {len(shown)} in all" if len(shown) > 3 else "")
+        what = f"{subject} ({listed or 'one per plan'})"
+        where = self.recipe.location(self.recipe.ops[b_step].path[:-1])
+
+        def says(o) -> str:
+            return o.kind + "".join(f" {k}={v}" for k, v in o.content()[1:] if v is not None)
+
+        if a_step == b_step:
+            one = f"step {a_step} ({self._step_place(a_step)})"
+            text = (f"{one} gives {says(b)} for {what} twice" if code == "SRG126" else
+                    f"{one} decides {what} two ways: {says(a)} vs {says(b)}")
+        else:
+            both = f"step {a_step} ({self._step_place(a_step)}) and step {b_step} ({self._step_place(b_step)})"
+            text = (f"{both} both give {says(b)} for {what}" if code == "SRG126" else
+                    f"{both} decide {what} differently: {says(a)} vs {says(b)}")
+        self.add(code, text, where)
 
     def check_engine_refusals(self) -> None:
         """Operations the plan's engine declares it cannot perform (surgery/ops/ registry), said at

@@ -1,5 +1,7 @@
 """Broken recipes and configs: every one must fail with a coded diagnostic at the right place,
-the right exit status, no traceback, a well-formed --json object, and quickly.
+the right exit status, no traceback, a well-formed --json object, and quickly: within CALL_LIMIT
+function calls (tests/callcount.py; a count, the same on every machine: the wall-clock bound of 1 s
+this file had is a timed assertion, which a loaded machine fails for no fault of the code, issue 48).
 
 The corpus and its manifest live in tests/corpus/ (regenerate with tests/corpus/make_corpus.py).
 """
@@ -10,11 +12,11 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from callcount import CALL_LIMIT, counted
 
 from surgery import cli
 from surgery.diagnostics import catalogue
@@ -25,7 +27,6 @@ REPO = HERE.parent
 SHIPPED = REPO / "recipes" / "gemma4-mtp.yaml"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
 BY_ID = {c["id"]: c for c in CASES}
-TIME_LIMIT_S = 1.0
 
 _LOC = re.compile(r"^(?P<file>[^ ]*?)(?::(?P<line>\d+)(?::(?P<col>\d+))?)?(?: (?P<key>\S+))?$")
 
@@ -85,13 +86,12 @@ def _describe(diags: list[dict]) -> str:
     return "\n".join(f"  {d.get('code')} @ {d.get('location')}: {d.get('message')}" for d in diags) or "  (none)"
 
 
-def run_inprocess(argv: list[str], capsys) -> tuple[int, str, str, float]:
+def run_inprocess(argv: list[str], capsys) -> tuple[int, str, str, int]:
+    """Exit status, stdout, stderr and the number of function calls the command made."""
     capsys.readouterr()
-    start = time.perf_counter()
-    rc = cli.main(argv)
-    elapsed = time.perf_counter() - start
+    rc, calls, _ = counted(cli.main, argv)
     out, err = capsys.readouterr()
-    return rc, out, err, elapsed
+    return rc, out, err, calls
 
 
 @pytest.fixture
@@ -105,9 +105,9 @@ ALL = [pytest.param(c, id=c["id"]) for c in CASES]
 
 @pytest.mark.parametrize("case", INPROCESS)
 def test_text_output(case, capsys, tmp_path, in_corpus):
-    rc, out, err, elapsed = run_inprocess(argv_for(case, tmp_path), capsys)
+    rc, out, err, calls = run_inprocess(argv_for(case, tmp_path), capsys)
     assert "Traceback" not in err and "Traceback" not in out
-    assert elapsed < TIME_LIMIT_S, f"took {elapsed:.3f}s"
+    assert calls < CALL_LIMIT, f"{calls} function calls (limit {CALL_LIMIT})"
     assert rc == case["exit"], f"exit {rc}, expected {case['exit']}\nstdout:\n{out}\nstderr:\n{err}"
     lines = (out + "\n" + err).splitlines()
     for exp in _expected(case):
@@ -119,13 +119,15 @@ def test_text_output(case, capsys, tmp_path, in_corpus):
                 found = True
                 break
         assert found, f"no {code} at {exp['location']} in output:\nstdout:\n{out}\nstderr:\n{err}"
+        if exp is _expected(case)[0]:
+            assert all(text in line for text in case.get("says", ())), (line, case.get("says"))
 
 
 @pytest.mark.parametrize("case", INPROCESS)
 def test_json_output(case, capsys, tmp_path, in_corpus):
-    rc, out, err, elapsed = run_inprocess(argv_for(case, tmp_path, json_flag=True), capsys)
+    rc, out, err, calls = run_inprocess(argv_for(case, tmp_path, json_flag=True), capsys)
     assert "Traceback" not in err
-    assert elapsed < TIME_LIMIT_S, f"took {elapsed:.3f}s"
+    assert calls < CALL_LIMIT, f"{calls} function calls (limit {CALL_LIMIT})"
     assert rc == case["exit"], f"exit {rc}, expected {case['exit']}\nstdout:\n{out}\nstderr:\n{err}"
     obj = json.loads(out)  # exactly one JSON document on stdout
     assert isinstance(obj, dict)
@@ -143,6 +145,9 @@ def test_json_output(case, capsys, tmp_path, in_corpus):
     for exp in _expected(case):
         assert any(d["code"] == exp["code"] and location_matches(d["location"], exp["location"]) for d in diags), \
             f"no {exp['code']} at {exp['location']}; got:\n{_describe(diags)}"
+    primary = [d for d in diags if d["code"] == case["code"] and location_matches(d["location"], case["location"])]
+    assert any(all(text in d["message"] for text in case.get("says", ())) for d in primary), \
+        f"no {case['code']} saying {case.get('says')}; got:\n{_describe(diags)}"
 
 
 SUBPROCESS = [pytest.param(c, id=c["id"]) for c in CASES if c.get("subprocess") or c.get("isolate")]

@@ -2,8 +2,11 @@
 language, the config reader and the resolver.
 
 Property, for every generated input: the call either succeeds or raises `SurgeryError` (`ExprError`
-when the expression module is called directly) carrying well-formed coded diagnostics; it answers
-within TIME_LIMIT_S, and the loader stays under LOADER_MEM_MIB of Python allocations (tracemalloc).
+when the expression module is called directly) carrying well-formed coded diagnostics; it makes fewer
+than CALL_LIMIT function calls (tests/callcount.py: a count, the same on every machine; the CPU-time
+bound this file asserted failed loaded machines, issue 48), and the loader stays under LOADER_MEM_MIB
+of Python allocations (tracemalloc). CPU time per input is measured by bench/fuzz_long.py, which
+times the calls instead of counting them and reports the slowest input against its time limit.
 
 The default run is short (a few hundred examples per target, CI). The long campaign is opt-in:
 
@@ -21,7 +24,6 @@ import json
 import math
 import os
 import random
-import time
 import tracemalloc
 import zlib
 from collections import Counter
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from callcount import CALL_LIMIT, counted, timed
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -43,12 +46,14 @@ from surgery.resources import shipped_recipes
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "tests" / "data" / "configs"
 
-TIME_LIMIT_S = float(os.environ.get("SURGERY_FUZZ_TIME_LIMIT", "1.0"))
+# bench/fuzz_long.py sets it False: it times each call (CPU seconds, a bench figure) instead of
+# counting its function calls (the default suite's bound)
+COUNT_CALLS = True
 LOADER_MEM_MIB = 64
 CI_EXAMPLES = int(os.environ.get("SURGERY_FUZZ_CI_EXAMPLES", "150"))
 LONG_EXAMPLES = int(os.environ.get("SURGERY_FUZZ_EXAMPLES", "12500"))  # per target; 8 targets
 
-# what the campaign saw: calls per target, outcomes, slowest call, largest loader peak
+# what the campaign saw: calls per target, outcomes, slowest call, most function calls, largest loader peak
 STATS: dict[str, Counter] = {}
 WORST: dict[str, dict[str, float]] = {}
 EXAMPLES: Counter = Counter()  # inputs run per fuzz target (shrinking included)
@@ -56,9 +61,12 @@ EXAMPLES: Counter = Counter()  # inputs run per fuzz target (shrinking included)
 
 # -- the property ----------------------------------------------------------------------------------
 
-def _record(target: str, outcome: str, elapsed: float, peak: int = 0, args=()) -> None:
+def _record(target: str, outcome: str, elapsed: float, peak: int = 0, args=(), calls: int | None = None) -> None:
     STATS.setdefault(target, Counter())[outcome] += 1
-    w = WORST.setdefault(target, {"max_s": 0.0, "max_peak_mib": 0.0})
+    w = WORST.setdefault(target, {"max_s": 0.0, "max_calls": 0, "max_peak_mib": 0.0})
+    if calls is not None and calls > w["max_calls"]:
+        w["max_calls"] = calls
+        w["most_calls_input"] = repr(args[0])[:160] if args else ""
     if elapsed > w["max_s"]:
         w["max_s"] = elapsed
         w["slowest_input"] = repr(args[0])[:160] if args else ""
@@ -80,23 +88,24 @@ def _check_diagnostics(exc: SurgeryError) -> None:
 
 def bounded(target: str, fn, *args, allowed=(SurgeryError,), mem_mib: int | None = None):
     """Call fn(*args): it returns or raises one of `allowed`; anything else propagates and fails the
-    example. The call is timed; with mem_mib it is repeated under tracemalloc (which slows Python
-    code several times, so it is not timed) and the allocation peak is checked. Returns the value or
-    the error."""
-    # CPU time of this process (other load on the machine does not count), with the cyclic GC
-    # paused: a full collection of hypothesis' own objects landing inside the call cost seconds
+    example. Its function calls are counted (under CALL_LIMIT), or, for bench/fuzz_long.py
+    (COUNT_CALLS off), it is timed; with mem_mib it is repeated under tracemalloc and the allocation
+    peak is checked. Returns the value or the error."""
+    # the cyclic GC paused: a full collection of hypothesis' own objects landing inside the call cost
+    # seconds (timed) and runs finalizers that are not the call's work (counted)
     gc_was_on = gc.isenabled()
     gc.disable()
-    start = time.process_time()
+    calls = None
     try:
-        result = fn(*args)
-        outcome = "ok"
-    except allowed as exc:
-        result, outcome = exc, f"{type(exc).__name__}:{getattr(exc, 'code', None) or _first_code(exc)}"
+        if COUNT_CALLS:
+            result, calls, elapsed = counted(fn, *args, allowed=allowed)
+        else:  # CPU time of this process: other load on the machine does not count
+            result, elapsed = timed(fn, *args, allowed=allowed)
     finally:
-        elapsed = time.process_time() - start
         if gc_was_on:
             gc.enable()
+    outcome = "ok" if not isinstance(result, allowed) else \
+        f"{type(result).__name__}:{getattr(result, 'code', None) or _first_code(result)}"
     peak = 0
     if mem_mib is not None:
         tracemalloc.start()
@@ -107,8 +116,8 @@ def bounded(target: str, fn, *args, allowed=(SurgeryError,), mem_mib: int | None
         finally:
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-    _record(target, outcome, elapsed, peak, args)
-    assert elapsed < TIME_LIMIT_S, f"{target}: {elapsed:.3f}s CPU for one input (limit {TIME_LIMIT_S}s)"
+    _record(target, outcome, elapsed, peak, args, calls)
+    assert calls is None or calls < CALL_LIMIT, f"{target}: {calls} function calls for one input (limit {CALL_LIMIT})"
     if mem_mib is not None:
         assert peak < mem_mib << 20, f"{target}: tracemalloc peak {peak / (1 << 20):.1f} MiB (limit {mem_mib})"
     if isinstance(result, SurgeryError):
@@ -680,12 +689,11 @@ def test_huge_int_meets_float_is_coded(text):
                                   "- {}\n" * 200_000])
 def test_wide_document_refused_before_composing(text):
     """Found by this file: a < 1 MiB document of 450k tiny nodes was composed in full (2-5 s, ~130 MiB)
-    before the builder's node limit fired; now the event stream is counted first."""
-    start = time.process_time()
-    with pytest.raises(SurgeryError) as ei:
-        parse_recipe(text)
-    assert ei.value.diagnostics[0].code == "SRG008"
-    assert time.process_time() - start < TIME_LIMIT_S
+    before the builder's node limit fired; now the event stream is counted first. Bounded by the
+    function calls it takes (composing in full took 2-5 s, several million calls), not by seconds."""
+    result, calls, _ = counted(parse_recipe, text, allowed=(SurgeryError,))
+    assert isinstance(result, SurgeryError) and result.diagnostics[0].code == "SRG008"
+    assert calls < CALL_LIMIT, f"{calls} function calls (limit {CALL_LIMIT})"
 
 
 @pytest.mark.parametrize("depth", [200, 600, 950])
@@ -713,19 +721,19 @@ def test_flat_mapping_of_thousands_of_unknown_keys_has_headroom(monkeypatch):
     """Found by the long campaign (issue 34): 4000 unknown top-level keys took 1.008 s CPU, most of it
     difflib's "did you mean" per key. Now capped (schemacheck.MAX_SUGGESTIONS); every key is still
     reported. The cap is checked by counting the look-ups (a CPU-time bound of half the fuzz limit
-    flaked on a loaded machine: 0.77 s once, 2026-12-04); the fuzz per-input limit still holds."""
+    flaked on a loaded machine: 0.77 s once, 2026-12-04), and the whole parse by counting its
+    function calls against the fuzz per-input CALL_LIMIT (the full CPU-time bound failed a fresh
+    clone's run on a loaded machine, 1.168 s against 1 s: issue 48). Timings: bench/fuzz_long.py."""
     from surgery import schemacheck
 
-    calls = []
+    lookups = []
     closest = schemacheck._closest
-    monkeypatch.setattr(schemacheck, "_closest", lambda *a, **k: calls.append(a) or closest(*a, **k))
-    start = time.process_time()
-    with pytest.raises(SurgeryError) as ei:
-        parse_recipe(FLAT_MAPPING)
-    elapsed = time.process_time() - start
-    assert len([d for d in ei.value.diagnostics if d.code == "SRG101"]) == 4000
-    assert len(calls) == schemacheck.MAX_SUGGESTIONS
-    assert elapsed < TIME_LIMIT_S, f"{elapsed:.3f}s CPU"
+    monkeypatch.setattr(schemacheck, "_closest", lambda *a, **k: lookups.append(a) or closest(*a, **k))
+    result, calls, _ = counted(parse_recipe, FLAT_MAPPING, allowed=(SurgeryError,))
+    assert isinstance(result, SurgeryError)
+    assert len([d for d in result.diagnostics if d.code == "SRG101"]) == 4000
+    assert len(lookups) == schemacheck.MAX_SUGGESTIONS
+    assert calls < CALL_LIMIT, f"{calls} function calls (limit {CALL_LIMIT})"
     # the cap: close misspellings past the first MAX_SUGGESTIONS keep the allowed-keys hint only
     n = schemacheck.MAX_SUGGESTIONS + 5
     with pytest.raises(SurgeryError) as ei:
@@ -753,16 +761,34 @@ def test_nan_and_inf_never_reach_a_recipe():
 
 def test_long_campaign_script_runs_one_short_round(tmp_path):
     """bench/fuzz_long.py runs only by hand, so nothing noticed when it broke; CI runs one short round
-    of every target through it (issue 34), regression examples first."""
+    of every target through it (issue 34), regression examples first. With `--time-limit 0`: the
+    script times every call and would fail a slow one, a timed assertion this suite does not make
+    (issue 48); the round still checks the script runs and counts."""
     import subprocess
     import sys
 
     out = tmp_path / "fuzz_long.json"
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz_long.py"), "--examples", "1", "--chunk", "10",
-                          "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          "--time-limit", "0", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert data["rounds"] == 1 and data["failures"] == []
+    assert data["rounds"] == 1 and data["failures"] == [] and data["time_limit_s"] == 0
+    assert all(w["max_calls"] == 0 for w in data["worst_per_surface"].values())  # timed there, not counted
     assert set(data["inputs_per_target"]) == set(TARGETS)
     for name, n in data["inputs_per_target"].items():
         assert n >= 10 + len(REGRESSIONS.get(name, ())), (name, n)  # the regression examples ran too
+
+
+def test_long_campaign_fails_a_surface_over_its_time_limit():
+    """The CPU-time bound lives in the bench (issue 48): bench/fuzz_long.py turns a surface whose
+    slowest input took longer than --time-limit into a failure naming that input; 0 only reports.
+    Checked on recorded figures, nothing timed here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_long", ROOT / "bench" / "fuzz_long.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    worst = {"loader": {"max_s": 1.168, "slowest_input": "'k0: 0\\nk1: 1'"}, "expr": {"max_s": 0.0007}}
+    (f,) = bench.over_time_limit(worst, 1.0)
+    assert f["target"] == "loader" and "1.168 s CPU (limit 1.0 s)" in f["error"] and "k0: 0" in f["error"]
+    assert bench.over_time_limit(worst, 0) == [] and bench.over_time_limit(worst, 2.0) == []

@@ -24,10 +24,30 @@ class Operation:
     # test leaves them out): the id, the step it came from, the human reason, the policy.
     BOOKKEEPING: ClassVar[tuple[str, ...]] = ("id", "step", "because", "otherwise")
 
+    # what the op decides (resolver.check_contradictions): a subject (shared by the kinds that decide
+    # the same thing: `keep` and `share_module` both decide which module a draft role uses) and the
+    # fields that pick the one thing decided (`role`, `layer`). Two ops with the same subject and equal
+    # key fields decide the same thing: they must not differ (a contradiction) and must not repeat (a
+    # duplicate). A key field that is None covers every value (a per-layer role given without
+    # `layers:`). The registry checks each kind declares it.
+    DECIDES: ClassVar[tuple[str, tuple[str, ...]]] = ("", ())
+
     id: str
     step: int
     because: str | None = None
     otherwise: str | None = None
+
+    def decision(self) -> tuple[str, tuple]:
+        """(subject, values of the key fields): what this op decides."""
+        subject, keys = self.DECIDES
+        return subject, tuple(getattr(self, k) for k in keys)
+
+    def content(self) -> tuple:
+        """How it decides: the kind and every field that changes what the op does (not its bookkeeping,
+        not the key fields). Equal decisions with equal content are duplicates."""
+        keys = set(self.DECIDES[1])
+        return (self.kind,) + tuple((f.name, getattr(self, f.name)) for f in fields(self)
+                                    if f.name not in self.BOOKKEEPING and f.name not in keys)
 
     @property
     def op(self) -> str:

@@ -8,12 +8,14 @@ spec, expansion, plan-time checks, rendering and one performer per engine that p
 The registry sits above the op packages and imports them; nothing in an op package imports it,
 and it never imports a performer or an engine (performers are found by module name, on first
 use). Each unit is checked when it is registered: every engine either has a performer file or is
-named in the unit's `refused_by` with a reason, never both, never neither.
+named in the unit's `refused_by` with a reason, never both, never neither; and its spec declares
+what it decides (`DECIDES`), which the plan's contradiction check reads.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import fields, is_dataclass
 from types import ModuleType
 
 from ..engines import ENGINES
@@ -52,6 +54,12 @@ def register(unit: OpUnit) -> OpUnit:
             raise ValueError(f"op {unit.kind} x {engine}: " + (
                 "has a performer and a declared refusal" if has else
                 f"neither a performer ({performer_module(unit, engine)}) nor a declared refusal"))
+    subject, keys = getattr(unit.spec, "DECIDES", None) or ("", ())
+    names = {f.name for f in fields(unit.spec)} if is_dataclass(unit.spec) else set()
+    if not subject or not set(keys) <= names - set(unit.spec.BOOKKEEPING):
+        raise ValueError(f"op {unit.kind}: its spec must declare DECIDES = (subject, key fields), the key fields "
+                         f"among its own non-bookkeeping fields (got {getattr(unit.spec, 'DECIDES', None)!r}); "
+                         "the plan's contradiction check reads it")
     UNITS[unit.kind] = unit
     BY_RECIPE_KEY[unit.recipe_key] = unit
     return unit

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from ..engines import card
+from ..greedyties import divergences, exact_tie  # noqa: F401 - exact_tie: this module's name for it too
 
 RESULT_TAG = "SURGERY_SGLANG_RESULT "
 PLUGIN_GROUP = "sglang.srt.plugins"
@@ -164,36 +165,6 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
         res["codes"] = codes
     res["tail"] = out[-6000:]
     return res
-
-
-def exact_tie(greedy_token, speculative_token, top2) -> bool:
-    """The target's two best [token, logprob] at a position are bit-equal and are the two tokens seen."""
-    (t1, l1), (t2, l2) = top2
-    return l1 == l2 and {greedy_token, speculative_token} == {t1, t2}
-
-
-def divergences(reference: list[list[int]], outputs: list[list[int]], top: list | None) -> list[dict]:
-    """Per differing prompt, the first position where the speculative output leaves the greedy one,
-    the two tokens, and (with the reference's top logprobs) the target's own two best choices there
-    and their logprob margin. `exact_tie`: the two best are bit-equal and are the two tokens: greedy
-    itself is undefined there, and each engine path breaks the tie its own way (the verify pass scores
-    k+1 tokens in one forward, greedy decoding one; in bf16 they round differently: docs/gpu.md
-    section 8). Which token wins there is rounding, not wiring."""
-    rows = []
-    for i, (a, b) in enumerate(zip(reference, outputs)):
-        if a == b:
-            continue
-        pos = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        row = {"prompt": i, "position": pos, "greedy_token": a[pos] if pos < len(a) else None,
-               "speculative_token": b[pos] if pos < len(b) else None}
-        best = (top[i] if top and i < len(top) else None) or []
-        row["exact_tie"] = False
-        if pos < len(best) and len(best[pos]) >= 2:
-            top2 = [list(best[pos][0]), list(best[pos][1])]
-            row.update(greedy_top2=top2, margin=top2[0][1] - top2[1][1],
-                       exact_tie=exact_tie(row["greedy_token"], row["speculative_token"], top2))
-        rows.append(row)
-    return rows
 
 
 def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: list[dict], num_draft_tokens: int,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import greedyties
 from ..diagnostics import SurgeryError, diag
 from . import engine, hooks, state
 from .ablation import rewire_hook
@@ -13,25 +14,39 @@ from .engine import MAX_TOKENS, NUM_SPEC
 from .readout import engine_checks, live_wiring, plan_steps
 
 
-def decode_summary(reference, outputs, counters, num_spec) -> dict:
+def decode_summary(reference, outputs, counters, num_spec, reference_top=None) -> dict:
+    """Identity with the greedy reference and vLLM's counters. With ``reference_top`` (the greedy
+    engine's own top-2 per position, :func:`greedy_reference_top`): where the outputs part, whether
+    the target had an exact tie there (surgery.greedyties: `divergences`, `identical_up_to_ties`),
+    and every tie of the reference (`reference_ties`), where any run may part without a fault."""
     drafted = int(counters.get("num_draft_tokens") or 0)
     accepted = int(counters.get("num_accepted_tokens") or 0)
     mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
-    return {"identical": not mismatched and len(reference) == len(outputs), "prompts": len(outputs),
-            "tokens": sum(len(o) for o in outputs), "drafted": drafted, "accepted": accepted,
-            "acceptance_rate": accepted / drafted if drafted else 0.0, "num_draft_tokens": num_spec,
-            "drafts": int(counters.get("num_drafts") or 0),
-            "accepted_per_position": counters.get("num_accepted_tokens_per_pos"), "mismatched_prompts": mismatched}
+    out = {"identical": not mismatched and len(reference) == len(outputs), "prompts": len(outputs),
+           "tokens": sum(len(o) for o in outputs), "drafted": drafted, "accepted": accepted,
+           "acceptance_rate": accepted / drafted if drafted else 0.0, "num_draft_tokens": num_spec,
+           "drafts": int(counters.get("num_drafts") or 0),
+           "accepted_per_position": counters.get("num_accepted_tokens_per_pos"), "mismatched_prompts": mismatched}
+    if reference_top is not None:
+        div = greedyties.divergences(reference, outputs, reference_top)
+        if len(reference) != len(outputs):  # a missing output is never a tie
+            div.append({"prompt": min(len(reference), len(outputs)), "position": None, "exact_tie": False})
+        out.update(divergences=div, identical_up_to_ties=all(v["exact_tie"] for v in div),
+                   reference_ties=greedyties.reference_ties(reference_top))
+    return out
 
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
-                    max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None, head_as_model=False) -> dict:
+                    max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None, head_as_model=False,
+                    reference_top=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
     ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
     ``spec_extra``: more speculative_config keys (engine.engine_kwargs).
     ``head_as_model``: a speculators head given as the model (vLLM takes target, method and k from
     its file); ``num_spec`` is then the file's k, for the summary.
+    ``reference_top``: the reference's top-2 per position (:func:`greedy_reference_top`); the
+    summary then says whether each place the outputs part is an exact tie of the target.
     ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
     callback (the oracle a recipe's wiring is compared with)."""
     live: dict[str, Any] = {}
@@ -65,7 +80,7 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         seen = (inspect or live_wiring)(proposer, live["target"]) if proposer is not None else None
         t = time.perf_counter()
         outs = engine.generate(llm, prompts, max_tokens)
-        decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec)
+        decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec, reference_top)
         decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
         plugin = {"verified": None}
         v = state.recorded(proposer, "verify") if proposer is not None else None
@@ -100,6 +115,15 @@ def greedy_reference(target, prompts, max_tokens=MAX_TOKENS) -> tuple[list[list[
     try:
         outs = engine.generate(llm, prompts, max_tokens)
         return outs, time.perf_counter() - t
+    finally:
+        engine.shutdown(llm)
+
+
+def greedy_reference_top(target, prompts, max_tokens=MAX_TOKENS, top=2):
+    """Target-only greedy outputs and the engine's own `top` best [token, logprob] per position."""
+    llm = engine.start_engine(**engine.engine_kwargs(target))
+    try:
+        return engine.generate_top(llm, prompts, max_tokens, top)
     finally:
         engine.shutdown(llm)
 

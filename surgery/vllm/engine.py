@@ -115,6 +115,21 @@ def generate(llm, prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> lis
     return [list(o.outputs[0].token_ids) for o in outs]
 
 
+def generate_top(llm, prompts: list[list[int]], max_tokens: int = MAX_TOKENS, top: int = 2):
+    """Greedy outputs and, per position, the engine's own `top` best [token, logprob] (best first,
+    as surgery.greedyties reads them): where a speculative run leaves greedy, they say whether the
+    target had an exact tie there. Logprobs are read off the logits; the sampled tokens are those
+    of :func:`generate`."""
+    from vllm import SamplingParams, TokensPrompt
+
+    sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, detokenize=False, ignore_eos=True, logprobs=top)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
+    tokens = [list(o.outputs[0].token_ids) for o in outs]
+    best = [[sorted(([t, lp.logprob] for t, lp in pos.items()), key=lambda x: (-x[1], x[0]))[:top]
+             for pos in (o.outputs[0].logprobs or [])] for o in outs]
+    return tokens, best
+
+
 def spec_counters(llm) -> dict:
     """vLLM's spec-decode counters (drafts, draft tokens, accepted, accepted per position)."""
     out = {}

@@ -434,6 +434,50 @@ def build() -> None:
     add("tp3-kv-heads-not-divisible", "recipes/base.yaml", t2, d2, "SRG310", 1,
         {"file": "base.yaml", "key": "layer_maps.kv_source"}, "2 KV heads, tp 3", args=["--tp", "3"])
 
+    # ------------------------------------------------------------------ contradictions (issue 48)
+    def add_step(step: str, text: str = BASE) -> str:
+        return replace(text, "\nengine:\n", "\n" + step + "engine:\n")
+
+    def step_place(cid: str, text: str, marker: str, nth: int = 0) -> str:
+        return f"{cid}.yaml:{line_of(text, marker, nth)}"
+
+    cid = "contradiction-share-and-keep-embeddings"
+    t = add_step("  - keep: {role: input_embeddings}\n")
+    recipe_case(cid, t, "SRG125", 1, line_marker="- keep: {role: input_embeddings}", col=5, key="ops[4]",
+                says=[step_place(cid, t, "- share_module:"), step_place(cid, t, "- keep: {role: input_embeddings}")],
+                doc="shares the target's embedding and keeps the draft's own: both steps' file:line are named")
+    cid = "contradiction-share-policy"
+    t = add_step("  - share_module: {role: input_embeddings, if_draft_has_own: keep}\n")
+    recipe_case(cid, t, "SRG125", 1, line_marker="if_draft_has_own: keep}", col=5, key="ops[4]",
+                says=[step_place(cid, t, "- share_module:"), step_place(cid, t, "if_draft_has_own: keep}")],
+                doc="one op kind, two policies for one role")
+    cid = "contradiction-kv-source"
+    t = replace(BASE, "layer_maps:\n", "layer_maps:\n  other:\n    rule: explicit\n    pairs: {0: 14, 1: 14, 2: 14, 3: 14}\n")
+    t = add_step("  - share_kv: {map: other}\n", t)
+    recipe_case(cid, t, "SRG125", 1, line_marker="- share_kv: {map: other}", col=5, key="ops[4]",
+                says=[step_place(cid, t, "- share_kv: {map: kv_source}"), step_place(cid, t, "- share_kv: {map: other}")],
+                doc="draft layers 0-2 read target layer 13 by one map and 14 by the other")
+    cid = "contradiction-in-one-step"
+    t = replace(BASE, "        - {attrs: [_k_scale_cpu, _v_scale_cpu], mode: copy_inplace}\n",
+                "        - {attrs: [_k_scale_cpu, _v_scale_cpu], mode: copy_inplace}\n"
+                "        - {attrs: [_k_scale], mode: assign}\n")
+    recipe_case(cid, t, "SRG125", 1, line_marker="- copy_attrs:", col=5, key="ops[1]",
+                says=[step_place(cid, t, "- copy_attrs:") + ")", "two ways"],
+                doc="copy_attrs copies _k_scale twice, two modes: one step named")
+    cid = "duplicate-step"
+    t = add_step("  - keep: {role: lm_head, tied_to: draft_embeddings, because: said again}\n")
+    recipe_case(cid, t, "SRG126", 1, line_marker="because: said again", col=5, key="ops[4]",
+                says=[step_place(cid, t, "- keep: {role: lm_head, tied_to: draft_embeddings}"),
+                      step_place(cid, t, "because: said again")],
+                doc="an exact duplicate (only `because` differs, which changes nothing) is refused, not listed twice")
+    cid = "duplicate-in-one-step"
+    t = replace(BASE, "        - {attrs: [_k_scale_cpu, _v_scale_cpu], mode: copy_inplace}\n",
+                "        - {attrs: [_k_scale_cpu, _v_scale_cpu], mode: copy_inplace}\n"
+                "        - {attrs: [_v_scale], mode: clone_keep_registration}\n")
+    recipe_case(cid, t, "SRG126", 1, line_marker="- copy_attrs:", col=5, key="ops[1]",
+                says=[step_place(cid, t, "- copy_attrs:") + ")", "twice"],
+                doc="two rules of one step copy _v_scale the same way (one list repeating an item is SRG106)")
+
     # ------------------------------------------------------------------ command line
     add("cli-pp-zero", "recipes/base.yaml", TARGET, DRAFT, "SRG011", 2, None,
         "SRG011 is a usage error (exit 2 in the catalogue)", args=["--pp", "0"])
@@ -455,6 +499,7 @@ def write_manifest() -> None:
               "# target/draft: config paths relative to tests/corpus (null: option omitted).\n"
               "# location: file = basename expected in the diagnostic's location, line/col 1-based, key = key path;\n"
               "#   null for command-line usage errors. also: further diagnostics expected in the same run.\n"
+              "# says: text the primary diagnostic's message must hold (e.g. both steps' file:line).\n"
               "# command: validate unless given. subprocess: also run as `python -m surgery`.\n"
               "# isolate: run only as a subprocess with a timeout (known to hang in-process).\n")
     for c in cases:

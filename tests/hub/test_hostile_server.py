@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 from pathlib import Path
 
 import pytest
@@ -32,12 +31,11 @@ def assert_nothing_half_written(home: Path) -> None:
             assert p.exists(), p
 
 
-def coded(code_rc, err, code, seconds=None, started=None):
+def coded(code_rc, err, code):
     rc, out, e = code_rc
     assert rc == 2, (rc, out, e)
     assert code in e and "Traceback" not in e, e
-    if seconds is not None:
-        assert time.monotonic() - started < seconds
+    return e
 
 
 def test_5xx_is_retried_then_coded(run_cli, hubenv):
@@ -104,19 +102,33 @@ def test_redirect_loop_is_coded(run_cli, hubenv):
     coded(run(run_cli), None, "SRG055")
 
 
+def resolve_requests(hubenv) -> int:
+    """Requests for the target's files, once the server threads wrote their rows (a stalled answer
+    is recorded when its 3 s pause ends, after the client hung up: a wait, not a bound)."""
+    hubenv.settle(10)
+    return len([r for r in hubenv.log if r["path"].startswith(f"/{TINY_TARGET}/resolve/")])
+
+
 def test_stalled_body_is_cut_at_the_stall_timeout(run_cli, hubenv, monkeypatch):
+    """The stall bound is what ends it (its message, its 1 s), and after one stalled body the run
+    stops: counted, not timed (no timed assertion in the default suite, issue 48). Were the stall
+    not cut, the body would complete after the server's 3 s pause and the run succeed."""
     monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
     hubenv.faults[f"/{TINY_TARGET}/resolve/"] = Fault(stall_after=5, stall_s=3)
-    started = time.monotonic()
-    coded(run(run_cli), None, "SRG056", seconds=8, started=started)
+    err = coded(run(run_cli), None, "SRG056")
+    assert "the answer stalled (no byte for 1 s)" in err, err
+    assert resolve_requests(hubenv) == 1, hubenv.log
     assert_nothing_half_written(Path(os.environ["HF_HOME"]))
 
 
 def test_trickling_body_is_cut_at_the_deadline(run_cli, hubenv, monkeypatch):
+    """One byte every 0.2 s never trips the 5 s stall bound; the request deadline (1.5 s) ends it,
+    and says so, after one request: counted, not timed (issue 48)."""
     monkeypatch.setenv("SURGERY_HUB_DEADLINE", "1.5")
     hubenv.faults[f"/{TINY_TARGET}/resolve/"] = Fault(trickle_s=0.2)
-    started = time.monotonic()
-    coded(run(run_cli), None, "SRG056", seconds=8, started=started)
+    err = coded(run(run_cli), None, "SRG056")
+    assert "not complete within 1.5 s" in err, err
+    assert resolve_requests(hubenv) == 1, hubenv.log
 
 
 def test_wrong_commit_is_coded(run_cli, hubenv):

@@ -70,6 +70,21 @@ def test_registration_refuses_a_unit_that_declares_wrongly():
     assert "brand_new" not in UNITS
 
 
+@pytest.mark.parametrize("decides", [("", ()), ("the KV cache a draft layer reads", ("no_such_field",)),
+                                     ("the KV cache a draft layer reads", ("map",))])
+def test_registration_refuses_a_spec_that_does_not_say_what_it_decides(decides):
+    """Issue 48: the plan's contradiction check (SRG125 / SRG126) reads what each kind decides from
+    its spec's DECIDES; a kind that declares none, or keys on a field it lacks or on a bookkeeping
+    field (`map`, a name only), is refused when registered, not skipped by the check."""
+    spec = dataclasses.make_dataclass("S", [], bases=(ShareKV,), frozen=True,
+                                      namespace={"kind": "decides_test", "DECIDES": decides})
+    unit = dataclasses.replace(UNITS["share_kv"], kind="decides_test", recipe_key="decides_test", spec=spec,
+                               refused_by={e: "a refusal for the test" for e in ENGINES})
+    with pytest.raises(ValueError, match="DECIDES"):
+        register(unit)
+    assert "decides_test" not in UNITS
+
+
 def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
     """The op list is the registry's; the recipe schema names the same op keys (one list, checked)."""
     from surgery.resources import load_schema

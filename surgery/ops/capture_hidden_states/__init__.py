@@ -12,6 +12,7 @@ from ..common import step_fields
 class CaptureHiddenStates(Operation):
     kind = "capture_hidden_states"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set",)
+    DECIDES = ("the target layers the draft is fed", ())  # one set per plan
 
     layers: tuple[int, ...]
     layer_set: str

@@ -11,6 +11,7 @@ from ..common import group_by_target, step_fields
 class CopyAttr(Operation):
     kind = "copy_attr"
     BOOKKEEPING = Operation.BOOKKEEPING + ("map",)
+    DECIDES = ("a draft attention attribute", ("draft_layer", "attr"))
 
     map: str
     draft_layer: int

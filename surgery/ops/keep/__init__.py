@@ -16,6 +16,7 @@ from ..common import layers_note, op_layers, step_fields
 class Keep(Operation):
     kind = "keep"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set",)
+    DECIDES = ("the module a draft role uses", ("role", "layer"))  # as `share_module` does
 
     role: str
     tied_to: str | None = None  # draft_embeddings | none

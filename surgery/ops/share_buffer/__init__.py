@@ -11,6 +11,7 @@ from ..common import step_fields
 class ShareBuffer(Operation):
     kind = "share_buffer"
     BOOKKEEPING = Operation.BOOKKEEPING + ("source",)
+    DECIDES = ("a draft buffer attribute", ("attr",))
 
     attr: str
     source: str = "target"

@@ -11,6 +11,7 @@ from ..common import group_by_target, step_fields
 class ShareKV(Operation):
     kind = "share_kv"
     BOOKKEEPING = Operation.BOOKKEEPING + ("map",)  # the map's name; its rows are draft/target_layer
+    DECIDES = ("the KV cache a draft layer reads", ("draft_layer",))
 
     map: str
     draft_layer: int

@@ -20,6 +20,7 @@ from ..common import layers_note, op_layers, step_fields
 class ShareModule(Operation):
     kind = "share_module"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set", "source")  # source: always `target` (schema)
+    DECIDES = ("the module a draft role uses", ("role", "layer"))  # as `keep` does
 
     role: str
     source: str = "target"
