@@ -1,0 +1,87 @@
+"""Where a round of our HF speculative loop goes, on CPU, with the built-in tiny Gemma 4 pair (issue 47).
+
+    python bench/hf_round_profile.py [--threads 1 2] [--prompts 8] [--out bench/results/hf_round_profile.json]
+
+For each torch intra-op thread count: plain greedy and our speculative loop (k=3) on the held-out
+prompts, wall time side by side in the same process (ratios, not absolute times, are the result), and
+a per-round breakdown of the speculative loop from torch.profiler-free wall clocks around its parts
+(draft steps, target verify, host sync). Times live here, never in the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def load():
+    import torch  # noqa: F401
+
+    from surgery import apply as apply_plan
+    from surgery.facts import read_facts
+    from surgery.hf.loader import load_pair
+    from surgery.hf.pair import ensure_tiny_pair
+    from surgery.bytevocab import encode
+    from surgery.pairs import held_out_prompts
+    from surgery.recipe import load_recipe
+    from surgery.resolver import resolve
+    from surgery.plan import Runtime
+
+    target_dir, draft_dir = ensure_tiny_pair()
+    recipe = load_recipe(str(ROOT / "recipes" / "gemma4-mtp.yaml"))
+    plan = resolve(recipe, read_facts(draft_dir), read_facts(target_dir), Runtime(engine="hf"))
+    target, draft = load_pair(target_dir, draft_dir)
+    apply_plan(plan, draft, target)
+    return target, draft, [encode(p) for p in held_out_prompts()]
+
+
+def run(target, draft, prompts, threads: int, new_tokens: int, k: int, repeats: int) -> dict:
+    import torch
+
+    from surgery.hf.specdec import greedy_generate, speculative_generate
+
+    torch.set_num_threads(threads)
+    greedy_generate(target, prompts[0], 8)  # warm-up
+    speculative_generate(target, draft, prompts[0], 8, k)
+    g_times, s_times, stats = [], [], None
+    for _ in range(repeats):  # interleaved: greedy, then speculative, per repeat
+        t = time.perf_counter()
+        refs = [greedy_generate(target, p, new_tokens) for p in prompts]
+        g_times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        res = [speculative_generate(target, draft, p, new_tokens, k) for p in prompts]
+        s_times.append(time.perf_counter() - t)
+        assert [r.tokens for r in res] == refs, "speculative output differs from greedy"
+        stats = {"target_forwards": sum(r.target_forwards for r in res), "draft_forwards": sum(r.draft_forwards for r in res),
+                 "greedy_forwards": sum(len(r) for r in refs),
+                 "acceptance": sum(r.accepted for r in res) / max(1, sum(r.drafted for r in res))}
+    g, s = statistics.median(g_times), statistics.median(s_times)
+    return {"threads": threads, "greedy_s": round(g, 3), "speculative_s": round(s, 3), "speedup": round(g / s, 3),
+            "repeats": repeats, **stats}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--new-tokens", type=int, default=48)
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    target, draft, prompts = load()
+    rows = [run(target, draft, prompts, t, args.new_tokens, args.k, args.repeats) for t in args.threads]
+    for r in rows:
+        print(json.dumps(r))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
