@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_pair_args(p, target_required=False)
         p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine the plan is for (default vllm)")
+        p.add_argument("--device", default=None, metavar="DEV", help="device the engine will run on: cuda, cpu, rocm, "
+                       "... (default: not known; a check that depends on it is then a note, SRG334, SRG351)")
+        p.add_argument("--verbose", "-v", action="store_true", help="also print the notes (info diagnostics; --json "
+                       "always has them)")
         if name == "plan":
             p.add_argument("--format", choices=PLAN_FORMATS, default=None,
                            help="table (default), json (the same as --json), or mermaid: the layer map(s) and the "
@@ -276,10 +280,32 @@ def _runtime(args, engine: str):
     from .plan import Runtime
 
     return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
-                   attention_backend=args.attention_backend)
+                   attention_backend=args.attention_backend, device=getattr(args, "device", None))
 
 
-def cmd_plan(args, out) -> int:
+#: diagnostics that are part of the result, not findings: printed on stdout with it (SRG058: which target the
+#: speculators verifier resolved to)
+RESULT_CODES = ("SRG058",)
+
+
+def verdict_line(plan, name: str, verbose: bool = False) -> str:
+    """validate's first line: the verdict, what was checked, and how many findings follow on stderr."""
+    from .render import counts
+
+    maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows)
+                     for n, rows in plan.layer_maps.items() if rows)
+    said = counts([d for d in plan.diagnostics if d.code not in RESULT_CODES], verbose=verbose)
+    return (f"{'valid' if plan.ok else 'INVALID'}: {name} for {plan.draft['model_type']} -> "
+            f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
+            f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
+
+
+def cmd_plan(args, out, err=None) -> int:
+    """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
+    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything."""
+    from .render import Line, render_diagnostics
+
+    err = err or sys.stderr
     from .facts import read_facts
     from .plan import render_table
     from .recipe import load_recipe
@@ -311,25 +337,24 @@ def cmd_plan(args, out) -> int:
         from .mermaid import render_mermaid
 
         out.write(render_mermaid(plan) + "\n")
-        for d in plan.diagnostics:  # stdout stays a flowchart; what table output lists goes to stderr
-            if d.severity != "info":
-                sys.stderr.write(d.render() + "\n")
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
     elif args.command == "validate":
+        out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
+        out.flush()
+        err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
+                                     verbose=args.verbose))
+        err.flush()
         for d in plan.diagnostics:
-            if d.severity != "info":
-                out.write(d.render() + "\n")
-        maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
-        out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
-                  f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
-                  f"{', ' + maps if maps else ''})\n")
-        for d in plan.diagnostics:
-            if d.code == "SRG058":
-                out.write(d.render() + "\n")
+            if d.code in RESULT_CODES:
+                out.write(Line(d, 1).render() + "\n")
         if weights is not None:
             out.write(weights_text(weights) + "\n")
         out.write(pins_text(plan))
     else:
-        out.write(render_table(plan) + "\n")
+        out.write(render_table(plan, verbose=args.verbose, inline_diagnostics=False) + "\n")
+        out.flush()
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))
+        err.flush()
         if weights is not None:
             out.write("\n" + weights_text(weights) + "\n")
         out.write(pins_text(plan))
@@ -581,8 +606,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SurgeryError as exc:
         if wants_json:
             out.write(json.dumps({"ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]}, indent=2) + "\n")
-        for d in exc.diagnostics:
-            sys.stderr.write(d.render() + "\n")
+        from .render import render_diagnostics
+
+        sys.stderr.write(render_diagnostics(exc.diagnostics, verbose=True))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
