@@ -497,7 +497,9 @@ def cmd_new(args, out) -> int:
     if args.json:
         out.write(json.dumps(result.to_dict(), indent=2) + "\n")
     if not result.ok:
-        sys.stderr.write(no_fit_diagnostic(result).render() + "\n")
+        from .render import render_diagnostics
+
+        sys.stderr.write(render_diagnostics([no_fit_diagnostic(result)]))
         return EXIT_INVALID
     if args.json:
         return EXIT_OK
@@ -514,6 +516,10 @@ def cmd_new(args, out) -> int:
 
 
 def cmd_apply(args, out) -> int:
+    from .extras import require
+
+    if args.engine in ("hf", "vllm"):  # sglang: its own coded blocker (SRG360) names what is missing
+        require(f"apply --engine {args.engine}")
     if getattr(args, "engine", "hf") == "sglang":
         from .sglang.apply_command import run_apply_sglang
 
@@ -533,6 +539,9 @@ def cmd_apply(args, out) -> int:
 
 
 def cmd_audit(args, out) -> int:
+    from .extras import require
+
+    require("audit")
     from .vllm.audit_command import run_audit
 
     return run_audit(args, out)
@@ -549,6 +558,9 @@ def cmd_pair(args, out) -> int:
             for r in rows:
                 out.write(f"{r['name']}  {r['summary']}\n")
         return EXIT_OK
+    from .extras import require
+
+    require("pair export")
     result = pairs.export(args.name, args.dir, force=args.force)
     if args.json:
         out.write(json.dumps({"ok": True, **result}, indent=2) + "\n")
@@ -565,11 +577,13 @@ def cmd_doctor(args, out) -> int:
     ok = not any(c.status == "error" for c in checks)
     if args.json:
         out.write(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2) + "\n")
-    else:
-        for c in checks:
-            out.write(render(c) + "\n")
+    else:  # the verdict first, then the checks worst first (errors, warnings, the ones that passed)
         out.write(f"{'ok' if ok else 'FAILED'}: {sum(c.status == 'error' for c in checks)} errors, "
                   f"{sum(c.status == 'warning' for c in checks)} warnings\n")
+        for status in ("error", "warning", "ok"):
+            for c in checks:
+                if c.status == status:
+                    out.write(render(c) + "\n")
     return EXIT_OK if ok else EXIT_INVALID
 
 
@@ -610,6 +624,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stderr.write(render_diagnostics(exc.diagnostics, verbose=True))
         return exc.exit_code
+    except ImportError as exc:  # an optional dependency missing deeper down than `require` looks (SRG070 / SRG071)
+        from .extras import from_import_error
+        from .render import render_diagnostics
+
+        command = " ".join(a for a in given[:2] if not a.startswith("-")) or "surgery"
+        found = from_import_error(exc, command)
+        if found is None:
+            raise
+        if wants_json:
+            out.write(json.dumps({"ok": False, "diagnostics": [found.to_dict()]}, indent=2) + "\n")
+        sys.stderr.write(render_diagnostics([found], verbose=True))
+        return SurgeryError(found).exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -74,7 +74,9 @@ class Line:
 
     def render(self) -> str:
         d = self.diagnostic
-        text = f"{short_location(d.location)}: {SEVERITY_WORD.get(d.severity, d.severity)} {d.code}: {d.message}"
+        where = short_location(d.location)
+        text = ("" if where == "<input>" else f"{where}: ") + \
+            f"{SEVERITY_WORD.get(d.severity, d.severity)} {d.code}: {d.message}"
         if d.hint:
             text += f"\n    hint: {d.hint}"
         return text
