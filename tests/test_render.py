@@ -118,3 +118,15 @@ def test_short_locations():
     assert short_location(Location("org/name@abc/config.json", key_path="k")) == "org/name@abc/config.json k"
     assert short_location(Location()) == "<input>"
     assert compact([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+
+
+def test_failed_new_names_at_most_three_candidates(run_cli):
+    """A failed `new` named every shipped recipe with its whole covered-type list (~60 types each); now the
+    closest three with the one blocking reason each, long lists cut, the others by name; --json keeps all."""
+    rc, out, err = run_cli("new", "--target", CONFIGS / "Qwen3-8B.json", "--draft", E2B_ASSISTANT)
+    assert rc == 1 and "error SRG020" in err
+    reasons = [line for line in err.splitlines() if line.startswith("      ") and ": SRG" in line]
+    assert 1 <= len(reasons) <= 3 and "(not closer: " in err
+    assert all(line.count(", ") <= 6 for line in reasons), reasons
+    rc, out, _ = run_cli("new", "--target", CONFIGS / "Qwen3-8B.json", "--draft", E2B_ASSISTANT, "--json")
+    assert len(json.loads(out)["candidates"]) > 3
