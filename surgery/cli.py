@@ -611,6 +611,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ledger = sys.modules.get("surgery.hub.ledger")  # a command counts its own hub traffic
     if ledger is not None:
         ledger.LEDGER.reset()
+    args = None
     try:
         args = parser.parse_args(argv)
         if not args.command:
@@ -618,10 +619,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         return COMMANDS[args.command](args, out)
     except SurgeryError as exc:
+        from .render import counts, render_diagnostics
+
         if wants_json:
             out.write(json.dumps({"ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]}, indent=2) + "\n")
-        from .render import render_diagnostics
-
+        elif args is not None and args.command == "validate":  # validate's first line is always its verdict
+            said = "INVALID" if exc.exit_code == EXIT_INVALID else "not checked"
+            out.write(f"{said}: {args.recipe} ({counts(exc.diagnostics, verbose=True)})\n")
+            out.flush()
         sys.stderr.write(render_diagnostics(exc.diagnostics, verbose=True))
         return exc.exit_code
     except ImportError as exc:  # an optional dependency missing deeper down than `require` looks (SRG070 / SRG071)

@@ -72,6 +72,10 @@ def test_plan_prints_the_plan_and_findings_apart(run_cli):
 def test_errors_of_a_failed_command_are_rendered_too(run_cli):
     rc, out, err = run_cli("validate", "gemma4-mtp", "--target", "/nowhere/config.json", "--draft", E2B)
     assert rc == 2 and err.startswith("/nowhere/config.json") and "error SRG001" in err
+    assert out == "not checked: gemma4-mtp (1 error)\n"  # validate's first line is always a verdict
+    typo = HERE / "corpus" / "recipes" / "op-name-typo.yaml"
+    rc, out, err = run_cli("validate", typo, "--target", E2B, "--draft", E2B_ASSISTANT)
+    assert rc == 1 and out.startswith("INVALID: ") and "error SRG101" in err
     rc, out, err = run_cli("validate", "gemma4-mtp", "--draft", E2B, "--pp", "0")
     assert rc == 2 and err.startswith("error SRG011: ")  # no location: no '<input>:' prefix
 
