@@ -303,15 +303,14 @@ def verdict_line(plan, name: str, verbose: bool = False) -> str:
 def cmd_plan(args, out, err=None) -> int:
     """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
     stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything."""
-    from .render import Line, render_diagnostics
-
-    err = err or sys.stderr
     from .facts import read_facts
+    from .modelref import target_ref_for, verifier_note
     from .plan import render_table
     from .recipe import load_recipe
+    from .render import Line, render_diagnostics
     from .resolver import resolve
 
-    from .modelref import target_ref_for, verifier_note
+    err = err or sys.stderr
 
     recipe = load_recipe(args.recipe)
     draft = read_facts(args.draft)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .diagnostics import ERROR, WARNING, Diagnostic
+from .diagnostics import ERROR, Diagnostic
 from .ops.base import Operation
 from .ops.common import compact_ranges
 
