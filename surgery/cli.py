@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_pair_args(p, target_required=False)
         p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine the plan is for (default vllm)")
+        p.add_argument("--device", default=None, metavar="DEV", help="device the engine will run on: cuda, cpu, rocm, "
+                       "... (default: not known; a check that depends on it is then a note, SRG334, SRG351)")
+        p.add_argument("--verbose", "-v", action="store_true", help="also print the notes (info diagnostics; --json "
+                       "always has them)")
         if name == "plan":
             p.add_argument("--format", choices=PLAN_FORMATS, default=None,
                            help="table (default), json (the same as --json), or mermaid: the layer map(s) and the "
@@ -299,16 +303,37 @@ def _runtime(args, engine: str):
     from .plan import Runtime
 
     return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
-                   attention_backend=args.attention_backend)
+                   attention_backend=args.attention_backend, device=getattr(args, "device", None))
 
 
-def cmd_plan(args, out) -> int:
+#: diagnostics that are part of the result, not findings: printed on stdout with it (SRG058: which target the
+#: speculators verifier resolved to)
+RESULT_CODES = ("SRG058",)
+
+
+def verdict_line(plan, name: str, verbose: bool = False) -> str:
+    """validate's first line: the verdict, what was checked, and how many findings follow on stderr."""
+    from .render import counts
+
+    maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows)
+                     for n, rows in plan.layer_maps.items() if rows)
+    said = counts([d for d in plan.diagnostics if d.code not in RESULT_CODES], verbose=verbose)
+    return (f"{'valid' if plan.ok else 'INVALID'}: {name} for {plan.draft['model_type']} -> "
+            f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
+            f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
+
+
+def cmd_plan(args, out, err=None) -> int:
+    """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
+    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything."""
     from .facts import read_facts
+    from .modelref import target_ref_for, verifier_note
     from .plan import render_table
     from .recipe import load_recipe
+    from .render import Line, render_diagnostics
     from .resolver import resolve
 
-    from .modelref import target_ref_for, verifier_note
+    err = err or sys.stderr
 
     recipe = load_recipe(args.recipe)
     draft = read_facts(args.draft)
@@ -335,25 +360,24 @@ def cmd_plan(args, out) -> int:
         from .mermaid import render_mermaid
 
         out.write(render_mermaid(plan) + "\n")
-        for d in plan.diagnostics:  # stdout stays a flowchart; what table output lists goes to stderr
-            if d.severity != "info":
-                sys.stderr.write(d.render() + "\n")
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
     elif args.command == "validate":
+        out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
+        out.flush()
+        err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
+                                     verbose=args.verbose))
+        err.flush()
         for d in plan.diagnostics:
-            if d.severity != "info":
-                out.write(d.render() + "\n")
-        maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
-        out.write(f"{'valid' if plan.ok else 'INVALID'}: {recipe.name} for {plan.draft['model_type']} -> "
-                  f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
-                  f"{', ' + maps if maps else ''})\n")
-        for d in plan.diagnostics:
-            if d.code == "SRG058":
-                out.write(d.render() + "\n")
+            if d.code in RESULT_CODES:
+                out.write(Line(d, 1).render() + "\n")
         if weights is not None:
             out.write(weights_text(weights) + "\n")
         out.write(pins_text(plan))
     else:
-        out.write(render_table(plan) + "\n")
+        out.write(render_table(plan, verbose=args.verbose, inline_diagnostics=False) + "\n")
+        out.flush()
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))
+        err.flush()
         if weights is not None:
             out.write("\n" + weights_text(weights) + "\n")
         out.write(pins_text(plan))
@@ -496,7 +520,9 @@ def cmd_new(args, out) -> int:
     if args.json:
         out.write(json.dumps(result.to_dict(), indent=2) + "\n")
     if not result.ok:
-        sys.stderr.write(no_fit_diagnostic(result).render() + "\n")
+        from .render import render_diagnostics
+
+        sys.stderr.write(render_diagnostics([no_fit_diagnostic(result)]))
         return EXIT_INVALID
     if args.json:
         return EXIT_OK
@@ -513,6 +539,10 @@ def cmd_new(args, out) -> int:
 
 
 def cmd_apply(args, out) -> int:
+    from .extras import require
+
+    if args.engine in ("hf", "vllm"):  # sglang: its own coded blocker (SRG360) names what is missing
+        require(f"apply --engine {args.engine}")
     if getattr(args, "engine", "hf") == "sglang":
         from .sglang.apply_command import run_apply_sglang
 
@@ -532,6 +562,9 @@ def cmd_apply(args, out) -> int:
 
 
 def cmd_audit(args, out) -> int:
+    from .extras import require
+
+    require("audit")
     from .vllm.audit_command import run_audit
 
     return run_audit(args, out)
@@ -548,6 +581,9 @@ def cmd_pair(args, out) -> int:
             for r in rows:
                 out.write(f"{r['name']}  {r['summary']}\n")
         return EXIT_OK
+    from .extras import require
+
+    require("pair export")
     result = pairs.export(args.name, args.dir, force=args.force)
     if args.json:
         out.write(json.dumps({"ok": True, **result}, indent=2) + "\n")
@@ -564,11 +600,13 @@ def cmd_doctor(args, out) -> int:
     ok = not any(c.status == "error" for c in checks)
     if args.json:
         out.write(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2) + "\n")
-    else:
-        for c in checks:
-            out.write(render(c) + "\n")
+    else:  # the verdict first, then the checks worst first (errors, warnings, the ones that passed)
         out.write(f"{'ok' if ok else 'FAILED'}: {sum(c.status == 'error' for c in checks)} errors, "
                   f"{sum(c.status == 'warning' for c in checks)} warnings\n")
+        for status in ("error", "warning", "ok"):
+            for c in checks:
+                if c.status == status:
+                    out.write(render(c) + "\n")
     return EXIT_OK if ok else EXIT_INVALID
 
 
@@ -613,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ledger = sys.modules.get("surgery.hub.ledger")  # a command counts its own hub traffic
     if ledger is not None:
         ledger.LEDGER.reset()
+    args = None
     try:
         args = parser.parse_args(argv)
         if not args.command:
@@ -628,11 +667,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hub_settings.set_refresh(False)
         return COMMANDS[args.command](args, out)
     except SurgeryError as exc:
+        from .render import counts, render_diagnostics
+
         if wants_json:
             out.write(json.dumps({"ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]}, indent=2) + "\n")
-        for d in exc.diagnostics:
-            sys.stderr.write(d.render() + "\n")
+        elif args is not None and args.command == "validate":  # validate's first line is always its verdict
+            said = "INVALID" if exc.exit_code == EXIT_INVALID else "not checked"
+            out.write(f"{said}: {args.recipe} ({counts(exc.diagnostics, verbose=True)})\n")
+            out.flush()
+        sys.stderr.write(render_diagnostics(exc.diagnostics, verbose=True))
         return exc.exit_code
+    except ImportError as exc:  # an optional dependency missing deeper down than `require` looks (SRG070 / SRG071)
+        from .extras import from_import_error
+        from .render import render_diagnostics
+
+        command = " ".join(a for a in given[:2] if not a.startswith("-")) or "surgery"
+        found = from_import_error(exc, command)
+        if found is None:
+            raise
+        if wants_json:
+            out.write(json.dumps({"ok": False, "diagnostics": [found.to_dict()]}, indent=2) + "\n")
+        sys.stderr.write(render_diagnostics([found], verbose=True))
+        return SurgeryError(found).exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -246,6 +246,8 @@ def render(check: Check) -> str:
     head = f"{check.status:<7} {check.name}{' (' + check.engine + ')' if check.engine else ''}: "
     if check.status == "ok":
         return head + d.message
-    where = str(d.location)
+    from .render import short_location
+
+    where = short_location(d.location)
     return head + f"{d.code} {d.message}" + (f" ({where})" if where != "<input>" else "") + \
         (f"\n        hint: {d.hint}" if d.hint else "")

@@ -157,15 +157,35 @@ def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None
     return NewResult(target, draft, candidates, fitting[0] if fitting else None, draft_format=fmt)
 
 
+#: candidates a failed `new` names in text (the closest first; --json has them all)
+SHOWN_CANDIDATES = 3
+
+
+def _short_lists(text: str, keep: int = 4) -> str:
+    """'(a, b, c, d, e, f, g)' -> '(a, b, c, d, ... 3 more)': a reason names what the recipe covers, not all 60 types."""
+    import re
+
+    def cut(m):
+        items = m.group(1).split(", ")
+        return m.group(0) if len(items) <= keep + 1 else f"({', '.join(items[:keep])}, ... {len(items) - keep} more)"
+
+    return re.sub(r"\(([^()]*(?:, [^()]*){%d,})\)" % (keep + 1), cut, text)
+
+
 def no_fit_diagnostic(result: NewResult) -> Diagnostic:
+    """SRG020 for a pair no shipped recipe fits: the closest candidates (at most SHOWN_CANDIDATES), each with the
+    one reason that blocks it, lists of covered types shortened; the rest named only."""
     lines = []
-    for c in result.candidates:
+    for c in result.candidates[:SHOWN_CANDIDATES]:
         if c.reasons:
             first = c.reasons[0]
-            why = f"{first.code}: {first.message}"
+            why = f"{first.code}: {_short_lists(first.message)}"
         else:
             why = "applies_to does not cover the pair"
         lines.append(f"{c.name}: {why}")
+    rest = [c.name for c in result.candidates[SHOWN_CANDIDATES:]]
+    if rest:
+        lines.append(f"(not closer: {', '.join(rest)}; --json lists every candidate's reasons)")
     return diag("SRG020", f"no shipped recipe fits draft {label(result.draft)} -> target {label(result.target)}",
                 Location(result.draft.source),
                 hint="start from the closest recipe and `surgery validate` your copy; candidates:\n      "

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .diagnostics import ERROR, WARNING, Diagnostic
+from .diagnostics import ERROR, Diagnostic
 from .ops.base import Operation
 from .ops.common import compact_ranges
 
@@ -150,12 +150,19 @@ class Plan:
         return json.dumps(self.to_dict(), indent=indent)
 
 
-def render_table(plan: Plan) -> str:
+def render_table(plan: Plan, verbose: bool = False, inline_diagnostics: bool = True) -> str:
+    """The plan for people. First line: the verdict ([OK] / [NOT OK]) and the runtime, with how many findings there
+    are. inline_diagnostics: the findings follow the plan (errors, then warnings, each once; notes with verbose;
+    surgery/render.py); `surgery plan` prints them on stderr instead, as every command does."""
+    from .render import counts
+
     lines = []
     status = "OK" if plan.ok else "NOT OK"
     rt = plan.runtime
+    said = counts(plan.diagnostics, verbose=verbose)
     lines.append(f"plan {plan.recipe}  [{status}]  engine={rt.engine} pp={rt.pp_size} tp={rt.tp_size} "
-                 f"kv_cache_dtype={rt.kv_cache_dtype}")
+                 f"kv_cache_dtype={rt.kv_cache_dtype}" + (f" device={rt.device}" if rt.device else "")
+                 + (f"; {said}" if said else ""))
     lines.append(f"  target: {plan.target['model_type']} ({plan.target['num_layers']} layers, "
                  f"{plan.target['num_kv_shared_layers']} KV-shared)  {plan.target['source']}")
     lines.append(f"  draft:  {plan.draft['model_type']} ({plan.draft['num_layers']} layers, "
@@ -195,14 +202,15 @@ def render_table(plan: Plan) -> str:
         if plan.unchecked_hints:
             lines.append(f"  not checked by {plan.runtime.engine}: {', '.join(plan.unchecked_hints)} "
                          "(recorded only; surgery/hints.py)")
-    shown = [d for d in plan.diagnostics if d.severity in (ERROR, WARNING)]
-    infos = [d for d in plan.diagnostics if d.severity not in (ERROR, WARNING)]
-    if shown:
-        lines.append("")
-        lines.append("diagnostics")
-        lines.extend("  " + d.render().replace("\n", "\n  ") for d in shown)
-    if infos:
-        lines.append("")
-        lines.append(f"notes ({len(infos)}): " + "; ".join(f"{d.code} {d.message}" for d in infos[:8])
-                     + (" ..." if len(infos) > 8 else ""))
+    if inline_diagnostics:
+        from .render import counts, render_diagnostics
+
+        block = render_diagnostics(plan.diagnostics, verbose=verbose)
+        if block:
+            lines.append("")
+            lines.append(f"diagnostics ({counts(plan.diagnostics, verbose=verbose)})")
+            lines.extend("  " + line for line in block.rstrip("\n").split("\n"))
+        elif counts(plan.diagnostics, verbose=verbose):
+            lines.append("")
+            lines.append(f"diagnostics: {counts(plan.diagnostics, verbose=verbose)}")
     return "\n".join(lines)

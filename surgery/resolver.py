@@ -46,6 +46,10 @@ def _summary(f: ModelFacts) -> dict:
             "layer_types": [layer.layer_type for layer in f.layers], "pin": f.pin()}
 
 
+#: runtime facts that are None when the caller did not say (the CLI flag that sets each one)
+UNKNOWN_RUNTIME = {"device": "--device"}
+
+
 class _Resolver:
     def __init__(self, recipe: Recipe, draft: ModelFacts, target: ModelFacts, runtime: Runtime):
         self.recipe, self.draft, self.target, self.runtime = recipe, draft, target, runtime
@@ -166,6 +170,9 @@ class _Resolver:
         return True
 
     def check_requirements(self) -> None:
+        """Each `requires:` entry. One that reads a runtime fact the caller did not give (UNKNOWN_RUNTIME: the
+        device, when `validate` has no --device) cannot be decided: a note that names the flag, not a warning
+        on every run of a standard pair (issue 42 class 9, SRG334 on every Gemma 4 E2B/E4B run)."""
         for req in self.recipe.requires:
             if req.when is not None and self.evaluate(req.when, req.path + ("when",)) is not True:
                 continue
@@ -173,6 +180,13 @@ class _Resolver:
             if value is None and any(d.code in ("SRG112",) for d in self.diags[-1:]):
                 continue
             if value is not True:
+                unknown = [UNKNOWN_RUNTIME[n] for n, _ in req.that.names
+                           if n in UNKNOWN_RUNTIME and self.env(n) is None]
+                if unknown:  # it reads a runtime fact nobody told us: undecided, a note naming the flag
+                    self.add(req.code, f"requirement `{req.that.text}` not checked ({self._values_of(req.that)}: "
+                             f"not known here, pass {', '.join(dict.fromkeys(unknown))}): it fails unless it holds: "
+                             f"{req.because}", self.recipe.location(req.path + ("that",)), severity=INFO)
+                    continue
                 self.add(req.code, f"requirement `{req.that.text}` does not hold ({self._values_of(req.that)}): "
                          f"{req.because}", self.recipe.location(req.path + ("that",)),
                          severity=WARNING if req.severity == "warning" else ERROR)
@@ -196,17 +210,20 @@ class _Resolver:
         """Every recipe wires a draft, i.e. speculative decoding; an engine runner that cannot start it
         under pipeline parallelism (the engine card's `limits.speculative_pp_fails_on_devices`) fails
         at start whatever the recipe does, so the plan says so first (SRG351): an error on those
-        devices, a warning when the device is not known (the CLI does not know where it will run)."""
+        devices, a note when the device is not known (`validate --device`): the failing runner is vLLM's V1
+        runner, which GPUs with Triton do not run by default (config/vllm.py `use_v2_model_runner`), so
+        an unknown device is no known risk, and a warning would fire on every `--pp 2`."""
         rt = self.runtime
         devices = engine_limits(rt.engine).get("speculative_pp_fails_on_devices") or []
         if not devices or (rt.device is not None and rt.device not in devices):
             return
-        where = f"on {rt.device}" if rt.device is not None else f"on {', '.join(devices)} (device not known here)"
+        where = f"on {rt.device}" if rt.device is not None else \
+            f"on {', '.join(devices)} (device not known here: pass --device)"
         self.add("SRG351", f"{rt.engine} cannot start speculative decoding with pp_size {rt.pp_size} {where}: its "
                  "V1 model runner creates the drafter on the last pipeline stage only and reads it on every stage "
                  "while initialising the KV cache",
                  card_location(rt.engine, "limits.speculative_pp_fails_on_devices"),
-                 severity=ERROR if rt.device is not None else WARNING)
+                 severity=ERROR if rt.device is not None else INFO)
 
     def check_target_per_layer_inputs_under_pp(self) -> None:
         """The target's own decoding under pipeline parallelism: an engine whose model code drops the

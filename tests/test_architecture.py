@@ -200,6 +200,10 @@ LAYER_RULES = [
      "config-only layer"),
     ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
      "config-only layer"),
+    ("surgery.render", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
+    ("surgery.extras", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "config-only layer"),
 ]
 
 

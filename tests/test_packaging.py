@@ -157,7 +157,10 @@ def test_installed_cli_runs_outside_the_checkout(venv, outside):
     assert all(venv in Path(r["file"]).parents for r in rows)
 
     res = _surgery(venv, "validate", "gemma4-mtp", "--target", E2B, "--draft", E2B_ASSISTANT, cwd=outside)
-    assert res.stdout.splitlines()[-1].startswith("valid: gemma4-mtp for gemma4_assistant -> gemma4")
+    assert res.stdout.splitlines()[0].startswith("valid: gemma4-mtp for gemma4_assistant -> gemma4")  # verdict first
+    res = _surgery(venv, "validate", "gemma4-mtp", "--target", E2B, "--draft", E2B_ASSISTANT, "--verbose", cwd=outside)
+    # a shipped recipe by name and line, not by its install path (issue 42 class 8)
+    assert "recipe gemma4-mtp:" in res.stderr and "site-packages" not in res.stderr, res.stderr
     plan = json.loads(_surgery(venv, "validate", "gemma4-mtp", "--target", E2B, "--draft", E2B_ASSISTANT,
                                "--json", cwd=outside).stdout)
     assert plan["ok"] is True

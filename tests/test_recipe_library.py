@@ -271,9 +271,13 @@ def test_gemma4_unified_assistant():
 
 
 def test_gemma4_ordered_embeddings_checks():
-    plan = plan_for("gemma4-mtp", E2B, E2B_ASSISTANT)  # device unknown
-    assert plan.ok and "SRG334" in warnings(plan)
+    plan = plan_for("gemma4-mtp", E2B, E2B_ASSISTANT)  # device unknown: a note naming --device (issue 42 class 9)
+    assert plan.ok and "SRG334" not in warnings(plan)
+    (note,) = [d for d in plan.diagnostics if d.code == "SRG334"]
+    assert note.severity == "info" and "pass --device" in note.message
+    assert "SRG334" in errors(plan_for("gemma4-mtp", E2B, E2B_ASSISTANT, device="cpu"))  # vLLM fails at load
     assert "SRG334" not in warnings(plan_for("gemma4-mtp", E2B, E2B_ASSISTANT, device="cuda"))
+    assert not [d for d in plan_for("gemma4-mtp", E2B, E2B_ASSISTANT, device="cuda").diagnostics if d.code == "SRG334"]
     assert "SRG334" not in warnings(plan_for("gemma4-mtp", E2B, E2B_ASSISTANT, engine="hf"))
     d = cfg(E2B_ASSISTANT)
     d["num_centroids"] = 3000

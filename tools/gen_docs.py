@@ -71,6 +71,83 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
     return [(name, helps.get(name) or "", sub) for name, sub in action.choices.items()]
 
 
+def _run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """`surgery ARGV` in this process from the repo root (paths print relative to it): exit, stdout, stderr."""
+    import contextlib
+    import io
+
+    from surgery.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        os.chdir(cwd)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _console(argv: list[str]) -> list[str]:
+    """A console block of a real run: the command, stdout, then stderr (as a terminal shows them)."""
+    code, out, err = _run_cli(argv)
+    shown = " ".join(argv).replace(" --target", " \\\n      --target")
+    return ["```console", f"$ surgery {shown}", *(out + err).rstrip("\n").splitlines(), f"$ echo $?", str(code), "```"]
+
+
+def output_section() -> list[str]:
+    """How text output reads and what the severities mean (issue 42), with real runs on tests/data/configs."""
+    c = "tests/data/configs/"
+    return [
+        "## Output",
+        "",
+        "Text output reads top down. `validate`'s first line is the verdict (`valid` / `INVALID`, what was "
+        "checked, how many errors, warnings and notes there are), on stdout; the findings follow on stderr: "
+        "errors, then warnings, each once. A finding repeated over layers is one line with the layer list; a "
+        "shipped recipe is named by name and line (`recipe gemma4-mtp:53`), a file under the working directory "
+        "by its relative path. Then, on stdout, what `--weights` read and the models' pins. `plan` prints the "
+        "plan on stdout (its first line the verdict, `[OK]` / `[NOT OK]`) and the findings on stderr the same way; "
+        "`new`, `convert`, `apply` and `audit` print their errors the same way; `doctor` prints its verdict first, then its "
+        "checks, errors first. So `surgery validate ... > verdict.txt` keeps the verdict and a terminal shows it first.",
+        "",
+        "Each finding is `location: severity SRGnnn: message` plus a hint (`surgery explain SRGnnn` gives the "
+        "long form). No colour codes or progress lines are written unless stderr is a terminal; `NO_COLOR` is "
+        "honoured. `--json` is complete: every diagnostic of every severity, notes included, each with its full "
+        "location (the file as read, line, column, key path) and hint.",
+        "",
+        "What the severities mean:",
+        "",
+        "| severity | meaning | shown |",
+        "|---|---|---|",
+        "| error | what the engine refuses (at start or load), or a named silent failure (wrong output, acceptance "
+        "collapse); exit 1 | always |",
+        "| warning | a real risk for this pair the user should act on; the message names it | always |",
+        "| note | everything else: what was assumed, read or decided, and checks that need a fact nobody gave "
+        "(`--device`, `--weights`) | `--verbose`, `--json` |",
+        "",
+        "A standard published pair (the reference pairs of [recipes.md](recipes.md#reference-pairs)) validates "
+        "with no warning unless the warning names a real risk for that pair "
+        "(tests/test_reference_pairs.py).",
+        "",
+        "A standard pair (Gemma 4 E2B and its assistant; the device check is a note until `--device` is given):",
+        "",
+        *_console(["validate", "gemma4-mtp", "--target", c + "gemma-4-E2B-it.json", "--draft",
+                   c + "gemma-4-E2B-it-assistant.json", "--tp", "2"]),
+        "",
+        "The same pair swapped (each layer's SRG302 once per layer type, with the layer list):",
+        "",
+        *_console(["validate", "gemma4-mtp", "--target", c + "gemma-4-E2B-it-assistant.json", "--draft",
+                   c + "gemma-4-E2B-it.json"]),
+        "",
+        "Notes, with `--verbose` (the reference EAGLE-3 Llama pair at `--tp 2`; its warnings name real risks: a "
+        "2048-token head, and ids the head's config does not state):",
+        "",
+        *_console(["validate", "eagle3", "--target", c + "Llama-3.1-8B-Instruct.json", "--draft",
+                   c + "EAGLE3-LLaMA3.1-Instruct-8B.json", "--tp", "2", "--verbose"]),
+    ]
+
+
 def cli_markdown() -> str:
     from surgery.cli import build_parser
     from surgery.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE
@@ -88,9 +165,8 @@ def cli_markdown() -> str:
         *[f"| [`surgery {name}`](#surgery-{name}) | {help_} |" for name, help_, _ in subs],
         "",
         "Every command takes `--json` (one JSON object on stdout) and `--help`.",
-        "Diagnostics go to stderr as `file:line:col: severity SRGnnn: message` plus a hint "
-        "(`surgery explain SRGnnn` gives the long form). No colour codes or progress lines are written "
-        "unless stderr is a terminal; `NO_COLOR` is honoured.",
+        "",
+        *output_section(),
         "",
         "## Exit codes",
         "",
@@ -99,7 +175,9 @@ def cli_markdown() -> str:
         f"| {EXIT_OK} | fine |",
         f"| {EXIT_INVALID} | the recipe or the configs are invalid for each other; `apply`: applying, verifying or "
         "the decoding check failed; `new`: no shipped recipe fits the pair |",
-        f"| {EXIT_USAGE} | usage error or unreadable input (missing file, not JSON / YAML, unknown recipe name) |",
+        f"| {EXIT_USAGE} | usage error or unreadable input (missing file, not JSON / YAML, unknown recipe name); an "
+        "optional dependency the command needs is not installed (SRG070: the message names the extra, e.g. "
+        "`pip install 'spec-surgery[apply]'`) |",
         "| 130 | interrupted |",
         "",
         "## `surgery`",

@@ -120,14 +120,20 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
             known = (own_roles or {}).get(op.role)
             if known in (False, "absent", "identical"):
                 continue  # the draft brings none, or one equal to the target's: every rank decides alike
+            # vLLM decides per rank (llm_base_proposer._maybe_share_embeddings: torch.equal on the local shards), so
+            # ranks disagree only when the draft's own tensor equals the target's on some shards and not on others.
+            # Not knowing the weights (no --weights) is no such risk: a note, or every EAGLE --tp > 1 run would warn.
             if known is None:
-                why, hint = "ranks can disagree", "run `surgery validate --weights` on the folders to decide it on the " \
-                    "whole tensor"
+                why, hint, severity = ("ranks disagree only if the draft's own equals the target's on some shards and "
+                                       "not on others"), \
+                    "run `surgery validate --weights` on the folders to decide it on the whole tensor", INFO
             else:
-                why, hint = ("the draft's own differs from the target's, so a rank whose shard happens to be equal "
-                             "shares while the others keep theirs"), "make the draft's weights equal the target's, or drop them"
+                why, hint, severity = ("the draft's own differs from the target's, so a rank whose shard happens to be "
+                                       "equal shares while the others keep theirs"), \
+                    "make the draft's weights equal the target's, or drop them", None
             out.append(diag("SRG644", f"{op.role}: shared only if the draft's own equals the target's, decided per "
-                            f"rank on {plan.runtime.tp_size} shards; {why}", Location(draft.source), hint))
+                            f"rank on {plan.runtime.tp_size} shards; {why}", Location(draft.source), hint,
+                            severity=severity))
     return out + second_catalogue(plan, recipe, draft, target, method=normalise_method(served) if served else
                                   expected_method(recipe, draft, target), max_model_len=max_model_len, **(serving_flags or {}))
 

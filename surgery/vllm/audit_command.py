@@ -144,12 +144,16 @@ def run_audit(args, out) -> int:
               "models": {"target": target.pin(), "draft": draft.pin()}}
     if args.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
-    else:
-        for f in findings:
-            out.write(f"{f.get('location', '')}: {f['severity']} {f['code']}: {f['message']}\n")
+    else:  # the verdict first, then the findings (the audit's product, so on stdout): errors first, each once
+        from ..diagnostics import Diagnostic, Location
+        from ..render import render_diagnostics
+
         na = result["not_applicable"]
         out.write(f"audit {recipe.name} (method {method}): {len(findings)} finding(s), {len(errors)} that can change "
                   f"outputs or acceptance; checked {', '.join(f'{k} x{v}' for k, v in result['checked'].items()) or 'nothing'}"
                   f"{'; not applicable: ' + '; '.join(n['check'] + ' (' + n['reason'] + ')' for n in na) if na else ''}\n")
+        out.write(render_diagnostics([Diagnostic(f["code"], f["severity"], f["message"],
+                                                 Location(key_path=f.get("location") or None), f.get("hint"))
+                                      for f in findings], verbose=True))
         out.write("".join(f"{side}: {describe_pin(p)}\n" for side, p in result["models"].items()))
     return EXIT_INVALID if errors else EXIT_OK

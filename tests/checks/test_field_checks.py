@@ -22,9 +22,9 @@ def diags(out: str) -> list[dict]:
 def test_plan_eagle3_without_aux_ids_warns_and_names_the_ids(run_cli):
     rc, out, err = run_cli("plan", "eagle3", "--target", LLAMA, "--draft", EAGLE3)
     assert rc == 0
-    assert "warning SRG640" in out
+    assert "warning SRG640" in err  # the plan on stdout, its findings on stderr
     # vLLM's default for a 32-layer target: (2, 32 // 2, 32 - 3)
-    assert "(2, 16, 29)" in out and "32 layers" in out
+    assert "(2, 16, 29)" in err and "32 layers" in err
 
 
 def test_aux_ids_given_no_warning(run_cli, tmp_path):
@@ -99,7 +99,10 @@ def test_method_mismatch(run_cli, recipe, target, draft, method, ok):
 
 def test_share_decided_per_rank_under_tp(run_cli, tmp_path):
     rc, out, _ = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--tp", "2", "--json")
-    assert [x["message"].split(":")[0] for x in diags(out) if x["code"] == "SRG644"] == ["input_embeddings"]
+    # weights not read: vLLM's per-rank torch.equal can split only on a partly-equal tensor, no known risk: a note
+    # (issue 42 class 9: it was a warning on every EAGLE --tp > 1 run, the reference Llama pair included)
+    assert [(x["message"].split(":")[0], x["severity"]) for x in diags(out) if x["code"] == "SRG644"] == \
+        [("input_embeddings", "info")]
     # with the weights read: a head that brings no embedding shares on every rank -> no warning
     target = tc.write_folder(tmp_path / "t", tc.llama_config(), tc.target_tensors())
     head = tc.write_folder(tmp_path / "h", tc.eagle3_config(), tc.eagle3_tensors())
@@ -112,7 +115,8 @@ def test_share_decided_per_rank_under_tp(run_cli, tmp_path):
     assert not [x for x in diags(out) if x["code"] == "SRG644"]
     other = tc.write_folder(tmp_path / "other", tc.eagle3_config(), tc.eagle3_tensors(embed="random"))
     rc, out, _ = run_cli("validate", "eagle3", "--target", target, "--draft", other, "--tp", "2", "--weights", "--json")
-    assert ["differs from the target's" in x["message"] for x in diags(out) if x["code"] == "SRG644"] == [True]
+    assert [("differs from the target's" in x["message"], x["severity"]) for x in diags(out) if x["code"] == "SRG644"] \
+        == [(True, "warning")]
 
 
 # ------------------------------------------------------------------------------ explain entries

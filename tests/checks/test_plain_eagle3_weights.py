@@ -88,8 +88,9 @@ def test_no_fc_or_another_width_keeps_srg207(run_cli, folders, head, seen):
 
 
 def test_text_output_names_the_marker(run_cli, folders):
-    code, out, _ = run_cli("plan", "eagle3", "--target", folders["target"], "--draft", folders["fc3"], "--weights")
-    assert code == 0 and "SRG206" in out and "EAGLE-3 marker from the weights: fc.weight" in out
+    code, out, err = run_cli("plan", "eagle3", "--target", folders["target"], "--draft", folders["fc3"], "--weights",
+                             "--verbose")  # SRG206 is a note: shown by --verbose, on stderr
+    assert code == 0 and "note SRG206" in err and "EAGLE-3 marker from the weights: fc.weight" in err
 
 
 def test_a_config_marker_needs_no_weights_marker(run_cli, folders, tmp_path):
