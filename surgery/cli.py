@@ -615,9 +615,9 @@ def cmd_releases(args, out) -> int:
 
     if args.recipe is None:
         if args.json:
-            from .engine_releases import _data
+            from .engine_releases import release_data
 
-            out.write(json.dumps({e: _data(e) for e in ("vllm", "sglang")}, indent=1) + "\n")
+            out.write(json.dumps({e: release_data(e) for e in ("vllm", "sglang")}, indent=1) + "\n")
         else:
             out.write(matrix_markdown())
         return EXIT_OK

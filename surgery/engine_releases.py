@@ -27,13 +27,13 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=None)
-def _data(engine: str) -> dict:
+def release_data(engine: str) -> dict:
     return json.loads((data_dir() / "releases" / f"{engine}.json").read_text(encoding="utf-8"))
 
 
 def known(engine: str) -> list[str]:
     """The releases the data covers, oldest first."""
-    return sorted(_data(engine)["releases"], key=version_key)
+    return sorted(release_data(engine)["releases"], key=version_key)
 
 
 def span(engine: str) -> str:
@@ -70,7 +70,7 @@ class Release:
 
 def release(engine: str, version: str, where: str = "") -> tuple[Release | None, Diagnostic | None]:
     """The release's data and, when the data does not cover `version` exactly, the SRG047 line."""
-    releases = _data(engine)["releases"]
+    releases = release_data(engine)["releases"]
     asked = str(version).split("+", 1)[0]
     if asked in releases:
         return Release(engine, asked, asked, releases[asked], True), None
@@ -99,12 +99,12 @@ def no_release(engine: str, why: str, where: str = "") -> Diagnostic:
 def all_architectures(engine: str = "vllm") -> set[str]:
     """Every draft architecture any covered release registers."""
     out: set[str] = set()
-    for facts in _data(engine)["releases"].values():
+    for facts in release_data(engine)["releases"].values():
         out |= set(facts.get("draft_architectures") or {})
     return out
 
 
 def first_with(engine: str, predicate) -> str | None:
     """The oldest covered release whose facts satisfy `predicate`."""
-    releases = _data(engine)["releases"]
+    releases = release_data(engine)["releases"]
     return next((v for v in known(engine) if predicate(releases[v])), None)

@@ -7,7 +7,7 @@ import copy
 import io
 import json
 
-from .engine_releases import _data, known
+from .engine_releases import release_data, known
 
 RULES = [  # (rule key, column title)
     ("local_verifier_refused", "local speculators verifier refused"),
@@ -39,7 +39,7 @@ def _hooks(facts: dict) -> str:
 
 
 def vllm_rows() -> list[dict]:
-    releases = _data("vllm")["releases"]
+    releases = release_data("vllm")["releases"]
     out, prev = [], None
     for v in known("vllm"):
         f = releases[v]
@@ -59,7 +59,7 @@ def vllm_rows() -> list[dict]:
 
 
 def sglang_rows() -> list[dict]:
-    releases = _data("sglang")["releases"]
+    releases = release_data("sglang")["releases"]
     out, prev = [], None
     for v in known("sglang"):
         f = releases[v]

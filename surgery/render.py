@@ -45,7 +45,7 @@ def short_location(loc: Location) -> str:
     path = Path(loc.file)
     try:
         resolved = path.resolve()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in a name typed on the command line
         return str(loc)
     try:
         if resolved.suffix == ".yaml" and resolved.parent == recipes_dir().resolve():

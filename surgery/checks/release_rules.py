@@ -151,9 +151,9 @@ def _known():
 
 
 def _facts(version: str) -> dict:
-    from ..engine_releases import _data
+    from ..engine_releases import release_data
 
-    return _data("vllm")["releases"][version]
+    return release_data("vllm")["releases"][version]
 
 
 def _ranges(versions: list[str]) -> str:

@@ -35,7 +35,8 @@ COMMANDS = sorted(_subparsers())
 
 
 def test_commands_are_known():
-    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair", "convert", "doctor"}
+    assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair", "convert", "doctor",
+                             "releases"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
