@@ -6,7 +6,10 @@ shaped like a real MoE checkpoint's (`model.layers.L.mlp.experts.E.{gate,up,down
 `surgery.checks.safetensors_header.read_header` and prints the peak RSS growth (ru_maxrss minus the RSS
 before the read) and, with --tracemalloc, the peak of Python allocations during the read.
 
-    python bench/header_memory.py [--mib 99] [--tracemalloc] [--keep FILE]
+    python bench/header_memory.py [--mib 99] [--entries moe|minimal] [--tracemalloc] [--keep FILE]
+
+`--entries minimal` writes the most tensors a header's bytes can hold (`"1f":{"dtype":"U8","shape":[],
+"data_offsets":[31,32]}`, ~60 bytes each): the worst case of memory per header byte.
 
 The ratio to the header's size is what docs/reliability.md reports; the test suite asserts the
 tracemalloc ratio on a smaller header (tests/checks/test_header_contract.py), never a time.
@@ -25,6 +28,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_minimal_header_file(path: Path, mib: float) -> tuple[int, int]:
+    limit = int(mib * (1 << 20))
+    parts, size, count = [], 2, 0
+    while True:
+        entry = f'"{count:x}":{{"dtype":"U8","shape":[],"data_offsets":[{count},{count + 1}]}}'
+        if size + len(entry) + 1 > limit:
+            header = ("{" + ",".join(parts) + "}").encode()
+            with open(path, "wb") as fh:
+                fh.write(struct.pack("<Q", len(header)) + header)
+                fh.truncate(8 + len(header) + count)
+            return len(header), count
+        parts.append(entry)
+        size += len(entry) + 1
+        count += 1
 
 
 def write_header_file(path: Path, mib: float) -> tuple[int, int]:
@@ -82,6 +101,7 @@ def measure(path: str, use_tracemalloc: bool) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=float, default=99.0)
+    ap.add_argument("--entries", choices=("moe", "minimal"), default="moe")
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--keep", metavar="FILE", help="write the synthetic file here (and keep it)")
     ap.add_argument("--child", metavar="FILE", help=argparse.SUPPRESS)
@@ -91,7 +111,7 @@ def main(argv=None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.keep) if args.keep else Path(tmp) / "big.safetensors"
-        n, count = write_header_file(path, args.mib)
+        n, count = (write_minimal_header_file if args.entries == "minimal" else write_header_file)(path, args.mib)
         env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", str(ROOT)))
         child = subprocess.run([sys.executable, __file__, "--child", str(path)] +
                                (["--tracemalloc"] if args.tracemalloc else []),

@@ -87,11 +87,11 @@ class TensorTable(Mapping):
     code, the offsets, the dims; ~60 bytes a tensor besides its name) and turned into a TensorInfo only
     when asked for. Memory is the point: a Python dict per tensor entry costs ~10x the entry's JSON."""
 
-    __slots__ = ("_row", "_dtype", "_start", "_end", "_dims_at", "_dims", "_src", "_sources")
+    __slots__ = ("_row", "_codes", "_start", "_end", "_dims_at", "_dims", "_src", "_sources")
 
     def __init__(self) -> None:
         self._row: dict[str, int] = {}
-        self._dtype = array("B")
+        self._codes = array("B")
         self._start, self._end = array("Q"), array("Q")
         self._dims_at, self._dims = array("Q", [0]), array("Q")
         self._src = array("I")
@@ -102,18 +102,18 @@ class TensorTable(Mapping):
         return len(self._sources) - 1
 
     def _append(self, src: int, code: int, shape, start: int, end: int) -> int:
-        self._dtype.append(code)
+        self._codes.append(code)
         self._start.append(start)
         self._end.append(end)
         self._dims.extend(shape)
         self._dims_at.append(len(self._dims))
         self._src.append(src)
-        return len(self._dtype) - 1
+        return len(self._codes) - 1
 
     def __getitem__(self, name: str) -> TensorInfo:
         i = self._row[name]
         shown, read_at = self._sources[self._src[i]]
-        return TensorInfo(name, _DTYPE_NAMES[self._dtype[i]], tuple(self._dims[self._dims_at[i]:self._dims_at[i + 1]]),
+        return TensorInfo(name, _DTYPE_NAMES[self._codes[i]], tuple(self._dims[self._dims_at[i]:self._dims_at[i + 1]]),
                           shown, self._start[i], self._end[i], read_at)
 
     def __contains__(self, name) -> bool:
@@ -127,9 +127,9 @@ class TensorTable(Mapping):
 
     def merge(self, other: "TensorTable") -> None:
         """Add `other`'s tensors; a name in both takes `other`'s (the later shard), as a dict update would."""
-        rows, sources = len(self._dtype), len(self._sources)
+        rows, sources = len(self._codes), len(self._sources)
         self._sources.extend(other._sources)
-        self._dtype.extend(other._dtype)
+        self._codes.extend(other._codes)
         self._start.extend(other._start)
         self._end.extend(other._end)
         base = len(self._dims)
@@ -357,7 +357,7 @@ def parse_header(raw, n: int, size: int | None, shown: str, read_at,
         raise fail("SRG600", "header is a single tensor entry, not an object of named tensors", where)
     if not isinstance(header, _Pairs):
         raise fail("SRG600", "header is not a JSON object", where)
-    rows = len(table._dtype)
+    rows = len(table._codes)
     if budget is not None and rows > charged[0]:
         budget.take_tensors(rows - charged[0], shown)
     seen = 0
