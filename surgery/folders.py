@@ -33,13 +33,20 @@ def replace_dir(src: Path, dest: Path) -> None:
     stale = Path(tempfile.mkdtemp(prefix=f".{dest.name}-old-", dir=dest.parent))
     try:
         os.replace(dest, stale / dest.name)
-        try:
-            os.replace(src, dest)
-        except BaseException:  # the old folder goes back where it was: never no folder at all
-            os.replace(stale / dest.name, dest)
-            raise
-    finally:
+    except BaseException:
         shutil.rmtree(stale, ignore_errors=True)
+        raise
+    try:
+        os.replace(src, dest)
+    except BaseException:  # the old folder goes back where it was: never no folder at all
+        try:
+            os.replace(stale / dest.name, dest)
+        except OSError:
+            pass  # it stays whole in `stale`, which is then kept, not removed
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
+        raise
+    shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextlib.contextmanager
