@@ -491,4 +491,8 @@ def read_values(info: TensorInfo, start: int = 0, count: int | None = None) -> l
 def read_raw(info: TensorInfo, start_byte: int, count_bytes: int) -> bytes:
     """Raw bytes of a tensor's data (bounded by MAX_VALUES * 8), for equality checks of any dtype."""
     count_bytes = max(0, min(count_bytes, info.end - info.start - start_byte, MAX_VALUES * 8))
-    return info.read(info.start + start_byte, count_bytes)
+    try:
+        return info.read(info.start + start_byte, count_bytes)
+    except OSError as exc:  # coded, as read_values
+        raise fail("SRG026", f"cannot read the tensor's data: {exc.strerror or exc}",
+                   Location(info.file, key_path=info.name)) from None
