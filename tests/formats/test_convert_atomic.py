@@ -200,7 +200,7 @@ def test_sigterm_removes_the_staging_folder_as_sigint_does(signum, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", SLOW_CONVERT, str(marker), *_convert(out)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(1200):  # polled until the copy has begun (bounded by a count, not a time budget)
+        for _ in range(2400):  # polled until the copy has begun (bounded by a count, not a time budget)
             if marker.exists() or proc.poll() is not None:
                 break
             time.sleep(0.05)
