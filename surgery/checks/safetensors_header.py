@@ -363,13 +363,13 @@ def parse_header(raw, n: int, size: int | None, shown: str, read_at,
     seen = 0
     index = table._row
     for name, value in header.pairs:
-        if value is _ROW:
-            index[name] = seen  # a repeated name: the later entry wins, as json's dict would
-            seen += 1
-        elif name == "__metadata__":
+        if name == "__metadata__":
             if not (isinstance(value, _Pairs) and all(isinstance(v, str) for _, v in value.pairs)):
                 raise fail("SRG600", "__metadata__ must map strings to strings (the safetensors package refuses "
                            "other metadata)", where)
+        elif value is _ROW:
+            index[name] = seen  # a repeated name: the later entry wins, as json's dict would
+            seen += 1
         else:
             problem = _entry_problem(_entry_fields(value.pairs) if isinstance(value, _Pairs) else None, base, size)
             raise fail("SRG600", f"tensor {name!r}: {problem or 'malformed header entry'}", where)

@@ -62,7 +62,8 @@ def test_dtypes_are_refused_exactly_where_the_safetensors_package_refuses_them(d
         assert ours == "SRG600"
 
 
-@pytest.mark.parametrize("case", ["metadata_int", "metadata_nested", "f4_odd", "f6_odd", "f4_even"])
+@pytest.mark.parametrize("case", ["metadata_int", "metadata_nested", "metadata_is_an_entry", "f4_odd", "f6_odd",
+                                  "f4_even"])
 def test_other_refusals_match_the_package(case, tmp_path):
     t = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     header, data = {"t": t}, b"\0" * 8
@@ -70,6 +71,8 @@ def test_other_refusals_match_the_package(case, tmp_path):
         header["__metadata__"] = {"format": 1}
     elif case == "metadata_nested":
         header["__metadata__"] = {"format": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    elif case == "metadata_is_an_entry":  # not a tensor named __metadata__
+        header = {"__metadata__": t}
     elif case == "f4_odd":  # 3 x 4 bits: not a whole byte
         header, data = {"t": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}, b"\0" * 2
     elif case == "f6_odd":
