@@ -280,7 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--producer", metavar="P", help="whose aux-id convention the source's ids are in (default: markers)")
     p.add_argument("--num-speculative-tokens", type=_positive_int, default=None, metavar="K",
                    help="k written into a speculators file (default: the source's, else 3)")
-    p.add_argument("--force", action="store_true", help="replace an existing OUT_DIR")
+    p.add_argument("--force", action="store_true", help="replace an existing OUT_DIR (never `.`, `..`, a mount "
+                   "point, or a parent of the current folder or of DRAFT_DIR)")
+    p.add_argument("--config-only", action="store_true", help="write only config.json and the provenance, no "
+                   "other file (a DRAFT_DIR without weights is an error without it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
     p = sub.add_parser("pair", help="the built-in tiny pairs: list them, or export one as model folders",
@@ -631,10 +634,19 @@ def cmd_convert(args, out) -> int:
     from .formats.convert_folder import convert_folder
 
     result = convert_folder(args.draft_dir, args.to, args.out_dir, target=args.target, producer=args.producer,
-                            k=args.num_speculative_tokens, force=args.force)
-    out.write(json.dumps(result, indent=2) + "\n" if args.json else
-              f"wrote {result['out']} ({result['from']} -> {result['format']}; {len(result['files'])} files copied "
-              f"byte for byte; provenance in surgery-provenance.json)\n")
+                            k=args.num_speculative_tokens, force=args.force, config_only=args.config_only)
+    for d in result["diagnostics"]:  # write-time warnings (SRG023, SRG024), on stderr as validate's are
+        sys.stderr.write(f"{d['location']}: {d['severity']} {d['code']}: {d['message']}\n" +
+                         (f"    hint: {d['hint']}\n" if d["hint"] else ""))
+    if args.json:
+        out.write(json.dumps(result, indent=2) + "\n")
+        return EXIT_OK
+    what = "config only (--config-only)" if result["config_only"] else \
+        f"{len(result['files'])} files copied byte for byte"
+    out.write(f"wrote {result['out']} ({result['from']} -> {result['format']}; {what}; provenance in "
+              "surgery-provenance.json)\n")
+    if result["verifier"]:
+        out.write(f"verifier: {result['verifier']}\n")
     return EXIT_OK
 
 

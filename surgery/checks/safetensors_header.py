@@ -5,6 +5,14 @@ little-endian header length, a JSON header, then the raw bytes (https://github.c
 Sharded checkpoints are read through `model.safetensors.index.json` (its `weight_map` names the shard of
 every tensor). A bounded slice of a small tensor can be decoded in pure Python (`read_values`) where a
 header cannot decide a check (e.g. the d2t convention); callers say so in their output.
+
+The library contract (issue 48): a header the `safetensors` package refuses (an empty or unknown dtype,
+non-string metadata, a sub-byte tensor that does not end on a byte) is refused here with SRG600, and
+neither `parse_header` nor `read_values` raises anything but a coded SurgeryError. Memory: a header is
+parsed with a json hook that turns each tensor entry into one row of compact columns as soon as it
+is read (`TensorTable`), so a header costs a small multiple of its size (the dicts and lists json would
+build cost ~10-16x), and all the shards of one model together are bounded in bytes and in tensors
+(MAX_TOTAL_HEADER_BYTES, MAX_TOTAL_TENSORS, SRG025), whether they are read from disk or from the hub.
 """
 from __future__ import annotations
 
@@ -12,9 +20,12 @@ import json
 import math
 import os
 import struct
+import threading
+from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..diagnostics import Location, fail
 
@@ -25,6 +36,21 @@ INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well
 MAX_INDEX_BYTES = 64 << 20
 MAX_VALUES = 1 << 16  # a bounded data read decodes at most this many elements
+# All the shards of one model together (local folder or hub): the largest public checkpoints (DeepSeek V3,
+# Kimi K2: ~100,000 tensors with their FP8 scales) hold under 30 MB of headers, so both bounds leave a
+# wide margin while keeping the memory of a hostile model bounded (SRG025).
+MAX_TOTAL_HEADER_BYTES = 256 << 20
+MAX_TOTAL_TENSORS = 1 << 21
+
+# The dtypes the safetensors package (0.8) accepts, with their width in bits (its `Dtype` enum; an
+# unknown or empty name is refused there: "unknown variant"). F4 / F6 are sub-byte: a tensor must end
+# on a byte boundary.
+SAFETENSORS_DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
+                          "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16,
+                          "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
+                          "I64": 64, "U64": 64}
+_DTYPE_NAMES = tuple(SAFETENSORS_DTYPE_BITS)
+_DTYPE_CODE = {name: i for i, name in enumerate(_DTYPE_NAMES)}
 
 # bytes per element and struct format of the dtypes a data read can decode (others: header only)
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
@@ -33,7 +59,7 @@ _STRUCT = {"F64": "d", "F32": "f", "F16": "e", "I64": "q", "I32": "i", "I16": "h
            "BOOL": "?", "U16": "H", "U32": "I", "U64": "Q"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     name: str
     dtype: str
@@ -56,13 +82,98 @@ class TensorInfo:
             return fh.read(length)
 
 
+class TensorTable(Mapping):
+    """name -> TensorInfo for the tensors of one or more headers, kept as compact columns (a dtype
+    code, the offsets, the dims; ~60 bytes a tensor besides its name) and turned into a TensorInfo only
+    when asked for. Memory is the point: a Python dict per tensor entry costs ~10x the entry's JSON."""
+
+    __slots__ = ("_row", "_codes", "_start", "_end", "_dims_at", "_dims", "_src", "_sources")
+
+    def __init__(self) -> None:
+        self._row: dict[str, int] = {}
+        self._codes = array("B")
+        self._start, self._end = array("Q"), array("Q")
+        self._dims_at, self._dims = array("Q", [0]), array("Q")
+        self._src = array("I")
+        self._sources: list[tuple[str, Callable | None]] = []  # (file as diagnostics name it, read_at)
+
+    def _add_source(self, shown: str, read_at) -> int:
+        self._sources.append((shown, read_at))
+        return len(self._sources) - 1
+
+    def _append(self, src: int, code: int, shape, start: int, end: int) -> int:
+        self._codes.append(code)
+        self._start.append(start)
+        self._end.append(end)
+        self._dims.extend(shape)
+        self._dims_at.append(len(self._dims))
+        self._src.append(src)
+        return len(self._codes) - 1
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        i = self._row[name]
+        shown, read_at = self._sources[self._src[i]]
+        return TensorInfo(name, _DTYPE_NAMES[self._codes[i]], tuple(self._dims[self._dims_at[i]:self._dims_at[i + 1]]),
+                          shown, self._start[i], self._end[i], read_at)
+
+    def __contains__(self, name) -> bool:
+        return name in self._row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row)
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def merge(self, other: "TensorTable") -> None:
+        """Add `other`'s tensors; a name in both takes `other`'s (the later shard), as a dict update would."""
+        rows, sources = len(self._codes), len(self._sources)
+        self._sources.extend(other._sources)
+        self._codes.extend(other._codes)
+        self._start.extend(other._start)
+        self._end.extend(other._end)
+        base = len(self._dims)
+        self._dims.extend(other._dims)
+        self._dims_at.extend(base + d for d in other._dims_at[1:])
+        self._src.extend(sources + s for s in other._src)
+        for name, i in other._row.items():
+            self._row[name] = rows + i
+
+
+class HeaderBudget:
+    """What the headers of one model may take together: MAX_TOTAL_HEADER_BYTES of JSON and
+    MAX_TOTAL_TENSORS tensors, shared by the shards (read side by side from the hub: thread-safe)."""
+
+    def __init__(self, max_bytes: int | None = None, max_tensors: int | None = None):
+        self.max_bytes = MAX_TOTAL_HEADER_BYTES if max_bytes is None else max_bytes
+        self.max_tensors = MAX_TOTAL_TENSORS if max_tensors is None else max_tensors
+        self.bytes = self.tensors = 0
+        self._lock = threading.Lock()
+
+    def take_bytes(self, n: int, shown: str) -> None:
+        with self._lock:
+            self.bytes += n
+            if self.bytes > self.max_bytes:
+                raise fail("SRG025", f"the model's safetensors headers take more than the budget of "
+                           f"{self.max_bytes:,} bytes (MAX_TOTAL_HEADER_BYTES) across its shards: "
+                           f"{self.bytes:,} with this file's {n:,}", Location(shown))
+
+    def take_tensors(self, n: int, shown: str) -> None:
+        with self._lock:
+            self.tensors += n
+            if self.tensors > self.max_tensors:
+                raise fail("SRG025", f"the model's safetensors headers list more than the budget of "
+                           f"{self.max_tensors:,} tensors (MAX_TOTAL_TENSORS) across its shards (reached in "
+                           "this file)", Location(shown))
+
+
 @dataclass
 class Checkpoint:
     """All tensors of one model folder, by name."""
 
     folder: str
     files: list[str]
-    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    tensors: TensorTable = field(default_factory=TensorTable)
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -87,8 +198,9 @@ HUB_HEAD_GUESS = 64 << 10  # first range read of a hub file: most shards' whole 
 HUB_MAX_HEADER_BYTES = 16 << 20  # a header read over the network: the largest real ones are a few MB
 
 
-def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
-    """One local .safetensors file's tensors, from its header (coded SRG600 for anything malformed)."""
+def read_header(path: str | os.PathLike, budget: HeaderBudget | None = None) -> TensorTable:
+    """One local .safetensors file's tensors, from its header (coded SRG600 for anything malformed,
+    SRG025 past the model's `budget`)."""
     p = Path(path)
     where = Location(str(p))
     try:
@@ -100,19 +212,26 @@ def read_header(path: str | os.PathLike) -> dict[str, TensorInfo]:
             (n,) = struct.unpack("<Q", head)
             if n == 0 or n > MAX_HEADER_BYTES or 8 + n > size:
                 raise fail("SRG600", f"header length {n} is impossible for a {size}-byte file", where)
+            if budget is not None:
+                budget.take_bytes(n, str(p))
             raw = fh.read(n)
     except OSError as exc:
         raise fail("SRG600", f"cannot read: {exc.strerror or exc}", where) from None
-    return parse_header(raw, n, size, str(p), None)
+    if len(raw) != n:
+        raise fail("SRG600", f"header cut short: {len(raw)} of {n} bytes", where)
+    holder = [raw]
+    del raw
+    return parse_header(holder, n, size, str(p), None, budget)
 
 
-def read_header_from(src: ModelSource, name: str) -> dict[str, TensorInfo]:
+def read_header_from(src: ModelSource, name: str, budget: HeaderBudget | None = None) -> TensorTable:
     """A weight file's header through its model source: a local file, or at most two range requests
-    to the hub (the first 64 kB, then the rest of a longer header); never the tensor data."""
+    to the hub (the first 64 kB, then the rest of a longer header); never the tensor data. The
+    `budget` (the model's, shared by its shards) is charged before the rest of a header is fetched."""
     from ..modelsource import LocalSource
 
     if isinstance(src, LocalSource):
-        return read_header(src.path(name))
+        return read_header(src.path(name), budget)
     shown = src.location(name)
     where = Location(shown)
     head = src.read_range(name, 0, HUB_HEAD_GUESS)
@@ -126,43 +245,138 @@ def read_header_from(src: ModelSource, name: str) -> dict[str, TensorInfo]:
         raise fail("SRG600", f"header length {n} is more than the {HUB_MAX_HEADER_BYTES >> 20} MiB a header read "
                    "from the hub may take", where, hint="no real checkpoint has such a header: the file is "
                    "damaged or not a safetensors file; it was not read further")
+    if budget is not None:
+        budget.take_bytes(n, shown)
     raw = head[8:8 + n]
     if len(raw) < n:
         raw += src.read_range(name, len(head), 8 + n - len(head))
     if len(raw) != n:
         raise fail("SRG600", f"header cut short: {len(raw)} of {n} bytes", where)
     size = src.size(name) if size is None else size
-    return parse_header(raw, n, size, shown, lambda off, length, _n=name: src.read_range(_n, off, length))
+    holder = [raw]
+    del raw, head
+    return parse_header(holder, n, size, shown, lambda off, length, _n=name: src.read_range(_n, off, length), budget)
 
 
-def parse_header(raw: bytes, n: int, size: int | None, shown: str, read_at) -> dict[str, TensorInfo]:
-    """The tensors of a header's JSON (`raw`, `n` bytes after the 8-byte length)."""
+class _Pairs:
+    """A JSON object that is not a tensor entry (the header itself, `__metadata__`, a malformed entry):
+    its (key, value) pairs, as json's object_pairs_hook gave them."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list) -> None:
+        self.pairs = pairs
+
+
+_ROW = object()  # what the hook returns for a tensor entry it has stored as a row
+_BUDGET_STEP = 1 << 14  # tensors charged to the shared budget at a time while a header is parsed
+
+
+def _entry_fields(pairs) -> tuple | None:
+    dtype = shape = offsets = None
+    for key, value in pairs:
+        if key == "dtype":
+            dtype = value
+        elif key == "shape":
+            shape = value
+        elif key == "data_offsets":
+            offsets = value
+    if dtype is None and shape is None and offsets is None:
+        return None
+    return dtype, shape, offsets
+
+
+def _entry_problem(fields, base: int, size: int | None) -> str | None:
+    """Why a tensor entry is refused (the safetensors package refuses the same), or None."""
+    if fields is None:
+        return "malformed header entry (no dtype, shape, data_offsets)"
+    dtype, shape, offsets = fields
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BITS:
+        shown = repr(dtype) if isinstance(dtype, str) and len(dtype) <= 40 else f"of type {type(dtype).__name__}" \
+            if not isinstance(dtype, str) else repr(dtype[:40] + "...")
+        return f"dtype {shown} is not a safetensors dtype (the safetensors package refuses it: one of " \
+               f"{', '.join(_DTYPE_NAMES)})"
+    if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 63
+                                            for d in shape)):
+        return "malformed header entry (shape must be a list of non-negative integers)"
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(
+            isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        return "malformed header entry (data_offsets must be two integers)"
+    lo, hi = offsets
+    if not (0 <= lo <= hi < 1 << 63) or (size is not None and base + hi > size):
+        return "malformed header entry (data_offsets outside the file)"
+    bits = math.prod(shape) * SAFETENSORS_DTYPE_BITS[dtype]
+    if bits % 8:
+        return f"{math.prod(shape)} {dtype} elements do not end on a byte boundary"
+    if hi - lo != bits // 8:
+        return f"{hi - lo} bytes for {dtype}{shape}"
+    return None
+
+
+def parse_header(raw, n: int, size: int | None, shown: str, read_at,
+                 budget: HeaderBudget | None = None) -> TensorTable:
+    """The tensors of a header's JSON (`raw`, `n` bytes after the 8-byte length; or a one-item list
+    holding them, which is emptied so the bytes are freed once decoded). Each tensor entry becomes a row
+    of the table as soon as json has read it; anything the safetensors package refuses is SRG600."""
     where = Location(shown)
+    if isinstance(raw, list):
+        data, raw[:] = raw[0], []
+    else:
+        data = raw
+    del raw
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise fail("SRG600", "header is not valid JSON", where) from None
-    if not isinstance(header, dict):
-        raise fail("SRG600", "header is not a JSON object", where)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise fail("SRG600", "header is not valid JSON (not UTF-8)", where) from None
+    del data
     base = 8 + n
-    out: dict[str, TensorInfo] = {}
-    for name, entry in header.items():
+    table = TensorTable()
+    src = table._add_source(shown, read_at)
+    charged = [0]
+
+    def hook(pairs):
+        fields = _entry_fields(pairs) if len(pairs) >= 3 else None
+        if fields is None or _entry_problem(fields, base, size) is not None:
+            return _Pairs(pairs)
+        dtype, shape, (lo, hi) = fields
+        rows = table._append(src, _DTYPE_CODE[dtype], shape, base + lo, base + hi) + 1
+        if budget is not None and rows - charged[0] >= _BUDGET_STEP:
+            budget.take_tensors(rows - charged[0], shown)
+            charged[0] = rows
+        elif budget is None and rows > MAX_TOTAL_TENSORS:
+            raise fail("SRG025", f"the header lists more than the budget of {MAX_TOTAL_TENSORS:,} tensors "
+                       "(MAX_TOTAL_TENSORS)", where)
+        return _ROW
+
+    try:
+        header = json.loads(text, object_pairs_hook=hook)
+    except (ValueError, RecursionError):
+        raise fail("SRG600", "header is not valid JSON", where) from None
+    del text
+    if header is _ROW:
+        raise fail("SRG600", "header is a single tensor entry, not an object of named tensors", where)
+    if not isinstance(header, _Pairs):
+        raise fail("SRG600", "header is not a JSON object", where)
+    rows = len(table._codes)
+    if budget is not None and rows > charged[0]:
+        budget.take_tensors(rows - charged[0], shown)
+    seen = 0
+    index = table._row
+    for name, value in header.pairs:
         if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (lo, hi) = entry["dtype"], entry["shape"], entry["data_offsets"]
-            if not (isinstance(dtype, str) and isinstance(shape, list) and all(
-                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-                    and isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi
-                    and (size is None or base + hi <= size)):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise fail("SRG600", f"tensor {name!r}: malformed header entry", where) from None
-        width = DTYPE_BYTES.get(dtype)
-        if width is not None and (hi - lo) != math.prod(shape) * width:
-            raise fail("SRG600", f"tensor {name!r}: {hi - lo} bytes for {dtype}{shape}", where)
-        out[name] = TensorInfo(name, dtype, tuple(shape), shown, base + lo, base + hi, read_at)
-    return out
+            if not (isinstance(value, _Pairs) and all(isinstance(v, str) for _, v in value.pairs)):
+                raise fail("SRG600", "__metadata__ must map strings to strings (the safetensors package refuses "
+                           "other metadata)", where)
+        elif value is _ROW:
+            index[name] = seen  # a repeated name: the later entry wins, as json's dict would
+            seen += 1
+        else:
+            problem = _entry_problem(_entry_fields(value.pairs) if isinstance(value, _Pairs) else None, base, size)
+            raise fail("SRG600", f"tensor {name!r}: {problem or 'malformed header entry'}", where)
+    if seen != rows:
+        raise fail("SRG600", f"{rows - seen} tensor entr{'y' if rows - seen == 1 else 'ies'} nested where no tensor "
+                   "may be (inside another entry, a list or __metadata__)", where)
+    return table
 
 
 def _index_weight_map(src: ModelSource) -> dict:
@@ -220,16 +434,20 @@ def read_checkpoint(folder) -> Checkpoint:
         raise fail("SRG601", "no *.safetensors files in the folder", Location(src.location()),
                    "weights checks read safetensors headers; convert .bin checkpoints first")
     ckpt = Checkpoint(src.location(), [src.location(f) for f in files])
+    budget = HeaderBudget()  # the shards together, local or hub (SRG025)
     if isinstance(src, LocalSource) or len(files) == 1:
-        headers = [read_header_from(src, f) for f in files]
+        headers = (read_header_from(src, f, budget) for f in files)  # one at a time: merged, then dropped
     else:  # over the network the shards' headers are read side by side: one round trip, not one per shard
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
-            headers = list(pool.map(lambda f: read_header_from(src, f), files))
-    for header in headers:
-        for name, info in header.items():
-            ckpt.tensors[name] = info
+            headers = list(pool.map(lambda f: read_header_from(src, f, budget), files))
+    for i, header in enumerate(headers):
+        if i == 0:
+            ckpt.tensors = header
+        else:
+            ckpt.tensors.merge(header)
+    headers = None
     if weight_map is not None:
         missing = sorted(n for n in weight_map if n not in ckpt.tensors)
         if missing:
@@ -245,16 +463,26 @@ def _bf16(raw: bytes) -> list[float]:
 def read_values(info: TensorInfo, start: int = 0, count: int | None = None) -> list:
     """Decode elements [start, start+count) of a tensor (flattened, row-major) in pure Python.
 
-    Bounded: at most MAX_VALUES elements; ValueError for a dtype this reader cannot decode (FP8)."""
+    Bounded: at most MAX_VALUES elements. Only coded errors: SRG026 for a dtype this reader cannot
+    decode (FP8, FP4, FP6, complex), a start outside the tensor, or a file that returns fewer bytes
+    than its header promises (or cannot be read)."""
+    where = Location(info.file, key_path=info.name)
     n = info.numel
+    if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= n:
+        raise fail("SRG026", f"start {start!r} is outside the tensor's {n} elements", where)
     count = n - start if count is None else count
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise fail("SRG026", f"count {count!r} is not an integer", where)
     count = max(0, min(count, n - start, MAX_VALUES))
     width = DTYPE_BYTES.get(info.dtype)
     if width is None or (info.dtype != "BF16" and info.dtype not in _STRUCT):
-        raise ValueError(f"cannot decode dtype {info.dtype}")
-    raw = info.read(info.start + start * width, count * width)
-    if len(raw) != count * width:
-        raise ValueError("file shorter than its header says")
+        raise fail("SRG026", f"cannot decode dtype {info.dtype}", where)
+    try:
+        raw = info.read(info.start + start * width, count * width)
+    except OSError as exc:
+        raise fail("SRG026", f"cannot read the tensor's data: {exc.strerror or exc}", where) from None
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) != count * width:
+        raise fail("SRG026", "file shorter than its header says", where)
     if info.dtype == "BF16":
         return _bf16(raw)
     return list(struct.unpack(f"<{count}{_STRUCT[info.dtype]}", raw))
@@ -263,4 +491,8 @@ def read_values(info: TensorInfo, start: int = 0, count: int | None = None) -> l
 def read_raw(info: TensorInfo, start_byte: int, count_bytes: int) -> bytes:
     """Raw bytes of a tensor's data (bounded by MAX_VALUES * 8), for equality checks of any dtype."""
     count_bytes = max(0, min(count_bytes, info.end - info.start - start_byte, MAX_VALUES * 8))
-    return info.read(info.start + start_byte, count_bytes)
+    try:
+        return info.read(info.start + start_byte, count_bytes)
+    except OSError as exc:  # coded, as read_values
+        raise fail("SRG026", f"cannot read the tensor's data: {exc.strerror or exc}",
+                   Location(info.file, key_path=info.name)) from None

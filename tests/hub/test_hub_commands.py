@@ -26,6 +26,11 @@ def test_convert_takes_a_hub_head_and_names_the_hub_target(run_cli, hubenv, tmp_
     assert code == 0, err
     cfg = json.loads((out_dir / "config.json").read_text())
     assert cfg["speculators_config"]["verifier"]["name_or_path"] == TINY_TARGET
+    # the hub id, with the commit it was read at in the provenance, and no local-verifier warning (SRG024)
+    prov = json.loads((out_dir / "surgery-provenance.json").read_text())
+    assert prov["target_pin"]["commit"] == hubenv.repos[TINY_TARGET].main
+    assert hubenv.repos[TINY_TARGET].main in prov["fields"]["speculators_config.verifier.name_or_path"]
+    assert "SRG024" not in err and not json.loads(out)["diagnostics"]
     assert (out_dir / "model.safetensors").read_bytes() == \
         hubenv.repos[TINY_HEAD].files["model.safetensors"].read(0, hubenv.repos[TINY_HEAD].files["model.safetensors"].size)
 
