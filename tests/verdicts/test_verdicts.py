@@ -23,7 +23,7 @@ CASES = yaml.safe_load((HERE / "cases.yaml").read_text(encoding="utf-8"))
 KNOWN_KEYS = {"id", "command", "recipe", "target", "draft", "args", "drop", "expect", "why", "source", "xfail", "vllm",
               "engine_check"}
 EXPECT_KEYS = {"exit", "errors", "errors_any", "warnings", "absent", "no_warnings", "said_aloud", "recipe",
-               "not_recipe", "not_alternative", "kv_source", "hint_names"}
+               "not_recipe", "not_alternative", "kv_source", "hint_names", "not_format"}
 
 
 def _config_file(path: str) -> Path:
@@ -95,6 +95,9 @@ def check(case: dict, rc: int, doc: dict) -> list[str]:
     if "hint_names" in exp and not any(exp["hint_names"] in (d.get("hint") or "") for d in diags
                                        if d["severity"] == "error"):
         wrong.append(f"no error hint names {exp['hint_names']!r}")
+    if "not_format" in exp and any(d["code"] == "SRG652" and d["message"].startswith(f"draft format {exp['not_format']} ")
+                                   for d in diags):
+        wrong.append(f"draft read as format {exp['not_format']!r} (SRG652)")
     if "recipe" in exp and doc.get("recipe") != exp["recipe"]:
         wrong.append(f"recipe {doc.get('recipe')!r}, expected {exp['recipe']!r}")
     if "not_recipe" in exp and doc.get("recipe") == exp["not_recipe"]:
