@@ -215,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-draft-tokens", type=_positive_int, default=None, metavar="K",
                    help="draft tokens per step (default 3; --engine vllm with a speculators head: the file's k)")
     p.add_argument("--prompts", type=_positive_int, default=8, metavar="N", help="number of built-in prompts to decode")
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                   help="torch intra-op threads on CPU (hf engine; default: 1 for models too small to split a matmul "
+                   "across threads, such as the built-in pair, else torch's own default)")
     p.add_argument("--no-strict", action="store_true",
                    help="report operations HF cannot perform (SRG321) instead of failing on them (SRG322)")
     p.add_argument("--ablate", action="store_true", help="rerun the decoding check with each operation removed "

@@ -77,6 +77,32 @@ def check_weights(side: str, folder) -> None:
                                     hint="the file is truncated or corrupted; re-download or rebuild it")) from exc
 
 
+SMALL_HIDDEN = 1024  # below this width a matmul is too small to gain from a second thread
+
+
+def cpu_threads(asked: int | None, device, target) -> int | None:
+    """torch's intra-op threads for the decoding check on CPU (None: left as torch set them).
+
+    Why one thread for small models: at the built-in pair's width every forward is hundreds of tiny
+    ops, and splitting each across threads costs more in synchronisation than it saves. When the
+    machine's cores are shared it is far worse: measured with bench/hf_round_profile.py on the 2-core
+    CI-sized machine under load, greedy took 62.6 s with 2 threads and 4.6 s with 1, and speculative
+    decoding fell behind greedy (74.3 s vs 62.6 s) where with 1 thread it is 1.48x ahead. A user's
+    real-size model on CPU keeps torch's default unless --threads says otherwise."""
+    import torch
+
+    if str(device) != "cpu" and getattr(device, "type", None) != "cpu":
+        return None
+    if asked is not None:
+        torch.set_num_threads(asked)
+        return asked
+    width = getattr(target.config.get_text_config(), "hidden_size", None)
+    if isinstance(width, int) and width < SMALL_HIDDEN:
+        torch.set_num_threads(1)
+        return 1
+    return None
+
+
 def load_models(load_pair, target_dir, draft_dir, device, dtype):
     """load_pair with coded errors: unreadable weights are SRG404 naming the side and file."""
     target_dir, draft_dir = _model_folder(target_dir), _model_folder(draft_dir)
@@ -192,27 +218,36 @@ def run_apply(args, out) -> int:
     loader = load_standalone_pair if standalone else load_pair
     target, draft = load_models(loader, target_dir, draft_dir, device=device, dtype=dtype)
     timings["load_s"] = time.perf_counter() - t
+    import torch
 
-    t = time.perf_counter()
-    report = apply_plan(plan, draft, target, strict=not args.no_strict)
-    timings["apply_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    verification = verify_plan(plan, draft, target, report=report)
-    timings["verify_s"] = time.perf_counter() - t
+    saved_threads = torch.get_num_threads()  # process-wide: put back at the end for a library caller
+    threads = cpu_threads(getattr(args, "threads", None), device, target)
 
-    # the built-in pair is measured on text it never trained on; a user's pair on generic code openings
-    texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
-    texts = texts[: max(1, args.prompts)]
-    if standalone:
-        prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
-        check = assisted_check
-    else:
-        prompts, prompt_source, check = [encode(p) for p in texts], "built-in tiny tokenizer", decode_check
-    progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens})")
-    decode = check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
-    decode["prompt_ids"] = prompt_source
-    decode["prompt_set"] = prompt_set
-    abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
+    try:
+        t = time.perf_counter()
+        report = apply_plan(plan, draft, target, strict=not args.no_strict)
+        timings["apply_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        verification = verify_plan(plan, draft, target, report=report)
+        timings["verify_s"] = time.perf_counter() - t
+
+        # the built-in pair is measured on text it never trained on; a user's pair on generic code openings
+        texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
+        texts = texts[: max(1, args.prompts)]
+        if standalone:
+            prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
+            check = assisted_check
+        else:
+            prompts, prompt_source, check = [encode(p) for p in texts], "built-in tiny tokenizer", decode_check
+        progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens}"
+                 + (f", {threads} torch thread{'s' if threads != 1 else ''}" if threads else "") + ")")
+        decode = check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+        decode["prompt_ids"] = prompt_source
+        decode["prompt_set"] = prompt_set
+        decode["torch_threads"] = torch.get_num_threads()
+        abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
+    finally:
+        torch.set_num_threads(saved_threads)
     progress.done()
     ok = verification.ok and decode["identical"]
     result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": dtype_name,
@@ -245,7 +280,9 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
               f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance rate {d['acceptance_rate']:.1%}",
               f"  target forward passes {d['target_forwards']} vs {d['greedy_target_forwards']} greedy "
               f"(saved {d['target_forwards_saved']})",
-              f"  wall time {d['wall_s']:.2f} s speculative vs {d['greedy_wall_s']:.2f} s greedy"]
+              f"  wall time {d['wall_s']:.2f} s speculative vs {d['greedy_wall_s']:.2f} s greedy"
+              + (f" ({d['torch_threads']} torch thread{'s' if d['torch_threads'] != 1 else ''})"
+                 if d.get("torch_threads") else "")]
     if abl is not None:
         lines += ["", "ablation (each recipe step removed in turn)"]
         for row in abl:

@@ -69,6 +69,23 @@ def test_apply_json_report(report):
     assert set(report["timings"]) >= {"load_s", "apply_s", "verify_s"}
 
 
+def test_built_in_pair_decodes_on_one_thread_and_puts_the_count_back(report):
+    """The first job's tiny pair runs its decoding check on one torch thread (a matmul that small loses to a
+    second thread's synchronisation, badly when the cores are shared: bench/hf_round_profile.py), and
+    the process-wide count is restored afterwards (the one_torch_thread fixture set 1: asked 2 here)."""
+    assert report["decode"]["torch_threads"] == 1
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        code, out, err = run("apply", RECIPE, "--json", *QUICK)
+        assert code == 0 and json.loads(out)["decode"]["torch_threads"] == 1
+        assert torch.get_num_threads() == 2
+        code, out, err = run("apply", RECIPE, "--json", "--threads", "2", *QUICK)
+        assert code == 0 and json.loads(out)["decode"]["torch_threads"] == 2
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_ablation_rows(ablation):
     rows = {r["variant"]: r for r in ablation["ablation"]}
     steps = sorted({o["step"] for o in ablation["plan"]["operations"]})
