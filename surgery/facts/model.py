@@ -104,4 +104,6 @@ FACT_NAMES = (
     "nested_markov_rank",
     # issue 35: a mask token nested where vLLM does not read it (`eagle_config.mask_token_id`, ...), its key
     "nested_mask_token",
+    # issue 42: the eos ids as a list (an int eos is one id of a list that contains it)
+    "eos_token_ids",
 )
