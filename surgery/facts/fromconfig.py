@@ -13,6 +13,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
+from ..servedarch import speculative_class
 from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
                      parallel_drafting_token_id)
 from .jsonread import check_depth, read_config_from, strip_annotations
@@ -204,6 +205,9 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "markov_rank": cfg.get("markov_rank"),
         "nested_markov_rank": (cfg.get("dflash_config") or {}).get("markov_rank")
         if isinstance(cfg.get("dflash_config"), dict) else None,
+        # SpecForge's DFlash family: dflash_config.projector_type None = DFlash, "dspark", "domino" (GRU head)
+        "block_draft_projector": (cfg.get("dflash_config") or {}).get("projector_type")
+        if isinstance(cfg.get("dflash_config"), dict) else None,
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
         "bos_token_id": _token_ids(cfg, text, "bos_token_id", r, top),
         "eos_token_id": _token_ids(cfg, text, "eos_token_id", r, top),
@@ -214,6 +218,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "rope_scaling_type": _rope_scaling_type(text),
     }
     scalars["eos_token_ids"] = _as_list(scalars["eos_token_id"])
+    scalars["speculative_class"] = speculative_class(archs, cfg)
     scalars.update(mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
     return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
                       tuple(r.used + top.used), prefix, cfg)
