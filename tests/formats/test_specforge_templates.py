@@ -66,3 +66,15 @@ def test_ids_whose_writers_disagree_are_a_warning_not_a_silent_info(tmp_path):
     found = [d for d in out["diagnostics"] if d["code"] == "SRG659"]
     assert [d["severity"] for d in found] == ["warning"]
     assert "[2, 16, 29]" in found[0]["message"] and "[1, 15, 28]" in found[0]["message"]
+
+
+def test_convert_translates_specforge_nested_ids_without_producer():
+    """The meaning known, `surgery convert` writes the ids in vLLM's convention at the top level (was
+    refused: 'pass --producer')."""
+    from surgery.formats.convert import converted
+
+    cfg = json.loads((FORMATS / "specforge-deepseek-v3-671b-eagle3" / "config.json").read_text())
+    out, why = converted(cfg, "speculators", 61, verifier="deepseek-ai/DeepSeek-V3",
+                         verifier_architectures=("DeepseekV3ForCausalLM",))
+    assert out["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    assert any("specforge" in str(v) for v in why.values())
