@@ -138,7 +138,9 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
     trained = trained_on(fmt, L)
     parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
              else f"draft format {fmt.name}",
-             f"producer {fmt.producer or 'unknown'} ({fmt.producer_from})"]
+             f"producer {fmt.producer} ({fmt.producer_from})" if fmt.producer else
+             f"producer one of {', '.join(fmt.writers)} (no mark; the writers of this layout)" if fmt.writers else
+             f"producer unknown ({fmt.producer_from})"]
     if fmt.ids_written:
         parts.append(f"ids written {list(fmt.ids_written)} at {fmt.where_written}")
     parts.append("vLLM reads (its convention: id i = input of layer i) " +
