@@ -94,3 +94,14 @@ def test_a_removed_field_gets_the_value_transformers_gives():
             checked += 1
     assert wrong == [], "\n".join(map(str, wrong))
     assert checked >= 100
+
+
+def test_the_hand_table_agrees_with_the_class_defaults_it_overlays():
+    """config_defaults.yaml sits over the generated class defaults; where both name a key they agree."""
+    from surgery.facts.fromconfig import class_defaults, defaults_table
+
+    generated = class_defaults()
+    clash = [(family, key, value, generated[family][key]) for family, values in defaults_table().items()
+             if family != "*" for key, value in values.items()
+             if key in generated.get(family, {}) and generated[family][key] != value]
+    assert clash == []
