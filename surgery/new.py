@@ -157,38 +157,49 @@ def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None
     return NewResult(target, draft, candidates, fitting[0] if fitting else None, draft_format=fmt)
 
 
-#: candidates a failed `new` names in text (the closest first; --json has them all)
-SHOWN_CANDIDATES = 3
+MAX_CANDIDATES = 3  # issue 42: the closest few, each with the one reason that blocks it
+LONG_LIST = re.compile(r"[\[(]([^\[\]()]*,){4,}[^\[\]()]*[\])]")
 
 
-def _short_lists(text: str, keep: int = 4) -> str:
-    """'(a, b, c, d, e, f, g)' -> '(a, b, c, d, ... 3 more)': a reason names what the recipe covers, not all 60 types."""
-    import re
+# a candidate refused because the draft belongs to another family (draft-model's SRG683) is never the
+# closest: that family's own recipe is, however many things block it
+ANOTHER_FAMILY = ("SRG683",)
 
-    def cut(m):
-        items = m.group(1).split(", ")
-        return m.group(0) if len(items) <= keep + 1 else f"({', '.join(items[:keep])}, ... {len(items) - keep} more)"
 
-    return re.sub(r"\(([^()]*(?:, [^()]*){%d,})\)" % (keep + 1), cut, text)
+def closest(result: NewResult) -> list[Candidate]:
+    """The failing candidates nearest to fitting: those whose applies_to covers the pair first, then
+    those not refused for the draft's family, then the fewest blocking errors, then the most specific
+    (architectures pinned, narrower applies_to)."""
+    failing = [c for c in result.candidates if not c.ok]
+    return sorted(failing, key=lambda c: (not c.applies, any(d.code in ANOTHER_FAMILY for d in c.reasons),
+                                          len(c.reasons) or 99, c.specificity))[:MAX_CANDIDATES]
+
+
+def _short(text: str) -> str:
+    """A reason without the long lists it may quote (a recipe's ~60 model types): `(61 listed)`."""
+    return LONG_LIST.sub(lambda m: f"{m.group(0)[0]}{m.group(0).count(',') + 1} listed{m.group(0)[-1]}", text)
 
 
 def no_fit_diagnostic(result: NewResult) -> Diagnostic:
-    """SRG020 for a pair no shipped recipe fits: the closest candidates (at most SHOWN_CANDIDATES), each with the
-    one reason that blocks it, lists of covered types shortened; the rest named only."""
+    """SRG020 naming the closest failing recipe and the one thing that blocks it, then at most
+    MAX_CANDIDATES candidates with one reason each (`--json` keeps every candidate and reason)."""
+    near = closest(result)
     lines = []
-    for c in result.candidates[:SHOWN_CANDIDATES]:
-        if c.reasons:
-            first = c.reasons[0]
-            why = f"{first.code}: {_short_lists(first.message)}"
-        else:
-            why = "applies_to does not cover the pair"
-        lines.append(f"{c.name}: {why}")
-    rest = [c.name for c in result.candidates[SHOWN_CANDIDATES:]]
-    if rest:
-        lines.append(f"(not closer: {', '.join(rest)}; --json lists every candidate's reasons)")
-    return diag("SRG020", f"no shipped recipe fits draft {label(result.draft)} -> target {label(result.target)}",
-                Location(result.draft.source),
-                hint="start from the closest recipe and `surgery validate` your copy; candidates:\n      "
+    for c in near:
+        first = c.reasons[0] if c.reasons else None
+        why = f"{first.code}: {_short(first.message)}" if first else "applies_to does not cover the pair"
+        more = f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else ""
+        lines.append(f"{c.name}: {why}{more}")
+    best = near[0] if near else None
+    head = f"no shipped recipe fits draft {label(result.draft)} -> target {label(result.target)}"
+    if best is not None and best.applies and len(best.reasons) == 1:
+        head += f"; closest: {best.name}, blocked by one thing: {best.reasons[0].code}"
+        if best.reasons[0].hint:
+            head += f" ({_short(best.reasons[0].hint)})"
+    elif best is not None and best.applies:
+        head += f"; closest: {best.name} ({len(best.reasons)} blocking reasons)"
+    return diag("SRG020", head, Location(result.draft.source),
+                hint="start from the closest recipe and `surgery validate` your copy; closest candidates:\n      "
                 + "\n      ".join(lines))
 
 

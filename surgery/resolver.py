@@ -23,18 +23,35 @@ from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
 MAX_PARALLEL = 4096
 MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
+# Config fields whose class default describes one member of a family, not this checkpoint (issue 42):
+# Gemma4TextConfig's hidden_size 2304 is no released Gemma 4; a layer_types derived with period 6 is not
+# E2B's period 5. A default for one of them that decides a KV map or a compared value is said aloud
+# (SRG208, warning). Family-wide defaults (vocab_size, bos / eos / pad ids: the family's tokenizer) stay
+# SRG203 notes. Key (as config.json spells it) -> the fact an expression names.
+MEMBER_GEOMETRY = {"hidden_size": "hidden_size", "num_hidden_layers": "num_hidden_layers",
+                   "num_attention_heads": "num_attention_heads", "num_key_value_heads": "num_kv_heads",
+                   "head_dim": "head_dim", "global_head_dim": "global_head_dim", "sliding_window": "sliding_window",
+                   "layer_types": "layer_type_set", "num_kv_shared_layers": "num_kv_shared_layers",
+                   "backbone_hidden_size": "backbone_hidden_size",
+                   "hidden_size_per_layer_input": "hidden_size_per_layer_input"}
+# the keys a layer map's rows are built from (per-layer type, head_dim, KV heads, window, KV-shared flag)
+KV_MAP_KEYS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "global_head_dim",
+               "sliding_window", "layer_types", "num_kv_shared_layers")
 
 
 class _Env:
-    """Name lookup for expressions: runtime facts and draft.X / target.X."""
+    """Name lookup for expressions: runtime facts and draft.X / target.X. Every model fact looked up is
+    remembered (`seen`): a default behind one of them decided a compared value (SRG208)."""
 
     def __init__(self, draft: ModelFacts, target: ModelFacts, runtime: Runtime):
         self.models = {"draft": draft, "target": target}
         self.runtime = runtime
+        self.seen: set[str] = set()
 
     def __call__(self, name: str) -> Any:
         side, _, fact = name.partition(".")
         if fact:
+            self.seen.add(name)
             return self.models[side].scalars.get(fact)
         return self.runtime.lookup(name)
 
@@ -100,8 +117,16 @@ class _Resolver:
         defaults = {}
         for side, f in (("target", self.target), ("draft", self.draft)):
             defaults[side] = [d.to_dict() for d in f.defaults_used]
+            defaulted = {d.key for d in f.defaults_used}
             for d in f.defaults_used:
-                self.add("SRG203", f"{side} {d.key} missing; used {d.value!r}", Location(f.source, key_path=d.key))
+                whole = d.key.split("[", 1)[0]
+                decides = None if whole != d.key and whole in defaulted else self.default_decides(side, f, d.key)
+                if decides:
+                    self.add("SRG208", f"{side} {d.key}: {d.value!r} from the transformers config class, not from "
+                             f"config.json; it decides {decides}", Location(f.source, key_path=d.key),
+                             "write the field into config.json as the checkpoint has it")
+                else:
+                    self.add("SRG203", f"{side} {d.key} missing; used {d.value!r}", Location(f.source, key_path=d.key))
         return Plan(
             recipe=self.recipe.name, recipe_file=self.recipe.file, runtime=self.runtime,
             target=_summary(self.target), draft=_summary(self.draft), layer_maps=self.maps,
@@ -109,6 +134,23 @@ class _Resolver:
             operations=tuple(self.ops), skipped=tuple(self.skipped), diagnostics=tuple(self.diags),
             engine_hints=self.recipe.engine, defaults_used=defaults, layer_sets=dict(self.sets),
         )
+
+    def default_decides(self, side: str, f: ModelFacts, key: str) -> str | None:
+        """What a default for `key` decided in this plan, when `key` is a member-geometry field
+        (MEMBER_GEOMETRY): the KV map(s) it builds, and the facts the recipe compared; else None."""
+        base = key[len(f.key_prefix):] if key.startswith(f.key_prefix) else key
+        base = base.split("[", 1)[0]
+        if base not in MEMBER_GEOMETRY:
+            return None
+        out = []
+        maps = [name for name, rows in self.maps.items() if rows]
+        if base in KV_MAP_KEYS and maps:
+            shown = {name: ", ".join(f"{r.draft}->{r.target}" for r in self.maps[name][:6]) for name in maps}
+            out.append("the layer map " + "; ".join(f"{name} ({rows})" for name, rows in shown.items()))
+        fact = f"{side}.{MEMBER_GEOMETRY[base]}"
+        if fact in self.env.seen or (base == "num_hidden_layers" and f"{side}.num_unshared_layers" in self.env.seen):
+            out.append(f"the compared value {fact} = {f.scalars.get(MEMBER_GEOMETRY[base])!r}")
+        return " and ".join(out) or None
 
     def check_applies_to(self) -> None:
         for side, f in (("target", self.target), ("draft", self.draft)):

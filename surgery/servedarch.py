@@ -76,3 +76,24 @@ def fc_marker(shape, raw: dict) -> int | None:
     k = shape[1] // hidden
     low, high = FC_MARKER_AUX
     return k if low <= k <= high else None
+
+
+def speculative_class(architectures, raw: dict) -> str | None:
+    """What makes a config a draft of a speculative family rather than a standalone language model
+    (issue 42): its architecture as written is a key of vLLM's speculative-decoding registry
+    (data/vllm_methods.yaml `draft_architectures` / `block_draft_architectures`, generated from
+    registry.py `_SPECULATIVE_DECODING_MODELS`), named with the class vLLM builds for it; else its
+    EAGLE-3 markers (`draft_vocab_size`, aux ids: no standalone model writes them); else None. A plain
+    `LlamaForCausalLM` (an EAGLE-1 head or a small model alike) is None: only the method tells them apart."""
+    from .resources import load_data
+
+    data = load_data("data/vllm_methods.yaml")
+    table = {a["architecture"]: f"{a['class']} ({a['method']}, vLLM {a['module']})"
+             for a in data.get("draft_architectures") or ()}
+    for a in data.get("block_draft_architectures") or ():
+        table.setdefault(a["architecture"], f"{a['class']} (block drafter, vLLM {a['module']})")
+    for arch in architectures or ():
+        if arch in table:
+            return f"{arch} -> {table[arch]}"
+    markers = eagle3_markers(raw)
+    return f"EAGLE-3 head ({', '.join(markers)})" if markers else None

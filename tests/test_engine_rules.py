@@ -225,6 +225,37 @@ def test_norm_flags_read_are_vllms():
             assert (f'"{flag}"' in src) == (flag in flags), (module, flag)
 
 
+def test_modelopt_norm_flags_are_compared_by_meaning(run_cli, tmp_path):
+    """Issue 42: every NVIDIA `*-Eagle3` export writes `use_input_layernorm_in_first_layer: true` and
+    `use_last_layernorm: true` in eagle_config; vLLM's eagle3 heads always build both norms, so true is
+    what runs (no SRG649), and false names a norm the head lacks that the engine still applies (error)."""
+    modelopt = ROOT / "tests" / "data" / "formats" / "modelopt-llama3.1-8b-eagle3" / "config.json"
+    assert not found(codes(run_cli, "eagle3", "--target", LLAMA, "--draft", modelopt), "SRG649")
+    cfg = json.loads(modelopt.read_text())
+    cfg["eagle_config"]["use_last_layernorm"] = False
+    hit = found(codes(run_cli, "eagle3", "--target", LLAMA, "--draft", write(tmp_path, "m.json", cfg)), "SRG649")
+    assert [d["severity"] for d in hit] == ["error"] and "use_last_layernorm=false" in hit[0]["message"]
+    assert "always builds" in hit[0]["message"]
+    # a true flag no head class reads or always builds is still refused (ModelOpt's use_mtp_layernorm)
+    cfg = json.loads(modelopt.read_text())
+    cfg["eagle_config"]["use_mtp_layernorm"] = True
+    hit = found(codes(run_cli, "eagle3", "--target", LLAMA, "--draft", write(tmp_path, "t.json", cfg)), "SRG649")
+    assert hit and "use_mtp_layernorm=true" in hit[0]["message"]
+
+
+def test_always_built_norms_are_built_in_vllms_head_classes():
+    """Oracle for `always_built`: each module applies layer 0's input_layernorm to the embeddings and
+    builds the final norm unconditionally (no getattr on the flag)."""
+    vllm = pytest.importorskip("vllm")
+    from surgery.checks.inherit import engine_rules
+
+    models = Path(vllm.__file__).parent / "model_executor" / "models"
+    for module, flags in engine_rules()["norm_flags"]["always_built"].items():
+        src = (models / f"{module}.py").read_text()
+        assert "embeds = self.input_layernorm(embeds)" in src and re.search(r"\n\s+self\.norm = RMSNorm\(", src), module
+        assert not any(f'"{flag}"' in src for flag in flags), (module, flags)
+
+
 # ------------------------------------------------------------------ SRG670 MTP step layers
 
 def test_mtp_step_layers(run_cli, tmp_path):

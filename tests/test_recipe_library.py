@@ -241,8 +241,17 @@ def test_draft_model_mismatched_pair():
     plan = plan_for("draft-model", LLAMA8B, qwen)
     assert {"SRG313", "SRG331"} <= errors(plan)
     same_size = cfg(LLAMA1B)
-    same_size["eos_token_id"] = 128001  # same vocabulary size, another chat template / tokenizer revision
+    same_size["eos_token_id"] = 128002  # same vocabulary size, an eos id the target never stops on
     assert errors(plan_for("draft-model", LLAMA8B, same_size)) == {"SRG331"}
+    # issue 42: an int eos that is one of the target's eos list is the same tokenizer (was a false SRG331)
+    same_size["eos_token_id"] = 128001
+    assert errors(plan_for("draft-model", LLAMA8B, same_size)) == set()
+    same_size["eos_token_id"] = [128009, 128008, 128001]  # the same list in another order
+    assert errors(plan_for("draft-model", LLAMA8B, same_size)) == set()
+    target = cfg(LLAMA8B)
+    target["eos_token_id"] = 128009  # the int on the target's side, the list on the draft's
+    same_size["eos_token_id"] = [128001, 128008, 128009]
+    assert errors(plan_for("draft-model", target, same_size)) == set()
     assert "SRG319" in errors(plan_for("draft-model", LLAMA8B, LLAMA1B, tp_size=4, draft_tp_size=2))
     # vLLM's DraftModelProposer wants equal tp; the speculative config alone would accept 1
     assert "SRG319" in errors(plan_for("draft-model", LLAMA8B, LLAMA1B, tp_size=4, draft_tp_size=1))

@@ -114,7 +114,16 @@ def test_defaults_are_reported():
     plan = _plan(draft_cfg=d)
     assert plan.ok
     assert any(u["key"] == "text_config.global_head_dim" and u["value"] == 512 for u in plan.defaults_used["draft"])
-    assert any(x.code == "SRG203" for x in plan.diagnostics)
+    # issue 42: a member-geometry default that builds the KV map is said aloud (was a silent SRG203 note)
+    said = [x for x in plan.diagnostics if x.code == "SRG208"]
+    assert [x.severity for x in said] == ["warning"] and "kv_source" in said[0].message
+    # a family-wide default (the tokenizer's ids, tying) stays a note
+    d = copy.deepcopy(_pair()[1])
+    d.pop("tie_word_embeddings", None)
+    d["text_config"].pop("tie_word_embeddings", None)
+    plan = _plan(draft_cfg=d)
+    assert any(x.code == "SRG203" and "tie_word_embeddings" in x.message for x in plan.diagnostics)
+    assert not any(x.code == "SRG208" for x in plan.diagnostics)
 
 
 def test_plan_json_contract(run_cli):

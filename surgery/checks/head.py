@@ -72,26 +72,39 @@ def norm_flags(raw: dict) -> dict[str, object]:
 
 
 def norm_check(draft, *, method: str) -> list[Diagnostic]:
+    """Each boolean norm flag compared by what it means for the head class vLLM builds: a flag the class
+    reads is fine; a flag naming a norm the class always builds (`always_built`) is fine when it says
+    so and SRG649 when it says the head has no such norm; any other true flag is a norm never built."""
     if method not in ("eagle", "eagle3"):
         return []
     module = served_module(draft, method)
-    table = engine_rules()["norm_flags"]["vllm"]
-    flags = {k: v for k, v in norm_flags(draft.raw).items() if v}
-    if not flags:
-        return []
+    rules = engine_rules()["norm_flags"]
+    table = rules["vllm"]
+    built = (rules.get("always_built") or {}).get(module) or {}
+    found = norm_flags(draft.raw)
+    flags = {k: v for k, v in found.items() if v and k not in built}
     version = engine_rules()["vllm_version"]
+    out = []
+    for key, value in sorted(found.items()):
+        if key in built and value != built[key]:
+            out.append(diag("SRG649", f"{key}={str(value).lower()} in the head's config: vLLM {version}'s {module} always "
+                            f"builds that norm ({key}={str(built[key]).lower()}), so the head runs with a norm it was "
+                            "trained without", Location(draft.source, key_path=key),
+                            "re-export the head with the norm, or serve it with an engine whose head class reads the flag"))
+    if not flags:
+        return out
     if module not in table:
-        return [diag("SRG649", f"head norm flags {sorted(flags)} are set, and which of them vLLM {version}'s head class "
-                     f"({module or 'unknown'}) reads is not in surgery/data/engine_rules.yaml",
-                     Location(draft.source), severity=WARNING)]
+        return out + [diag("SRG649", f"head norm flags {sorted(flags)} are set, and which of them vLLM {version}'s head "
+                           f"class ({module or 'unknown'}) reads is not in surgery/data/engine_rules.yaml",
+                           Location(draft.source), severity=WARNING)]
     unread = sorted(k for k in flags if k not in table[module])
     if not unread:
-        return []
-    return [diag("SRG649", f"{', '.join(f'{k}=true' for k in unread)} in the head's config: vLLM {version}'s {module} never "
-                 f"reads {'it' if len(unread) == 1 else 'them'}, so the head runs without that norm (vllm#38111: "
-                 "norm_before_fc dropped; sglang#32334: input norms ignored)",
-                 Location(draft.source, key_path=unread[0]),
-                 "serve with an engine build whose head class reads the flag, or retrain / re-export the head without it")]
+        return out
+    return out + [diag("SRG649", f"{', '.join(f'{k}=true' for k in unread)} in the head's config: vLLM {version}'s {module} "
+                       f"never reads {'it' if len(unread) == 1 else 'them'}, so the head runs without that norm "
+                       "(vllm#38111: norm_before_fc dropped; sglang#32334: input norms ignored)",
+                       Location(draft.source, key_path=unread[0]),
+                       "serve with an engine build whose head class reads the flag, or retrain / re-export the head without it")]
 
 
 def mtp_steps(draft, k: int) -> tuple[list[int], list[int]]:

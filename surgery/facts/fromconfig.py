@@ -13,12 +13,16 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
+from ..servedarch import speculative_class
 from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
                      parallel_drafting_token_id)
 from .jsonread import check_depth, read_config_from, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
 
 MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
+# written as null, transformers' config classes derive these in __post_init__ (head_dim = hidden_size //
+# num_attention_heads, num_key_value_heads = num_attention_heads): the class default applies only when absent
+CLASS_DERIVED = ("head_dim", "num_key_value_heads")
 
 
 @lru_cache(maxsize=1)
@@ -26,6 +30,27 @@ def defaults_table() -> dict[str, dict[str, Any]]:
     from ..resources import load_data
 
     return load_data("data/config_defaults.yaml")
+
+
+@lru_cache(maxsize=1)
+def class_defaults() -> dict[str, dict[str, Any]]:
+    """model_type -> the declared defaults of its transformers config class for the fields the facts
+    read (data/config_class_defaults.json, generated from the installed transformers by
+    tools/gen_config_class_defaults.py): what transformers sets when config.json omits the key (issue 42)."""
+    import json
+
+    from ..resources import data_dir
+
+    with open(data_dir() / "config_class_defaults.json", encoding="utf-8") as fh:
+        return json.load(fh)["defaults"]
+
+
+def family_defaults(model_type: str) -> dict[str, Any]:
+    """The defaults for one config level: the generic fallbacks ("*"), the transformers class's
+    declared defaults, then config_defaults.yaml's per-family rules (derivations transformers makes in
+    code: layer_types periods, forced full last layer, KV sharing of assistants)."""
+    table = defaults_table()
+    return {**table["*"], **class_defaults().get(model_type, {}), **table.get(model_type, {})}
 
 
 class _Reader:
@@ -42,6 +67,8 @@ class _Reader:
         value = self.cfg.get(key)
         if value is not None:
             return value
+        if key in self.cfg and key in CLASS_DERIVED:
+            return fallback  # an explicit null: transformers derives it (head_dim, num_key_value_heads)
         if key in self.defaults:
             if record:
                 self.used.append(DefaultUsed(self.prefix + key, self.defaults[key]))
@@ -91,8 +118,8 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     table = defaults_table()
     text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
         table.get(model_type, {}).get("text_model_type", model_type)
-    defaults = {**table["*"], **table.get(text_type, {})}
-    top_defaults = {**table["*"], **table.get(model_type, {})}
+    defaults = family_defaults(text_type)
+    top_defaults = family_defaults(model_type)
     r = _Reader(text, defaults, source, prefix)
     top = _Reader(cfg, top_defaults, source, "")
 
@@ -178,15 +205,20 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "markov_rank": cfg.get("markov_rank"),
         "nested_markov_rank": (cfg.get("dflash_config") or {}).get("markov_rank")
         if isinstance(cfg.get("dflash_config"), dict) else None,
+        # SpecForge's DFlash family: dflash_config.projector_type None = DFlash, "dspark", "domino" (GRU head)
+        "block_draft_projector": (cfg.get("dflash_config") or {}).get("projector_type")
+        if isinstance(cfg.get("dflash_config"), dict) else None,
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
-        "bos_token_id": _token_ids(cfg, text, "bos_token_id"),
-        "eos_token_id": _token_ids(cfg, text, "eos_token_id"),
-        "pad_token_id": _token_ids(cfg, text, "pad_token_id"),
+        "bos_token_id": _token_ids(cfg, text, "bos_token_id", r, top),
+        "eos_token_id": _token_ids(cfg, text, "eos_token_id", r, top),
+        "pad_token_id": _token_ids(cfg, text, "pad_token_id", r, top),
         "num_centroids": top.get("num_centroids", record=False) if cfg.get("use_ordered_embeddings") else
         cfg.get("num_centroids"),
         "head_dims": sorted({layer_dims[0] for layer_dims in per_layer}),
         "rope_scaling_type": _rope_scaling_type(text),
     }
+    scalars["eos_token_ids"] = _as_list(scalars["eos_token_id"])
+    scalars["speculative_class"] = speculative_class(archs, cfg)
     scalars.update(mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
     return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
                       tuple(r.used + top.used), prefix, cfg)
@@ -216,10 +248,23 @@ def _derive_num_hidden_layers(r: "_Reader", source: str, prefix: str) -> None:
     r.used.append(DefaultUsed(prefix + "num_hidden_layers", f"{derived} (derived from {rule['key']})"))
 
 
-def _token_ids(cfg: dict, text: dict, key: str):
-    value = cfg.get(key, text.get(key))
+def _as_list(value) -> list[int]:
+    return value if isinstance(value, list) else ([] if value is None else [value])
+
+
+def _token_ids(cfg: dict, text: dict, key: str, r: "_Reader", top: "_Reader"):
+    """The id (or the sorted ids) as written, top level first; absent at both levels, the config
+    class's default (the text config's class, else the top-level class), recorded like any default:
+    gemma-3-27b's text_config omits bos_token_id and Gemma3TextConfig gives 2 (issue 42)."""
+    if key in cfg or key in text:
+        value = cfg.get(key, text.get(key))
+    elif key in r.defaults:
+        value = r.get(key)
+    else:
+        value = top.get(key)
     if isinstance(value, list):
-        return sorted(v for v in value if isinstance(v, int))
+        ids = sorted(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+        return ids[0] if len(ids) == 1 else ids
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -253,7 +298,8 @@ def _layer_types(r: _Reader, n_layers: int, source: str, prefix: str) -> list[st
         raise fail("SRG202", "`layer_types` must be a list of non-empty strings",
                    Location(source, key_path=prefix + "layer_types"))
     if len(types) != n_layers:
-        raise fail("SRG202", f"`layer_types` has {len(types)} entries but `num_hidden_layers` is {n_layers}",
+        given = "" if "num_hidden_layers" in r.cfg else " (missing from config.json: the config class's default)"
+        raise fail("SRG202", f"`layer_types` has {len(types)} entries but `num_hidden_layers` is {n_layers}{given}",
                    Location(source, key_path=prefix + "layer_types"))
     types = list(types)
     if r.defaults.get("force_last_layer_full") and types[-1] != FULL:

@@ -104,4 +104,10 @@ FACT_NAMES = (
     "nested_markov_rank",
     # issue 35: a mask token nested where vLLM does not read it (`eagle_config.mask_token_id`, ...), its key
     "nested_mask_token",
+    # issue 42: the eos ids as a list (an int eos is one id of a list that contains it)
+    "eos_token_ids",
+    # issue 42: the speculative family vLLM's registry (or EAGLE-3 markers) assigns the config; null for a plain LM
+    "speculative_class",
+    # issue 42: SpecForge's dflash_config.projector_type (null = DFlash; "dspark"; "domino": a GRU correction head)
+    "block_draft_projector",
 )

@@ -68,12 +68,19 @@ def runner_reads(fmt: DraftFormat, num_layers: int) -> dict[str, tuple[tuple[int
 
 def trained_on(fmt: DraftFormat, num_layers: int) -> tuple[tuple[int, ...], str] | None:
     """The ids (vLLM's convention) the head was trained on, where the producer is known: its written
-    ids translated, or its default when it wrote none. None when the producer is unknown and ids
-    are written (ambiguous)."""
+    ids translated, or its default when it wrote none. With no producer known but ids written, the
+    layout's writers decide (issue 42): when every producer that writes this layout numbers these ids
+    alike (the nested eagle_config layout: SpecForge, TorchSpec, ModelOpt all number layer outputs),
+    that reading is the trained one; None when they disagree (ambiguous: SRG659)."""
     producer = fmt.producer
     written = fmt.ids_written
     if producer is None:
         if written:
+            readings = {to_vllm(written, w) for w in fmt.writers}
+            if len(readings) == 1:
+                names = ", ".join(fmt.writers)
+                return readings.pop(), (f"written ids {list(written)}: every producer that writes this layout "
+                                        f"without a mark ({names}) numbers them this way")
             return None
         # every producer's default names the same layers as vLLM's default (FIELD.md conventions)
         return default_ids("vllm", num_layers), "no ids written: every producer's default"

@@ -16,13 +16,16 @@ IDS = "eagle_aux_hidden_state_layer_ids"
 
 @dataclass(frozen=True)
 class DraftFormat:
-    name: str  # speculators | modelopt | eagle | hf (a plain HF config, no draft-format marker)
+    name: str  # speculators | modelopt | nested | eagle | hf (a plain HF config, no draft-format marker)
     producer: str | None  # whose aux-id convention the file's ids are in; None = not known from the file
     producer_from: str  # "format markers", "--producer", or "unknown"
     ids_top: tuple[int, ...] | None  # eagle_aux_hidden_state_layer_ids as written at the top level
     ids_nested: tuple[int, ...] | None  # eagle_config.eagle_aux_hidden_state_layer_ids as written
     speculators: SpeculatorsFields | None = None
     vllm_model_type: str | None = None  # the model_type of the hf_config vLLM builds for the draft
+    # with no producer known: the conventions the ids may be in, one per producer that writes this layout
+    # (formats.yaml `writers`; "vllm" stands for a writer whose export may already be in vLLM's convention)
+    writers: tuple[str, ...] = ()
 
     @property
     def ids_written(self) -> tuple[int, ...] | None:
@@ -70,6 +73,11 @@ def _matches(markers: dict, cfg: dict) -> bool:
         given = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
         if not set(given) & set(archs):
             return False
+    part = markers.get("architectures_containing")
+    if part is not None:
+        given = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+        if not any(isinstance(a, str) and part in a for a in given):
+            return False
     return True
 
 
@@ -88,7 +96,7 @@ def recognise(cfg: dict, source: str = "<config>", producer: str | None = None) 
     marked, unknown_why = _marked_producer(formats().get(name, {}), cfg)
     nested = cfg.get(NESTED) if isinstance(cfg.get(NESTED), dict) else {}
     spec = speculators_fields(cfg, source) if name == "speculators" else None
-    vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "eagle") or
+    vllm_type = "speculators" if name == "speculators" else ("eagle" if name in ("modelopt", "nested", "eagle") or
                                                               _served_as_eagle3(cfg) else None)
     block = (algorithm(spec.algorithm) or {}).get("aux_ids") if spec is not None else None
     top_key = block["key"] if block else IDS  # a block drafter's capture ids (algos.py update_dflash)
@@ -96,7 +104,23 @@ def recognise(cfg: dict, source: str = "<config>", producer: str | None = None) 
         name=name, producer=producer or marked,
         producer_from="--producer" if producer else ("format markers" if marked else (unknown_why or "unknown")),
         ids_top=_ids(cfg.get(top_key), source, top_key), ids_nested=_ids(nested.get(IDS), source, f"{NESTED}.{IDS}"),
-        speculators=spec, vllm_model_type=vllm_type)
+        speculators=spec, vllm_model_type=vllm_type,
+        writers=() if (producer or marked) else _writers(formats().get(name, {}), cfg, bool(unknown_why)))
+
+
+def _writers(spec: dict, cfg: dict, marked_unknown: bool) -> tuple[str, ...]:
+    """The conventions a format's unmarked ids may be in: its `writers` (only the marked producer when a
+    mark names one whose convention is unknown for this model type), each as its convention, plus
+    "vllm" for a writer whose export may have shifted the ids for vLLM already (`unknown_for_model_types`)."""
+    producers = spec.get("writers") or ()
+    if marked_unknown:
+        producers = [m["producer"] for m in spec.get("producer_markers") or () if _matches(m, cfg)][:1]
+    out = []
+    for producer in producers:
+        out.append(producer)
+        if cfg.get("model_type") in (conventions().get(producer, {}).get("unknown_for_model_types") or ()):
+            out.append("vllm")
+    return tuple(dict.fromkeys(out))
 
 
 def _marked_producer(spec: dict, cfg: dict) -> tuple[str | None, str | None]:

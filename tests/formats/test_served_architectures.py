@@ -53,7 +53,8 @@ def test_torchspec_ids_are_layer_outputs_except_where_its_export_may_have_shifte
     raw = read_config(FORMATS / "torchspec-kimi-k3-eagle3-mla-export")[0]
     kimi = facts_from_config(copy.deepcopy(raw), "kimi/config.json")
     fmt = format_of(kimi)
-    assert fmt.name == "modelopt" and fmt.producer is None and "torchspec" in fmt.producer_from
+    assert fmt.name == "nested" and fmt.producer is None and "torchspec" in fmt.producer_from
+    assert fmt.writers == ("torchspec", "vllm")  # its own convention, or already shifted for vLLM
     assert trained_on(fmt, 92) is None
     target = read_facts(CONFIGS / "DeepSeek-V3.json")
     found = format_findings(kimi, target, method="eagle3")
@@ -66,7 +67,7 @@ def test_torchspec_ids_are_layer_outputs_except_where_its_export_may_have_shifte
 
 def test_the_nested_layout_without_a_mark_has_no_producer():
     fmt = format_of(read_facts(FORMATS / "nested-kimi-k3-eagle3-mla"))
-    assert fmt.name == "modelopt" and fmt.producer is None and fmt.producer_from == "unknown"
+    assert fmt.name == "nested" and fmt.producer is None and fmt.producer_from == "unknown"
     found = format_findings(read_facts(FORMATS / "nested-kimi-k3-eagle3-mla"), read_facts(CONFIGS / "DeepSeek-V3.json"))
     srg659 = [d for d in found if d.code == "SRG659"]
     assert srg659 and "without a producer's marker" in srg659[0].message and "--producer" in srg659[0].hint
