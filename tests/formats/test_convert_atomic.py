@@ -251,7 +251,7 @@ def _validate_findings(out: Path, capsys) -> list[tuple[str, str]]:
     main(["validate", "eagle3", "--target", str(TARGET), "--draft", str(out), "--engine", "vllm", "--json"])
     data = json.loads(capsys.readouterr().out)
     return sorted((d["code"], d["message"]) for d in data["diagnostics"]
-                  if d["code"] in ("SRG656", "SRG657") and d["severity"] in ("error", "warning"))
+                  if d["code"] in ("SRG656", "SRG657", "SRG659") and d["severity"] in ("error", "warning"))
 
 
 def test_modelopt_output_warns_at_write_time_what_validate_reports(tmp_path, capsys):
@@ -263,7 +263,11 @@ def test_modelopt_output_warns_at_write_time_what_validate_reports(tmp_path, cap
     found = _validate_findings(out, capsys)
     assert found and warned == sorted(code for code, _ in found)  # the same findings, at write time
     assert all(any(msg in d["message"] for d in result["diagnostics"]) for _, msg in found)
-    # the formats vLLM reads as written get no such warning
-    for to in ("speculators", "eagle"):
+    # speculators files say whose ids they hold: nothing to warn; the plain EAGLE layout cannot say it, so
+    # validate asks for --producer (SRG659) and the write-time warning says the same
+    for to, expect_any in (("speculators", False), ("eagle", True)):
         rc, result, _ = _run(_convert(tmp_path / to, draft=DRAFT_OUTPUTS, to=to), capsys)
-        assert rc == 0 and not [d for d in result["diagnostics"] if d["code"] == "SRG023"], result["diagnostics"]
+        warned = sorted(d["message"].split(": ", 1)[0].split("report ")[1].split(" ")[0]
+                        for d in result["diagnostics"] if d["code"] == "SRG023")
+        found = _validate_findings(tmp_path / to, capsys)
+        assert rc == 0 and warned == sorted(code for code, _ in found) and bool(found) == expect_any, found
