@@ -341,10 +341,17 @@ def cmd_plan(args, out, err=None) -> int:
 
     err = err or sys.stderr
 
+    from .sidebyside import any_remote, side_by_side
+
     recipe = load_recipe(args.recipe)
-    draft = read_facts(args.draft)
-    target_ref, from_verifier = target_ref_for(args.target, draft)
-    target = read_facts(target_ref)
+    if args.target is not None:  # both named: read side by side (by hub id each read is a round trip)
+        draft, target = side_by_side(lambda: read_facts(args.draft), lambda: read_facts(args.target),
+                                     threaded=any_remote(args.draft, args.target))
+        target_ref, from_verifier = args.target, False
+    else:
+        draft = read_facts(args.draft)
+        target_ref, from_verifier = target_ref_for(args.target, draft)
+        target = read_facts(target_ref)
     if from_verifier:
         args.target = target_ref
     args.target_from_verifier = from_verifier  # the head is served as the model (`vllm serve <head>`)

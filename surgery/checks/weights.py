@@ -166,9 +166,15 @@ class _Checker:
                      "shared depends on its values (not read)", where, severity="info")
             return
         size = own.end - own.start
-        head = read_raw(own, 0, EQUAL_READ_BYTES) == read_raw(theirs, 0, EQUAL_READ_BYTES)
         tail_at = max(0, size - EQUAL_READ_BYTES)
-        tail = read_raw(own, tail_at, EQUAL_READ_BYTES) == read_raw(theirs, tail_at, EQUAL_READ_BYTES)
+        from ..sidebyside import any_remote, side_by_side
+
+        # the four ranges are independent: side by side when a model is on the hub (each is a round trip)
+        mine_head, their_head, mine_tail, their_tail = side_by_side(
+            lambda: read_raw(own, 0, EQUAL_READ_BYTES), lambda: read_raw(theirs, 0, EQUAL_READ_BYTES),
+            lambda: read_raw(own, tail_at, EQUAL_READ_BYTES), lambda: read_raw(theirs, tail_at, EQUAL_READ_BYTES),
+            threaded=any_remote(getattr(self.draft, "model", None), getattr(self.target, "model", None)))
+        head, tail = mine_head == their_head, mine_tail == their_tail
         span = min(size, 2 * EQUAL_READ_BYTES)
         which = "the whole tensor" if span >= size else f"its first and last {EQUAL_READ_BYTES} bytes"
         self.report.data_reads.append(f"{role}: compared {span} of {size} bytes of draft {own.name} and target "
@@ -360,6 +366,11 @@ def check_weights(plan, recipe, draft, target, draft_dir, target_dir, *, read_da
     """Weights checks for a resolved plan; SurgeryError (SRG600-602) when a checkpoint is unreadable.
     Hub models are read by range requests (headers, the d2t slice), never downloaded."""
     dsrc, tsrc = _source(draft, draft_dir), _source(target, target_dir)
-    dckpt = read_checkpoint(dsrc)
-    tckpt = dckpt if dsrc.same_model(tsrc) else read_checkpoint(tsrc)
+    if dsrc.same_model(tsrc):
+        dckpt = tckpt = read_checkpoint(dsrc)
+    else:  # the two headers side by side (hub round trips; local reads stay in this thread)
+        from ..sidebyside import any_remote, side_by_side
+
+        dckpt, tckpt = side_by_side(lambda: read_checkpoint(dsrc), lambda: read_checkpoint(tsrc),
+                                    threaded=any_remote(dsrc, tsrc))
     return _Checker(plan, recipe, draft, target, dckpt, tckpt, read_data).run()

@@ -11,13 +11,14 @@ read is counted in `ledger`. Nothing here writes to disk.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from ..diagnostics import Location, fail
+from ..diagnostics import Location, SurgeryError, fail
 from . import settings
 from .ledger import LEDGER
 
@@ -109,6 +110,8 @@ def request(url: str, *, what: str, where: str, max_bytes: int, headers: dict[st
         _check_total(what, where)
         began = time.monotonic()
         try:
+            if kind == "range":
+                return _range_via_known_redirect(url, base, what, where, max_bytes, byte_range, method, kind)
             return _follow(url, base, what, where, max_bytes, byte_range, method, kind)
         except _Retryable as exc:
             attempt += 1
@@ -146,6 +149,33 @@ def _deadline(started: float) -> tuple[float, str]:
     if total <= own:
         return total, f"the command's total of {settings.total_deadline():g} s (SURGERY_HUB_DEADLINE)"
     return own, f"{settings.request_deadline():g} s (SURGERY_HUB_REQUEST_DEADLINE, one request)"
+
+
+# A weight file's resolve URL -> where its last range request was answered (the hub redirects LFS files
+# to its CDN; every range of the same file is redirected the same way). Later ranges of that file go
+# there directly: one round trip instead of two. Kept for this process only; a cached address that
+# is refused (an expired signed URL: 403 / 404 / 410) is forgotten and the hub is asked again.
+_REDIRECTED: dict[str, str] = {}
+_REDIRECTED_LOCK = threading.Lock()
+
+
+def _range_via_known_redirect(url, base, what, where, max_bytes, byte_range, method, kind) -> Response:
+    with _REDIRECTED_LOCK:
+        known = _REDIRECTED.get(url)
+    if known is not None:
+        try:
+            return _follow(known, base, what, where, max_bytes, byte_range, method, kind)
+        except (SurgeryError, EntryMissing) as exc:  # only a refused address is asked again at the hub
+            refused = isinstance(exc, EntryMissing) or exc.diagnostics[0].code in ("SRG051", "SRG053")
+            if not refused:
+                raise
+            with _REDIRECTED_LOCK:
+                _REDIRECTED.pop(url, None)
+    resp = _follow(url, base, what, where, max_bytes, byte_range, method, kind)
+    if resp.url != url and _origin(resp.url) != _origin(settings.endpoint()):
+        with _REDIRECTED_LOCK:
+            _REDIRECTED[url] = resp.url
+    return resp
 
 
 class _Retryable(Exception):

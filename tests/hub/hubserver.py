@@ -154,6 +154,7 @@ class HubServer:
         self.faults: dict[str, Fault] = {}
         self._log: list[dict] = []
         self.in_flight = 0
+        self.peak_in_flight = 0  # the most answers in progress at once (independent reads side by side)
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -198,6 +199,7 @@ class HubServer:
         self.settle()
         with self.lock:
             self._log.clear()
+            self.peak_in_flight = 0
 
     def declared_bytes(self, *repo_ids: str) -> int:
         return sum(f.size for r in repo_ids for f in self.repos[r].files.values())
@@ -221,6 +223,7 @@ class HubServer:
             def _counted(self, head: bool) -> None:
                 with server.lock:
                     server.in_flight += 1
+                    server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
                 if server.rtt_s:
                     time.sleep(server.rtt_s)
                 try:
