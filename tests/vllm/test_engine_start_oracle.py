@@ -51,8 +51,8 @@ PAIRS = [
     ("deepseek-v3-mtp", "deepseek-mtp", CONFIGS / "DeepSeek-V3.json", CONFIGS / "DeepSeek-V3.json", "mtp"),
     ("qwen3-next-mtp", "mtp", CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json", CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json", "mtp"),
     ("glm45-air-mtp", "mtp", CONFIGS / "GLM-4.5-Air.json", CONFIGS / "GLM-4.5-Air.json", "mtp"),
-    ("kimi-k2-eagle3", "eagle3", CONFIGS / "kimi_k2" / "Kimi-K2-Instruct.json",
-     CONFIGS / "kimi_k2" / "kimi-k2-eagle3-specforge.json", "eagle3"),
+    ("kimi-k2-eagle3", "eagle3", CONFIGS / "Kimi-K2-Instruct.json",
+     CONFIGS / "kimi-k2-eagle3-specforge.json", "eagle3"),
 ]
 if (SHARED / "gemma4" / "gemma-4-E4B-it.json").is_file():
     PAIRS.append(("gemma4-e4b", "gemma4-mtp", SHARED / "gemma4" / "gemma-4-E4B-it.json",
