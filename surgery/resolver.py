@@ -7,6 +7,7 @@ operation's condition. Nothing here imports torch, transformers or vllm.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from . import expr as expr_lang
@@ -46,15 +47,19 @@ def _summary(f: ModelFacts) -> dict:
             "layer_types": [layer.layer_type for layer in f.layers], "pin": f.pin()}
 
 
-def shipped_recipes_applying(draft: ModelFacts, target: ModelFacts) -> list[str]:
-    """The shipped recipes whose applies_to admits both models (the same rule as `check_applies_to`, with
-    no diagnostics kept): what SRG204's hint offers instead."""
+@lru_cache(maxsize=1)
+def _shipped() -> tuple[Recipe, ...]:
     from .recipe import load_recipe
     from .resources import shipped_recipes
 
+    return tuple(load_recipe(path) for path in shipped_recipes())
+
+
+def shipped_recipes_applying(draft: ModelFacts, target: ModelFacts) -> list[str]:
+    """The shipped recipes whose applies_to admits both models (the same rule as `check_applies_to`, with
+    no diagnostics kept): what SRG204's hint offers instead."""
     out = []
-    for path in shipped_recipes():
-        recipe = load_recipe(path)
+    for recipe in _shipped():
         probe = _Resolver(recipe, draft, target, Runtime())
         probe.hinting = False
         probe.check_applies_to()

@@ -187,7 +187,7 @@ def test_cache_dtype_list_is_vllms():
 @pytest.mark.usefixtures("quiet_vllm")
 def test_engine_start_oracle(folders, run_cli):
     """Every case, one test (one report): vLLM's verdict, ours, and where they differ."""
-    wrong, refused = [], 0
+    wrong, refused, by_code = [], 0, {}
     for (name, recipe, target, draft, method), (tp, pp, mml, kv) in CASES:
         t, d = folders(target), folders(draft)
         code, said = vllm_verdict(t, d, method, tp, pp, mml, kv)
@@ -195,12 +195,14 @@ def test_engine_start_oracle(folders, run_cli):
         label = f"{name} tp={tp} pp={pp} max_model_len={mml} kv={kv}"
         if code is not None:
             refused += 1
+            by_code[code] = by_code.get(code, 0) + 1
             if code not in ours:
                 wrong.append(f"{label}: vLLM refuses ({code}: {said[:200]}), surgery says {sorted(ours) or 'no error'}")
         else:
             allowed = set(SILENT) | set(SILENT_BY_RECIPE.get(recipe, {}))
             if ours - allowed:
                 wrong.append(f"{label}: vLLM starts, surgery errors {sorted(ours - allowed)}")
-    print(f"engine-start oracle: {len(CASES)} cases, {refused} vLLM refusals")
+    print(f"engine-start oracle: {len(CASES)} cases, {refused} vLLM refusals {dict(sorted(by_code.items()))}")
     assert len(CASES) >= 100 and refused >= 25, (len(CASES), refused)
+    assert set(by_code) == {"SRG340", "SRG341", "SRG342", "SRG343", "SRG350"}, by_code  # every limit is exercised
     assert not wrong, "\n".join(wrong)
