@@ -88,6 +88,14 @@ def test_derived_length_and_gate_are_vllms(tmp_path):
         assert f'"{rope}"' in src  # the rope types whose factor vLLM does not apply again
     assert derived_max_len(json.loads(DSV3.read_text())) == 163840
     assert derived_max_len({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 4}}) == 16384
+    for model_type in engine_rules()["context"]["factor_not_applied_model_types"]:
+        assert f'"{model_type}" not in hf_config.model_type' in src  # Gemma 3's length is already scaled
+    gemma3 = {"model_type": "gemma3", "text_config": {"max_position_embeddings": 131072,
+                                                      "rope_scaling": {"rope_type": "linear", "factor": 8.0}}}
+    assert derived_max_len(gemma3) == 131072  # google/gemma-3-27b-it: vLLM serves 131072, not 8x
+    nested = {"max_position_embeddings": 4096, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 2.0}, "sliding_attention": {"rope_type": "default"}}}
+    assert derived_max_len(nested) == 8192  # per layer type (iter_rope_parameters)
 
 
 def test_vllm_gates_the_drafter_on_the_drafts_own_length():
