@@ -1,7 +1,7 @@
 """Issue 42's examples, one test each: the limits vLLM enforces at start (SRG340-SRG343, class 5), recipe
 applicability by the architecture vLLM resolves (SRG690 / SRG204's hint, class 4) and the MTP
 embedding under pipeline parallelism (class 9). tests/vllm/test_engine_start_oracle.py holds the start
-limits to vLLM's own engine config over 135 cases; these pin the named examples without vLLM."""
+limits to vLLM's own engine config over 150 cases; these pin the named examples without vLLM."""
 from __future__ import annotations
 
 import json
