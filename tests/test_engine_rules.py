@@ -96,6 +96,10 @@ def test_derived_length_and_gate_are_vllms(tmp_path):
     nested = {"max_position_embeddings": 4096, "rope_parameters": {
         "full_attention": {"rope_type": "linear", "factor": 2.0}, "sliding_attention": {"rope_type": "default"}}}
     assert derived_max_len(nested) == 8192  # per layer type (iter_rope_parameters)
+    assert derived_max_len({"max_position_embeddings": 8192, "model_max_length": 131072}) == 131072  # Command-R
+    import vllm.transformers_utils.model_arch_config_convertor as conv
+    keys = re.search(r"possible_keys = \[(.*?)\]", Path(conv.__file__).read_text(), re.S).group(1)
+    assert set(re.findall(r'"(\w+)"', keys)) == set(engine_rules()["context"]["max_len_keys"]) | {"model_max_length"}
 
 
 def test_vllm_gates_the_drafter_on_the_drafts_own_length():

@@ -136,8 +136,10 @@ def max_len_check(target, max_model_len: int | None, hf_overrides: dict | None) 
     model_max_length = _int(text.get("model_max_length")) or _int(cfg.get("model_max_length"))
     if model_max_length is not None and max_model_len <= model_max_length:
         return []
+    override = engine_rules()["context"].get("max_len_override_key")
     keys = [k for k in engine_rules()["context"]["max_len_keys"] if _int(text.get(k)) is not None]
-    key = min(keys, key=lambda k: text[k]) if keys else "max_position_embeddings"
+    key = override if _int(text.get(override or "")) else \
+        min(keys, key=lambda k: text[k]) if keys else "max_position_embeddings"
     says = rule["vllm_says"].format(asked=max_model_len, key=key, derived=float(derived), mml=model_max_length)
     rope = rope_of(cfg)
     scaled = f" (rope {rope.get('rope_type') or rope.get('type')})" if rope and (rope.get("rope_type") or rope.get("type")) else ""

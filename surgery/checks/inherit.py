@@ -58,6 +58,9 @@ def derived_max_len(cfg: dict) -> int | None:
     rules = engine_rules()["context"]
     text = text_part(cfg)
     lengths = [text[k] for k in rules["max_len_keys"] if isinstance(text.get(k), int) and not isinstance(text.get(k), bool)]
+    override = text.get(rules.get("max_len_override_key") or "")
+    if isinstance(override, int) and not isinstance(override, bool) and override > 0:
+        lengths = [override]  # derive_max_model_len_and_key: model_max_length replaces the keys
     if not lengths:
         return None
     length = float(min(lengths))
