@@ -65,7 +65,7 @@ def derived_max_len(cfg: dict) -> int | None:
         return None
     length = float(min(lengths))
     rope = rope_of(cfg)
-    top_type = str(cfg.get("model_type") or "")
+    top_type = str(text.get("model_type") or cfg.get("model_type") or "")  # vLLM passes hf_text_config
     if rope and not any(t in top_type for t in rules.get("factor_not_applied_model_types") or ()):
         nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
         factor = 1.0
