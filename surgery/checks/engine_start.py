@@ -11,7 +11,8 @@ one `vllm serve` would print. tests/vllm/test_engine_start_oracle.py builds vLLM
   with its own parallel config, at the target's tp);
 - SRG341: tp and the KV heads do not divide each other (QKVParallelLinear, in the worker);
 - SRG342: --max-model-len above the target's derived length;
-- SRG343: --kv-cache-dtype (or --draft-kv-cache-dtype) not one of vLLM's CacheDType values.
+- SRG343: --kv-cache-dtype (or --draft-kv-cache-dtype) not one of vLLM's CacheDType values;
+- SRG344: --pp > 1 on a target whose vLLM class is no SupportsPP.
 """
 from __future__ import annotations
 
@@ -152,6 +153,17 @@ def max_len_check(target, max_model_len: int | None, hf_overrides: dict | None) 
                  target.key_location(key), severity=WARNING if forced else None)]
 
 
+def pipeline_check(target, pp: int) -> list[Diagnostic]:
+    """SRG344: a target whose vLLM class is no SupportsPP under --pp > 1 (the draft always runs at pp 1)."""
+    rule = limits()["pipeline"]
+    archs = list(target.architectures)
+    if pp <= 1 or not archs or archs[0] not in rule["architectures_without_pp"]:
+        return []
+    return [diag(rule["code"], f"the target's {archs[0]} is no SupportsPP class in vLLM: with pp {pp} vLLM refuses at "
+                 f"start: \"{rule['vllm_says']}\" ({rule['source']})",
+                 Location(target.source, key_path="architectures"))]
+
+
 def cache_dtype_check(kv_cache_dtype: str | None, draft_kv_cache_dtype: str | None) -> list[Diagnostic]:
     rule = limits()["cache_dtype"]
     known = cache_dtypes()
@@ -178,6 +190,7 @@ def engine_start_check(plan, draft, target, *, max_model_len: int | None = None,
     return (cache_dtype_check(rt.kv_cache_dtype, draft_kv_cache_dtype)
             + heads_check(draft, target, tp, draft_tp)
             + kv_heads_check(draft, target, tp, draft_tp)
+            + pipeline_check(target, rt.pp_size)
             + max_len_check(target, max_model_len, hf_overrides))
 
 

@@ -73,6 +73,16 @@ def test_unknown_kv_cache_dtype(run_cli):
     assert "SRG343" not in diags
 
 
+def test_pp_on_a_target_without_supports_pp(run_cli):
+    omni = C / "nemotron_h" / "Nemotron-H-Omni-MTP.json"
+    code, diags, _ = validate(run_cli, "mtp", omni, omni, "--pp", 2)
+    assert code == 1 and "Pipeline parallelism is not supported for this model" in diags["SRG344"]["message"]
+    _, diags, _ = validate(run_cli, "mtp", omni, omni)
+    assert "SRG344" not in diags
+    _, diags, _ = validate(run_cli, "mtp", QNEXT, QNEXT, "--pp", 2)
+    assert "SRG344" not in diags
+
+
 def test_start_limits_are_vllms_only(run_cli):
     """SGLang's limits are not vLLM's: nothing from this check under --engine sglang."""
     code, out, _ = run_cli("plan", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine", "sglang", "--tp", 3,

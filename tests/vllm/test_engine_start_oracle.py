@@ -187,6 +187,16 @@ def test_cache_dtype_list_is_vllms():
     assert cache_dtypes() == get_args(CacheDType)
 
 
+def test_pp_refusals_are_vllms():
+    """start_limits.pipeline lists exactly the generation architectures whose class is no SupportsPP."""
+    import vllm_mtp_oracle as oracle
+
+    from surgery.checks.engine_start import limits
+
+    without = set(oracle.generation_architectures()) - set(oracle.architectures_with_interface("SupportsPP"))
+    assert sorted(limits()["pipeline"]["architectures_without_pp"]) == sorted(without)
+
+
 @pytest.mark.usefixtures("quiet_vllm")
 def test_engine_start_oracle(folders, run_cli):
     """Every case, one test (one report): vLLM's verdict, ours, and where they differ."""
