@@ -7,6 +7,7 @@ operation's condition. Nothing here imports torch, transformers or vllm.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from . import expr as expr_lang
@@ -67,7 +68,30 @@ def _summary(f: ModelFacts) -> dict:
 UNKNOWN_RUNTIME = {"device": "--device"}
 
 
+@lru_cache(maxsize=1)
+def _shipped() -> tuple[Recipe, ...]:
+    from .recipe import load_recipe
+    from .resources import shipped_recipes
+
+    return tuple(load_recipe(path) for path in shipped_recipes())
+
+
+def shipped_recipes_applying(draft: ModelFacts, target: ModelFacts) -> list[str]:
+    """The shipped recipes whose applies_to admits both models (the same rule as `check_applies_to`, with
+    no diagnostics kept): what SRG204's hint offers instead."""
+    out = []
+    for recipe in _shipped():
+        probe = _Resolver(recipe, draft, target, Runtime())
+        probe.hinting = False
+        probe.check_applies_to()
+        if not any(d.code in ("SRG204", "SRG207") for d in probe.diags):
+            out.append(recipe.name)
+    return out
+
+
 class _Resolver:
+    hinting = True
+
     def __init__(self, recipe: Recipe, draft: ModelFacts, target: ModelFacts, runtime: Runtime):
         self.recipe, self.draft, self.target, self.runtime = recipe, draft, target, runtime
         self.env = _Env(draft, target, runtime)
@@ -153,19 +177,66 @@ class _Resolver:
         return " and ".join(out) or None
 
     def check_applies_to(self) -> None:
+        """Whether the recipe is for these models, by the architecture vLLM resolves (issue 42).
+
+        vLLM builds a target from its model registry by the config's `architectures`, whatever the
+        model_type (Kimi-K2 is `kimi_k2` on DeepseekV3ForCausalLM), and, for the methods whose draft config
+        it wraps in EAGLEConfig (eagle, eagle3, dflash: the engine card's `draft_architecture_rewrite`), a
+        draft by its served architecture alone (SpecForge's phi-4 head is a LlamaForCausalLMEagle3 with
+        model_type phi3). So where the recipe lists architectures and the config names one, the
+        architecture decides; the model_type list is the fallback (a config with no architectures, or a
+        method such as dspark or mtp where vLLM keys on the model_type). SRG690 (info) says when the
+        architecture admitted a model type the recipe does not list; SRG204's hint says what vLLM would
+        build and which shipped recipe fits."""
         for side, f in (("target", self.target), ("draft", self.draft)):
             sel = self.recipe.applies_to[side]
             types = sel.get("model_type")
-            if types is not None and f.model_type not in types and f.text_model_type not in types:
-                self.add("SRG204", f"{side} model_type {f.model_type!r} is not one this recipe applies to "
-                         f"({', '.join(types)})", self.recipe.location(("applies_to", side, "model_type")),
-                         f"{side} config: {f.source}")
             archs = sel.get("architectures")
-            if archs is not None and not set(f.architectures) & set(archs):
-                if side == "draft" and (self.check_sglang_eagle_class(archs) or self.check_served_architecture(archs)):
+            type_ok = types is None or f.model_type in types or f.text_model_type in types
+            if archs is not None and f.architectures:
+                matched = set(f.architectures) & set(archs)
+                if not matched and side == "draft":
+                    if self.check_sglang_eagle_class(archs) or self.check_served_architecture(archs):
+                        matched = {"served"}
+                if not matched:
+                    self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {self._shown(archs)}",
+                             self.recipe.location(("applies_to", side, "architectures")),
+                             self.applies_hint(side) if self.hinting else None)
                     continue
-                self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {archs}",
-                         self.recipe.location(("applies_to", side, "architectures")))
+                if type_ok:
+                    continue
+                if side == "target" or self.method() in servedarch.rewrite_rules():
+                    self.add("SRG690", f"{side} model_type {f.model_type!r} is not in the recipe's model_type list, "
+                             f"but vLLM builds the {side} by its architecture ({', '.join(f.architectures)}), which the "
+                             f"recipe lists", Location(f.source, key_path=f.key_prefix + "model_type"))
+                    continue
+            if not type_ok:
+                self.add("SRG204", f"{side} model_type {f.model_type!r} is not one this recipe applies to "
+                         f"({self._shown(types)})", self.recipe.location(("applies_to", side, "model_type")),
+                         self.applies_hint(side) if self.hinting else None)
+
+    @staticmethod
+    def _shown(names, limit: int = 8) -> str:
+        names = list(names)
+        return ", ".join(names) if len(names) <= limit else f"{', '.join(names[:limit])}, ... ({len(names)} in all)"
+
+    def method(self) -> str | None:
+        return (self.recipe.engine.get("vllm") or {}).get("method")
+
+    def applies_hint(self, side: str) -> str:
+        """What vLLM would build for this side, and the shipped recipes whose applies_to admits both models."""
+        f = getattr(self, side)
+        archs = list(f.architectures)
+        if side == "draft" and self.method():
+            archs = list(servedarch.served_architectures(self.method(), archs))
+        built = servedarch.vllm_class_of(archs, draft=side == "draft") if archs else None
+        what = (f"vLLM would build {built}" if built else
+                f"vLLM would look up {', '.join(archs)} in its model registry" if archs else
+                "the config names no architecture")
+        fits = [name for name in shipped_recipes_applying(self.draft, self.target) if name != self.recipe.name]
+        return (f"{what} ({side} config: {f.source}); "
+                + (f"shipped recipe{'s' if len(fits) > 1 else ''} that fit{'s' if len(fits) == 1 else ''} this pair: "
+                   f"{', '.join(fits)}" if fits else "no shipped recipe fits this pair (`surgery recipes` lists them)"))
 
     def check_sglang_eagle_class(self, archs) -> bool:
         """For SGLang: a head written with SGLang's own EAGLE-1 class (the engine card's

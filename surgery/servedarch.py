@@ -97,3 +97,22 @@ def speculative_class(architectures, raw: dict) -> str | None:
             return f"{arch} -> {table[arch]}"
     markers = eagle3_markers(raw)
     return f"EAGLE-3 head ({', '.join(markers)})" if markers else None
+
+
+def vllm_class_of(archs, *, draft: bool) -> str | None:
+    """The vLLM module and class its speculative registry builds for the first of `archs` it lists
+    (surgery/data/vllm_methods.yaml, generated from vLLM's registry), for SRG204's hint; None for a name
+    it does not list (a target: vLLM's text-generation registry, not kept offline)."""
+    if not draft:
+        return None
+    from .resources import load_data
+
+    data = load_data("data/vllm_methods.yaml")
+    rows = {r["architecture"]: r for r in (data.get("draft_architectures") or []) + (data.get("block_draft_architectures") or [])}
+    for arch in archs:
+        row = rows.get(arch)
+        if row is not None:
+            module = row["module"]
+            where = module if "." in module else f"model_executor/models/{module}.py"
+            return f"{row['class']} ({where}) for {arch}"
+    return None

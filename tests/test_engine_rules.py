@@ -88,6 +88,18 @@ def test_derived_length_and_gate_are_vllms(tmp_path):
         assert f'"{rope}"' in src  # the rope types whose factor vLLM does not apply again
     assert derived_max_len(json.loads(DSV3.read_text())) == 163840
     assert derived_max_len({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 4}}) == 16384
+    for model_type in engine_rules()["context"]["factor_not_applied_model_types"]:
+        assert f'"{model_type}" not in hf_config.model_type' in src  # Gemma 3's length is already scaled
+    gemma3 = {"model_type": "gemma3", "text_config": {"max_position_embeddings": 131072,
+                                                      "rope_scaling": {"rope_type": "linear", "factor": 8.0}}}
+    assert derived_max_len(gemma3) == 131072  # google/gemma-3-27b-it: vLLM serves 131072, not 8x
+    nested = {"max_position_embeddings": 4096, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 2.0}, "sliding_attention": {"rope_type": "default"}}}
+    assert derived_max_len(nested) == 8192  # per layer type (iter_rope_parameters)
+    assert derived_max_len({"max_position_embeddings": 8192, "model_max_length": 131072}) == 131072  # Command-R
+    import vllm.transformers_utils.model_arch_config_convertor as conv
+    keys = re.search(r"possible_keys = \[(.*?)\]", Path(conv.__file__).read_text(), re.S).group(1)
+    assert set(re.findall(r'"(\w+)"', keys)) == set(engine_rules()["context"]["max_len_keys"]) | {"model_max_length"}
 
 
 def test_vllm_gates_the_drafter_on_the_drafts_own_length():
@@ -172,7 +184,7 @@ def test_capture_ids_per_target_class(run_cli, tmp_path):
     good = write(tmp_path, "h.json", head())
     assert not found(codes(run_cli, "eagle3", "--target", LLAMA, "--draft", good), "SRG648")
     t = json.loads(LLAMA.read_text())
-    t["architectures"] = ["Phi3ForCausalLM"]  # no capture loop known
+    t["architectures"] = ["Ernie4_5ForCausalLM"]  # a SupportsEagle3 class whose capture loop the table lacks (Phi3ForCausalLM, the old example, is llama's: phi3.py)
     hit = found(codes(run_cli, "eagle3", "--target", write(tmp_path, "t.json", t), "--draft", good), "SRG648")
     assert [x["severity"] for x in hit] == ["warning"]
     # id = L on DeepSeek: reached by vLLM 0.32, not before vllm#46788 (history, info)

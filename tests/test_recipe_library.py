@@ -183,8 +183,12 @@ def test_deepseek_v32_aliases_topk_buffer_and_pp_condition():
     d = cfg(DSV3)
     d["num_nextn_predict_layers"] = 3
     assert plan_for("deepseek-mtp", d, d).layer_set("mtp_layers") == [61, 62, 63]
+    # pp 2: vLLM loads the MTP layer's embedding separately from the checkpoint (model.layers.61.embed_tokens /
+    # model.embed_tokens, deepseek_mtp.py load_weights): no share, no error (issue 42, class 9)
     plan = plan_for("deepseek-mtp", DSV3, DSV3, pp_size=2)
-    assert "SRG311" in errors(plan)
+    assert plan.ok and "SRG311" not in errors(plan)
+    assert [(s.role, s.code, s.severity) for s in plan.skipped if s.role == "input_embeddings"] == \
+        [("input_embeddings", "SRG320", "info")]
 
 
 def test_deepseek_mtp_mismatched_pair():
@@ -223,7 +227,7 @@ def test_mtp_mismatched_pair():
     assert "SRG336" in errors(plan_for("mtp", GLM, d))
     assert {"SRG313", "SRG301"} <= errors(plan_for("mtp", GLM, MIMO))
     assert {"SRG313", "SRG314", "SRG301"} <= errors(plan_for("mtp", GLM, QWEN3_NEXT))
-    assert "SRG311" in errors(plan_for("mtp", MIMO, MIMO, pp_size=4))
+    assert "SRG311" not in errors(plan_for("mtp", MIMO, MIMO, pp_size=4))  # embedding loaded separately (issue 42)
 
 
 # ------------------------------------------------------------------------------ draft-model

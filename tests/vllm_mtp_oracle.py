@@ -331,10 +331,11 @@ def vllm_mtp_layers(cfg: dict, num_speculative_tokens: int | None = None) -> dic
 
 
 # ----------------------------------------------------------------------------- EAGLE-3 targets
-@lru_cache(maxsize=1)
-def eagle3_target_architectures() -> tuple[str, ...]:
-    """Architectures whose vLLM model class is a `SupportsEagle3` (directly or through a vLLM base
-    class), read from vLLM's model sources and its model registry (no model imported)."""
+@lru_cache(maxsize=None)
+def architectures_with_interface(interface: str) -> tuple[str, ...]:
+    """Architectures whose vLLM model class implements `interface` (SupportsEagle3, SupportsPP, ...;
+    directly or through a vLLM base class), read from vLLM's model sources and its model registry (no
+    model imported)."""
     from vllm.model_executor.models import registry
 
     import re
@@ -347,16 +348,28 @@ def eagle3_target_architectures() -> tuple[str, ...]:
         for name, parents in class_stmt.findall(path.read_text(encoding="utf-8")):
             names = {p.strip().split("[")[0].split(".")[-1] for p in parents.split(",")}
             bases.setdefault(name, set()).update(n for n in names if n)
-    eagle3 = {"SupportsEagle3"}
+    found = {interface}
     grew = True
     while grew:
         grew = False
         for cls, parents in bases.items():
-            if cls not in eagle3 and parents & eagle3:
-                eagle3.add(cls)
+            if cls not in found and parents & found:
+                found.add(cls)
                 grew = True
     models = {**registry._TEXT_GENERATION_MODELS, **registry._MULTIMODAL_MODELS}
-    return tuple(sorted(arch for arch, (_, cls) in models.items() if cls in eagle3))
+    return tuple(sorted(arch for arch, (_, cls) in models.items() if cls in found))
+
+
+def eagle3_target_architectures() -> tuple[str, ...]:
+    """Architectures whose vLLM model class is a `SupportsEagle3`."""
+    return architectures_with_interface("SupportsEagle3")
+
+
+def generation_architectures() -> tuple[str, ...]:
+    """Every architecture of vLLM's text-generation and multimodal registries."""
+    from vllm.model_executor.models import registry
+
+    return tuple(sorted({**registry._TEXT_GENERATION_MODELS, **registry._MULTIMODAL_MODELS}))
 
 
 def model_types_of_architecture() -> dict[str, set[str]]:

@@ -45,6 +45,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 
     findings += cli_kv_scales_check(args, plan)
+    from .engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
+
+    findings += cli_engine_start_check(args, plan, draft, target)
     return with_findings(plan, findings), report
 
 

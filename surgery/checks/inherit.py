@@ -52,19 +52,28 @@ def rope_of(cfg: dict) -> dict | None:
 
 def derived_max_len(cfg: dict) -> int | None:
     """vLLM's derived max_model_len of a config (config/model.py _get_and_verify_max_len, without the
-    tokenizer's model_max_length): the smallest length key, times the rope factor where it applies."""
+    tokenizer's model_max_length): the smallest length key, times the rope factor where it applies (per
+    layer type when the rope parameters are nested, the last factor winning as in vLLM's loop; never for
+    the model types whose length is already scaled, Gemma 3)."""
     rules = engine_rules()["context"]
     text = text_part(cfg)
     lengths = [text[k] for k in rules["max_len_keys"] if isinstance(text.get(k), int) and not isinstance(text.get(k), bool)]
+    override = text.get(rules.get("max_len_override_key") or "")
+    if isinstance(override, int) and not isinstance(override, bool) and override > 0:
+        lengths = [override]  # derive_max_model_len_and_key: model_max_length replaces the keys
     if not lengths:
         return None
     length = float(min(lengths))
     rope = rope_of(cfg)
-    if rope:
-        kind = rope.get("rope_type") or rope.get("type") or "default"
-        factor = rope.get("factor")
-        if kind != "default" and kind not in rules["factor_not_applied"] and isinstance(factor, (int, float)):
-            length *= factor
+    top_type = str(text.get("model_type") or cfg.get("model_type") or "")  # vLLM passes hf_text_config
+    if rope and not any(t in top_type for t in rules.get("factor_not_applied_model_types") or ()):
+        nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
+        factor = 1.0
+        for rp in (v for v in rope.values() if v) if nested else (rope,):
+            kind = rp.get("rope_type") or rp.get("type") or "default"
+            if kind not in rules["factor_not_applied"] and isinstance(rp.get("factor"), (int, float)):
+                factor = rp["factor"]
+        length *= factor
     return int(length)
 
 
