@@ -42,6 +42,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 
     findings += cli_kv_scales_check(args, plan)
+    from .catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
+
+    findings += cli_catalogue3(args, plan, recipe, draft, target)
     return with_findings(plan, findings), report
 
 

@@ -92,6 +92,9 @@ class _Checker:
         self.check_draft_layer_sets()
         self.check_kv_scales()
         self.check_kv_shared_layers()
+        from .catalogue3 import weights_catalogue3  # the field's third catalogue (issue 45)
+
+        self.report.findings += weights_catalogue3(self.draft, self.target, self.d, self.t)
         return self.report
 
     # -- embed_tokens / lm_head ------------------------------------------------------------------
