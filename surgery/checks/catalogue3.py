@@ -256,6 +256,27 @@ def lm_head_rule_check(draft, target, *, method: str, engine: str, version: str 
                  "checks the live head (SRG704)", severity=row["severity"])]
 
 
+def conditioning_check(draft) -> list[Diagnostic]:
+    """SpecForge DSpark conditioned on the target's KV cache (`dflash_config.conditioning_source: target_kv`,
+    `target_kv_*` keys): vLLM 0.32 has no reader for either (qwen3_dspark.py projects captured hidden
+    states through its fc), so it would build a hidden-state DSpark that drafts from inputs the head never saw."""
+    rule = data()["conditioning"]
+    for container in rule["containers"]:
+        cfg = draft.raw.get(container) if container else draft.raw
+        if not isinstance(cfg, dict):
+            continue
+        source = cfg.get("conditioning_source")
+        keys = sorted(k for k in cfg if isinstance(k, str) and k.startswith(rule["key_prefix"]))
+        if source in rule["unread_sources"] or keys:
+            where = f"{container}.conditioning_source" if container else "conditioning_source"
+            return [diag("SRG623", f"the draft is conditioned on the target's KV cache ({where}: {source!r}"
+                         + (f"; {', '.join(keys[:4])}{' ...' if len(keys) > 4 else ''}" if keys else "")
+                         + f"): {rule['why']}", Location(draft.source, key_path=where),
+                         "serve a DSpark head trained on target hidden states (conditioning_source absent or "
+                         "hidden_states), or an engine build that reads target_kv conditioning", severity=ERROR)]
+    return []
+
+
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: bool, version: str | None,
@@ -267,6 +288,7 @@ def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: b
                                   max_model_len=max_model_len)
         out += lm_head_rule_check(draft, target, method=method, engine=engine, version=version)
     out += dflash2_check(draft, engine=engine)
+    out += conditioning_check(draft)
     return out
 
 
@@ -296,8 +318,8 @@ def weights_catalogue3(draft, target, dckpt, tckpt) -> list[Diagnostic]:
 
     out = mtp_quant_check(target, tckpt, same_checkpoint=dckpt is tckpt)
     if is_dflash2(draft) and draft["output_vocab_size"] == draft["vocab_size"]:
-        from .weights import layout
+        from ..resources import load_data  # weights_layout.yaml's d2t names (weights.py imports this module)
 
-        if dckpt.first(layout()["eagle3"]["d2t"]) is not None:
+        if dckpt.first(load_data("data/weights_layout.yaml")["eagle3"]["d2t"]) is not None:
             out += dflash2_check(draft, has_d2t=True)
     return out

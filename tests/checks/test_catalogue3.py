@@ -303,3 +303,28 @@ def test_explain_cites_every_report_a_check_covers(run_cli):
         assert rc == 0
         for report in check["reports"]:
             assert report.split("#")[-1] in out, (check["code"], report)
+
+
+def test_dspark_conditioned_on_the_targets_kv_is_refused(run_cli, tmp_path):
+    """SpecForge's configs/qwen3.5-4b-dspark-kv.json: no vLLM reader for conditioning_source / target_kv_*."""
+    _, out, _ = run_cli("plan", "dspark", "--target", QWEN3, "--draft", C3 / "specforge-qwen3.5-4b-dspark-kv.json",
+                        "--json")
+    f = found(out, "SRG623")
+    assert f and f[0]["severity"] == "error" and "target_kv_head_dim" in f[0]["message"]
+    assert f[0]["location"].endswith("dflash_config.conditioning_source")
+    plain = json.loads((C3 / "specforge-qwen3.5-4b-dspark-kv.json").read_text())
+    plain["dflash_config"] = {k: v for k, v in plain["dflash_config"].items()
+                              if k != "conditioning_source" and not k.startswith("target_kv_")}
+    _, out, _ = run_cli("plan", "dspark", "--target", QWEN3, "--draft", write(tmp_path, "d.json", plain), "--json")
+    assert not found(out, "SRG623")
+
+
+def test_no_vllm_reader_for_target_kv_conditioning():
+    """Oracle: the installed vLLM's source never names the keys SRG623 says it does not read."""
+    pytest.importorskip("vllm")
+    import vllm
+
+    root = Path(vllm.__file__).parent
+    for path in root.rglob("*.py"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert "conditioning_source" not in text and "target_kv_position_mode" not in text, path
