@@ -292,7 +292,8 @@ class _Checker:
             if spec.side != "draft":
                 continue
             for k in self.plan.layer_set(name):
-                prefix = pattern.format(k=k)
+                # {i}: the MTP layer's own index, for checkpoints that number it apart (DeepSeek V4: mtp.{i}.)
+                prefix = pattern.format(k=k, i=k - (self.target.num_layers or 0))
                 if not self.d.with_prefix(prefix):
                     self.add("SRG610", f"layer set {name}: the plan maps draft layer {k}, but the checkpoint has no "
                              f"tensor under `{prefix}`", Location(self.d.folder, key_path=prefix + "*"),

@@ -100,8 +100,10 @@ def test_glm_awq_mtp_block_as_its_ignore_list_says_passes(run_cli, ckpts):
     _, out, _ = own_mtp(run_cli, "mtp", ckpts["glm"])
     assert not found(out, "SRG616")
     assert "stored as the config implies" in found(out, "SRG617")[0]["message"]
-    rc, out, _ = own_mtp(run_cli, "mtp", ckpts["v4_like_main"])
+    rc, out, _ = own_mtp(run_cli, "deepseek-mtp", ckpts["v4_like_main"])
     assert not found(out, "SRG616")
+    # V4 numbers its MTP layer apart (mtp.0.*, weights_layout.yaml `{i}`): found where the plan maps layer 43
+    assert not found(out, "SRG610") and rc == 0, out
 
 
 def test_module_left_out_by_the_ignore_list_but_stored_quantised(run_cli, ckpts, tmp_path):
