@@ -24,6 +24,7 @@ from typing import Any
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 
 SEVERITY_ORDER = {INFO: 0, "note": 0, WARNING: 1, ERROR: 2}
+RUNNER = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}
 
 
 @lru_cache(maxsize=1)
@@ -203,8 +204,7 @@ def draft_length_check(draft, target, *, method: str, parallel: bool, version: s
                      "surgery/data/engine_releases.yaml", where, severity=INFO)]
     parts = []
     for row in hits:
-        runner = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}[row["runner"]]
-        parts.append(f"{runner}: {row['outcome']} ({row['source']}; {', '.join(row['reports'])})")
+        parts.append(f"{RUNNER[row['runner']]}: {row['outcome']} ({row['source']}; {', '.join(row['reports'])})")
     worst = max((r["severity"] for r in hits), key=lambda s: SEVERITY_ORDER.get(s, 0))
     others = [r for r in rows if r["engine"] != "vllm" and method in r.get("methods", ())]
     tail = "".join(f"; {r['engine']}: {r['outcome']} ({', '.join(r['reports'])})" for r in others)
@@ -277,6 +277,26 @@ def conditioning_check(draft) -> list[Diagnostic]:
     return []
 
 
+def use_aux_check(draft, *, method: str, version: str | None) -> list[Diagnostic]:
+    """SRG624: `eagle_config.use_aux_hidden_state: false` on an EAGLE-3 head, per runner and release
+    (vllm#40656: the V2 runner before 0.33 ignores it)."""
+    nested = draft.raw.get("eagle_config")
+    if method != "eagle3" or not isinstance(nested, dict) or nested.get("use_aux_hidden_state") is not False:
+        return []
+    where = Location(draft.source, key_path="eagle_config.use_aux_hidden_state")
+    head = "EAGLE-3 head with eagle_config.use_aux_hidden_state: false (it drafts from the last layer's output)"
+    release = release_of(version)
+    hits = rows_for(releases()["eagle3_use_aux_hidden_state"], engine="vllm", version=release) if release else []
+    if not hits:
+        return [diag("SRG624", f"{head}; whether vLLM {version or '(none installed)'} honours it is not known here "
+                     "(surgery/data/engine_releases.yaml eagle3_use_aux_hidden_state)", where, severity=INFO)]
+    parts = [f"{RUNNER[r['runner']]}: {r['outcome']} ({r['source']})" for r in hits]
+    worst = max((r["severity"] for r in hits), key=lambda s: SEVERITY_ORDER.get(s, 0))
+    return [diag("SRG624", f"{head}. vLLM {release}: " + "; ".join(parts), where,
+                 "serve it on the legacy runner (VLLM_USE_V2_MODEL_RUNNER=0) or a release that honours the flag"
+                 if worst == ERROR else None, severity=worst)]
+
+
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: bool, version: str | None,
@@ -287,6 +307,7 @@ def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: b
         out += draft_length_check(draft, target, method=method, parallel=parallel, version=version,
                                   max_model_len=max_model_len)
         out += lm_head_rule_check(draft, target, method=method, engine=engine, version=version)
+        out += use_aux_check(draft, method=method, version=version)
     out += dflash2_check(draft, engine=engine)
     out += conditioning_check(draft)
     return out

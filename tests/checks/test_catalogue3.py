@@ -330,3 +330,30 @@ def test_no_vllm_reader_for_target_kv_conditioning():
     for path in root.rglob("*.py"):
         text = path.read_text(encoding="utf-8", errors="replace")
         assert "conditioning_source" not in text and "target_kv_position_mode" not in text, path
+
+
+@pytest.mark.parametrize("version, severity, words", [
+    ("0.32.0", "error", "ignored: the V2 runner"),
+    ("0.34.0", "info", "honoured (vllm#40656 merged)"),
+])
+def test_eagle3_head_without_aux_states_per_release(run_cli, tmp_path, version, severity, words):
+    head = json.loads(EAGLE3.read_text())
+    head["eagle_config"] = {"use_aux_hidden_state": False}
+    _, out, _ = run_cli("plan", "eagle3", "--target", LLAMA, "--draft", write(tmp_path, "h.json", head),
+                        "--engine-version", version, "--json")
+    f = found(out, "SRG624")
+    assert f and f[0]["severity"] == severity and words in f[0]["message"], out
+    _, out, _ = run_cli("plan", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", version, "--json")
+    assert not found(out, "SRG624")
+
+
+def test_use_aux_rows_follow_vllms_code():
+    """Oracle on the installed 0.32: the legacy runner reads the flag, the V2 runner does not."""
+    pytest.importorskip("vllm")
+    import inspect
+
+    from vllm.v1.spec_decode import llm_base_proposer
+    from vllm.v1.worker.gpu import model_runner
+
+    assert 'eagle_config.get("use_aux_hidden_state", True)' in inspect.getsource(llm_base_proposer)
+    assert "use_aux_hidden_state" not in inspect.getsource(model_runner).replace("use_aux_hidden_state_outputs", "")
