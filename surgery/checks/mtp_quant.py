@@ -25,6 +25,7 @@ from ..diagnostics import ERROR, INFO, Diagnostic, Location, diag
 
 LAYER = re.compile(r"^(.*?)(?:^|\.)?layers\.(\d+)\.(.+)$")
 SHOWN = 3  # tensors named per finding
+MAX_MTP_LAYERS = 64  # a larger count is not a config's MTP stack (bounds the prefixes built)
 
 
 @lru_cache(maxsize=1)
@@ -69,15 +70,24 @@ def ignore_list(q: dict, name: str) -> tuple[str | None, list[str]]:
     return None, []
 
 
+def _re_match(pattern: str, name: str) -> bool:
+    """re.match, with a pattern that is not a regular expression matching nothing (the engine would
+    refuse the config at load; this check does not guess what it meant)."""
+    try:
+        return re.match(pattern, name) is not None
+    except (re.error, RecursionError):
+        return False
+
+
 def matching_pattern(module_names: list[str], patterns: list[str], modes: list[str]) -> str | None:
     """The first pattern that leaves any of the module's names out, as vLLM's quantiser matches it."""
     for pattern in patterns:
         for name in module_names:
             if "exact" in modes and pattern == name:
                 return pattern
-            if "regex" in modes and pattern.startswith("re:") and re.match(pattern[3:], name):
+            if "regex" in modes and pattern.startswith("re:") and _re_match(pattern[3:], name):
                 return pattern
-            if "negative_regex" in modes and pattern.startswith("-:") and re.match(pattern[2:], name):
+            if "negative_regex" in modes and pattern.startswith("-:") and _re_match(pattern[2:], name):
                 return pattern
             if "substring" in modes and not pattern.startswith(("re:", "-:")) and pattern in name:
                 return pattern
@@ -140,7 +150,7 @@ def mtp_prefixes(target) -> list[tuple[str, str]]:
     text = _text(target.raw)
     count = text.get(spec["count_key"], target.raw.get(spec["count_key"], spec.get("default_count", 0)))
     L = target.num_layers
-    if not isinstance(count, int) or count < 1 or not isinstance(L, int):
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_MTP_LAYERS or not isinstance(L, int):
         return []
 
     def fill(pattern: str, i: int) -> str:
@@ -220,13 +230,18 @@ def mtp_quant_check(target, tckpt, *, same_checkpoint: bool) -> list[Diagnostic]
             f"{name} config does not read {'it' if len(unread) == 1 else 'them'} (it reads "
             f"{' / '.join(rules()['quantisers'][name]['keys'])})") if unread else ""
     out: list[Diagnostic] = []
-    first = lambda items: items[0].split(" ")[0]  # noqa: E731 - the first tensor named, for the location
+    def at(items: list[str]) -> Location:
+        """The first tensor named: its shard file and name."""
+        name = items[0].split(" ")[0]
+        info = tckpt.tensors.get(name)
+        return Location(info.file if info is not None else tckpt.folder, key_path=name)
+
     if unlike:
         pats = sorted(p for p in pattern_seen if p)
         why = (f"both left out by {pats}" if pats else "no ignore pattern matches either")
         out.append(diag("SRG616", f"{len(unlike)} MTP module(s) of the quantised target are stored unlike the main "
                         f"layers the engine builds them like ({why}; quantization_config quant_method {qm!r}, {spell}"
-                        f"{also}): {_shown(unlike)}", Location(tckpt.folder, key_path=first(unlike)),
+                        f"{also}): {_shown(unlike)}", at(unlike),
                         "store the MTP block as the main layers are, or add its modules to the ignore list vLLM reads "
                         "(vllm#43455: an NVFP4 conversion with a BF16 mtp.* block, MTP acceptance 1.82 % vs 80.56 %)",
                         severity=ERROR))
@@ -234,12 +249,12 @@ def mtp_quant_check(target, tckpt, *, same_checkpoint: bool) -> list[Diagnostic]
         out.append(diag("SRG616", f"{len(stored_q)} MTP module(s) are left out of quantisation by the config "
                         f"(quant_method {qm!r}, {key}: {sorted(pattern_seen - {''})}) but stored quantised: the engine "
                         f"builds them unquantised and their scales have nowhere to go: {_shown(stored_q)}",
-                        Location(tckpt.folder, key_path=first(stored_q)),
+                        at(stored_q),
                         "drop the MTP modules from the ignore list, or store them unquantised", severity=ERROR))
     if stored_plain:
         out.append(diag("SRG616", f"{len(stored_plain)} MTP module(s) are quantised by the config (quant_method {qm!r}, "
                         f"{spell}{also}) but stored without quantisation: {_shown(stored_plain)}",
-                        Location(tckpt.folder, key_path=first(stored_plain)),
+                        at(stored_plain),
                         "add the MTP modules to the ignore list vLLM reads, or quantise them", severity=ERROR))
     if not out:
         out.append(diag("SRG617", f"quantised target (quant_method {qm!r}, {spell}{also}): {compared} MTP module(s) "
