@@ -359,3 +359,33 @@ def test_use_aux_rows_follow_vllms_code():
 
     assert 'eagle_config.get("use_aux_hidden_state", True)' in inspect.getsource(llm_base_proposer)
     assert "use_aux_hidden_state" not in inspect.getsource(model_runner).replace("use_aux_hidden_state_outputs", "")
+
+
+def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
+    """`surgery audit` (surgery/vllm/audit.py config_findings): the third catalogue's config checks run with
+    the method the engine really runs and the installed vLLM's release (stand-in proposer)."""
+    pytest.importorskip("vllm")
+    from types import SimpleNamespace
+
+    from surgery.facts import read_facts
+    from surgery.plan import Runtime
+    from surgery.recipe import load_recipe
+    from surgery.resolver import resolve
+    from surgery.vllm import audit as vaudit, hooks, startup
+
+    draft, target = read_facts(EAGLE3), read_facts(LLAMA)
+    recipe = load_recipe("eagle3")
+    plan = resolve(recipe, draft, target, Runtime(engine="vllm"))
+    monkeypatch.setattr(startup, "draft_ids_misread", lambda *a: [])
+    monkeypatch.setattr(vaudit, "drafter_length", lambda *a: None)
+    proposer = SimpleNamespace(
+        speculative_config=SimpleNamespace(method="eagle3", num_speculative_tokens=3, kv_cache_dtype=None,
+                                           parallel_drafting=False),
+        vllm_config=SimpleNamespace(model_config=SimpleNamespace(max_model_len=131072, hf_overrides=None)))
+    selection = SimpleNamespace(recipe=recipe, draft=draft, target=target)
+    for version, severity in (("0.26.0", "error"), ("0.32.0+cpu", "info")):
+        monkeypatch.setattr(hooks, "engine_version", lambda v=version: v)
+        a = vaudit.Audit(plan)
+        vaudit.config_findings(a, proposer, selection)
+        codes = {d.code: d for _, d in a.findings}
+        assert "SRG618" in codes and codes["SRG620"].severity == severity, version
