@@ -389,3 +389,17 @@ def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
         vaudit.config_findings(a, proposer, selection)
         codes = {d.code: d for _, d in a.findings}
         assert "SRG618" in codes and codes["SRG620"].severity == severity, version
+
+
+def test_dflash2_rule_follows_vllms_code():
+    """Oracle on the installed 0.32: DFlash 2's selector codebooks have the target vocabulary's rows and its
+    candidates come from the draft head with no d2t remap (the TRT-LLM#19159 flaw, unrefused)."""
+    pytest.importorskip("vllm")
+    import inspect
+
+    from vllm.model_executor.models import qwen3_dflash2
+
+    model_src = inspect.getsource(qwen3_dflash2.DFlash2Qwen3Model)
+    assert "vocab_size=self.config.vocab_size" in model_src
+    cand = inspect.getsource(qwen3_dflash2.DFlash2Qwen3ForCausalLM.compute_candidates)
+    assert "self.lm_head" in cand and "d2t" not in cand and "draft_id_to_target_id" not in cand
