@@ -42,7 +42,37 @@ def _text(raw: dict) -> dict:
 
 def quant_config(raw: dict) -> dict | None:
     q = raw.get("quantization_config") or _text(raw).get("quantization_config")
-    return q if isinstance(q, dict) else None
+    return normalise(q) if isinstance(q, dict) else None
+
+
+def normalise(q: dict) -> dict:
+    """ModelOpt's legacy hf_quant_config.json ({"quantization": {"quant_algo", "exclude_modules"}}) as the
+    config.json form vLLM's ModelOptQuantConfigBase.from_config reads it the same way."""
+    inner = q.get("quantization")
+    if not isinstance(inner, dict):
+        return q
+    return {"quant_method": "modelopt", "quant_algo": inner.get("quant_algo"),
+            "exclude_modules": inner.get("exclude_modules") or []}
+
+
+HF_QUANT_CONFIG = "hf_quant_config.json"
+HF_QUANT_CONFIG_MAX = 1 << 20
+
+
+def side_quant_config(folder) -> dict | None:
+    """A local checkpoint's hf_quant_config.json, which vLLM reads when config.json has no
+    quantization_config (transformers_utils/config.py: ModelOpt 0.29 and before). Hub sources: not read."""
+    import json
+    from pathlib import Path
+
+    p = Path(str(folder)) / HF_QUANT_CONFIG
+    try:
+        if not p.is_file() or p.stat().st_size > HF_QUANT_CONFIG_MAX:
+            return None
+        q = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return normalise(q) if isinstance(q, dict) else None
 
 
 def quantiser(q: dict, model_type: str | None) -> str:
@@ -177,11 +207,16 @@ def _shown(items: list[str]) -> str:
 def mtp_quant_check(target, tckpt, *, same_checkpoint: bool) -> list[Diagnostic]:
     """Findings for a target whose checkpoint carries its own MTP block (`same_checkpoint`: the draft
     is read from it, as for the mtp / deepseek-mtp recipes)."""
+    if not same_checkpoint:
+        return []
     q = quant_config(target.raw)
-    if q is None or not same_checkpoint:
+    where = Location(target.source, key_path="quantization_config")
+    if q is None:
+        q = side_quant_config(tckpt.folder)
+        where = Location(f"{tckpt.folder}/{HF_QUANT_CONFIG}", key_path="quantization")
+    if q is None:
         return []
     prefixes = mtp_prefixes(target)
-    where = Location(target.source, key_path="quantization_config")
     if not prefixes:
         return []
     name = quantiser(q, target.model_type)

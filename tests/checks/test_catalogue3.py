@@ -403,3 +403,20 @@ def test_dflash2_rule_follows_vllms_code():
     assert "vocab_size=self.config.vocab_size" in model_src
     cand = inspect.getsource(qwen3_dflash2.DFlash2Qwen3ForCausalLM.compute_candidates)
     assert "self.lm_head" in cand and "d2t" not in cand and "draft_id_to_target_id" not in cand
+
+
+def test_legacy_modelopt_hf_quant_config_is_read(run_cli, tmp_path):
+    """ModelOpt 0.29 and before write the quant config to hf_quant_config.json, which vLLM reads when
+    config.json has none: its exclude_modules decide the MTP layer (here a DeepSeek-V3 layout, layer 61 BF16)."""
+    cfg = json.loads((C3 / "deepseek-v3-fp8.config.json").read_text())
+    cfg.pop("quantization_config")
+    tensors = fx.deepseek_v3(mtp_plain=True)
+    for exclude, flagged in ((["lm_head"], True), (["lm_head", "model.layers.61*"], False)):
+        folder = tmp_path / ("flagged" if flagged else "excluded")
+        fx.folder(folder, "deepseek-v3-fp8.config.json", tensors)
+        (folder / "config.json").write_text(json.dumps(cfg))
+        (folder / "hf_quant_config.json").write_text(json.dumps(
+            {"producer": {"name": "modelopt", "version": "0.23.0"},
+             "quantization": {"quant_algo": "FP8_BLOCK", "exclude_modules": exclude}}))
+        _, out, _ = own_mtp(run_cli, "deepseek-mtp", folder)
+        assert bool(found(out, "SRG616")) is flagged, out
