@@ -126,12 +126,19 @@ def matching_pattern(module_names: list[str], patterns: list[str], modes: list[s
     return None
 
 
+@lru_cache(maxsize=1)
+def _suffixes() -> tuple[tuple[str, str], ...]:
+    """(".suffix", role), longest first: `weight_scale_2` before `weight_scale`, `weight_scale` before `scale`."""
+    r = rules()
+    return tuple(("." + s, "weight" if s in r["weights"] else s)
+                 for s in sorted(r["weights"] + r["sidecars"], key=len, reverse=True))
+
+
 def split(name: str) -> tuple[str, str] | None:
     """A tensor name -> (module, role): role is `weight` for the values or the sidecar's name."""
-    r = rules()
-    for suffix in sorted(r["weights"] + r["sidecars"], key=len, reverse=True):
-        if name.endswith("." + suffix):
-            return name[: -len(suffix) - 1], ("weight" if suffix in r["weights"] else suffix)
+    for dotted, role in _suffixes():
+        if name.endswith(dotted):
+            return name[: -len(dotted)], role
     return None
 
 
