@@ -420,3 +420,14 @@ def test_legacy_modelopt_hf_quant_config_is_read(run_cli, tmp_path):
              "quantization": {"quant_algo": "FP8_BLOCK", "exclude_modules": exclude}}))
         _, out, _ = own_mtp(run_cli, "deepseek-mtp", folder)
         assert bool(found(out, "SRG616")) is flagged, out
+
+
+@pytest.mark.parametrize("version, severity", [("0.26.0", "error"), ("0.32.0", "info")])
+def test_peagle_draft_length_per_release(run_cli, tmp_path, version, severity):
+    """P-EAGLE is served as eagle3 with parallel drafting: the EAGLE rows apply, named as P-EAGLE."""
+    draft = json.loads((ROOT / "tests" / "data" / "block_drafts" / "specforge-qwen3-8b-peagle.json").read_text())
+    draft["max_position_embeddings"] = 2048
+    _, out, _ = run_cli("plan", "peagle", "--target", QWEN3, "--draft", write(tmp_path, "p.json", draft),
+                        "--engine-version", version, "--json")
+    f = found(out, "SRG620")
+    assert f and f[0]["severity"] == severity and f[0]["message"].startswith("P-EAGLE draft"), out
