@@ -431,3 +431,28 @@ def test_peagle_draft_length_per_release(run_cli, tmp_path, version, severity):
                         "--engine-version", version, "--json")
     f = found(out, "SRG620")
     assert f and f[0]["severity"] == severity and f[0]["message"].startswith("P-EAGLE draft"), out
+
+
+def test_mtp_layer_names_follow_vllms_loaders():
+    """Oracle: where vLLM 0.32's MTP loaders find the MTP layers in a checkpoint (surgery/data/mtp_quant.yaml)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        pytest.skip("vLLM is not installed")
+    from surgery.checks.mtp_quant import rules
+
+    layers = rules()["mtp_layers"]
+    root = Path(spec.origin).parent  # read as text: importing qwen3_5_mtp needs torchvision
+
+    def src(mod: str) -> str:
+        return (root / Path(*mod.split(".")[1:])).with_suffix(".py").read_text(encoding="utf-8")
+    for mod in ("deepseek_mtp", "glm4_moe_mtp", "mimo_mtp"):
+        assert "self.mtp_start_layer_idx = config.num_hidden_layers" in src(f"vllm.model_executor.models.{mod}")
+    assert layers["deepseek_v3"]["checkpoint"] == layers["glm4_moe"]["checkpoint"] == "model.layers.{L+i}."
+    assert 'f"mtp.{mtp_layer_idx}."' in src("vllm.models.deepseek_v4.nvidia.mtp") and layers["deepseek_v4"]["checkpoint"] == "mtp.{i}."
+    assert 'f"model.mtp_layers.{i}.": f"model.mtp_layers.{i + start}."' in src("vllm.model_executor.models.mimo_mtp")
+    for mod in ("qwen3_next_mtp", "qwen3_5_mtp"):
+        assert 'name = name.replace("mtp.", "model.")' in src(f"vllm.model_executor.models.{mod}")
+    assert 'getattr(config, "mtp_num_hidden_layers", 1)' in src("vllm.model_executor.models.qwen3_5_mtp")
+    assert layers["qwen3_5_moe"]["count_key"] == "mtp_num_hidden_layers"
