@@ -118,9 +118,11 @@ def _num(v: Any) -> Any:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-def rope_differences(draft_raw: dict, target_raw: dict) -> list[tuple[str, str, Any, Any]]:
-    """[(layer kind, field, draft value, target value)] where the draft's RoPE is not the target's."""
+def rope_differences(draft_raw: dict, target_raw: dict, scope: str = "all") -> list[tuple[str, str, Any, Any]]:
+    """[(layer kind, field, draft value, target value)] where the draft's RoPE is not the target's
+    (`scope` scaling: without the fields that are the draft's own architecture)."""
     rules = data()["rope"]
+    skip = set(rules["scaling_only_skips"]) if scope == "scaling" else set()
     d_specs, t_specs = rope_specs(draft_raw), rope_specs(target_raw)
     if set(d_specs) != set(t_specs):  # nested on one side only: compare the full-attention / main entry
         pick = lambda s: s.get("all") or s.get("full_attention") or s.get("main") or next(iter(s.values()))  # noqa: E731
@@ -129,7 +131,7 @@ def rope_differences(draft_raw: dict, target_raw: dict) -> list[tuple[str, str, 
     for kind in sorted(d_specs):
         d, t = d_specs[kind], t_specs[kind]
         for name, spec in rules["fields"].items():
-            if name not in d and name not in t:
+            if name in skip or (name not in d and name not in t):
                 continue
             dv, tv = _num(d.get(name, spec["default"])), _num(t.get(name, spec["default"]))
             if dv != tv:
@@ -153,18 +155,23 @@ def layout(raw: dict) -> tuple[str, str] | None:
 
 
 def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
-    if method not in data()["rope"]["share_positions"]:
+    scope = data()["rope"]["methods"].get(method)
+    if scope is None:
         return []
     if draft.source == target.source or draft.raw == target.raw:
         return []  # the target's own MTP block: one config
     out = []
-    diffs = rope_differences(draft.raw, target.raw)
+    diffs = rope_differences(draft.raw, target.raw, scope)
     if diffs:
         shown = "; ".join(f"{f}{'' if k == 'all' else f' ({k})'}: draft {dv!r}, target {tv!r}" for k, f, dv, tv in diffs)
         key = "rope_scaling" if any(f != "rope_theta" for _, f, _, _ in diffs) else "rope_theta"
-        out.append(diag("SRG618", f"the draft's RoPE is not the target's ({shown}); with method {method} the draft is fed "
-                        "the target's positions, so every position is rotated differently from the target unless the "
-                        "head was trained this way", Location(draft.source, key_path=draft.key_prefix + key),
+        why = ("the draft reads keys the target rotated (or is the target's own block), so it must rotate as the "
+               "target does" if scope == "all" else
+               "the head rotates the target's positions with its own config; a head trained for the target's "
+               "context carries the target's scaling, so unless it was trained without, it runs with another RoPE "
+               "than it learned")
+        out.append(diag("SRG618", f"the draft's RoPE is not the target's ({shown}); with method {method} {why}",
+                        Location(draft.source, key_path=draft.key_prefix + key),
                         "copy the target's rope_scaling / rope_parameters (type, factor, original length, theta, "
                         "partial rotary factor) into the draft's config (speculators#574: a conversion dropped "
                         "rope_scaling)", severity=WARNING))
@@ -173,7 +180,8 @@ def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
         out.append(diag("SRG619", f"rotary layout: the draft states {dl[0]}={_text(draft.raw).get(dl[0], draft.raw.get(dl[0]))!r} "
                         f"({dl[1]}), the target {tl[0]}={_text(target.raw).get(tl[0], target.raw.get(tl[0]))!r} ({tl[1]}): "
                         f"with method {method} the draft rotates the target's positions in another pairing",
-                        Location(draft.source, key_path=draft.key_prefix + dl[0]), severity=ERROR))
+                        Location(draft.source, key_path=draft.key_prefix + dl[0]),
+                        severity=ERROR if scope == "all" else WARNING))
     return out
 
 
