@@ -1,17 +1,21 @@
-"""The field's third catalogue, config side (SRG618-SRG622; data: surgery/data/catalogue3.yaml and the
-per-release rules of surgery/data/engine_releases.yaml). docs/field-catalogue-3.md classifies every
-report of ../shared/FIELD.md "Catalogue 3" as one of these checks, an audit finding or a stated limit.
+"""The field's third catalogue, config side (SRG618-SRG624; data: surgery/data/catalogue3.yaml and the
+per-release rules of surgery/data/engine_releases.yaml); the weights side is mtp_quant.py (SRG616 / 617).
+docs/field-catalogue-3.md classifies every report of ../shared/FIELD.md "Catalogue 3" as one of these
+checks, an audit finding or a stated limit.
 
-- SRG618: RoPE compared whole (type, factor, original length, the llama3 / YaRN parameters, partial
-  rotary factor; rope_theta where both state it) for the methods whose draft is fed the target's
-  positions (speculators#574: a conversion dropped `rope_scaling`, the head ran plain RoPE under a
+- SRG618: RoPE compared with the target's for the methods whose draft is fed the target's positions:
+  whole (type, factor, original length, llama3 / YaRN parameters, partial rotary factor) for a draft that
+  reads the target's rotated keys, the scaling for a head with its own attention; rope_theta where both
+  state it (speculators#574: a conversion dropped `rope_scaling`, the head ran plain RoPE under a
   llama3 / YaRN target);
 - SRG619: the rotary layout (neox halves vs interleaved pairs) where both configs state it;
 - SRG620: a block drafter (DFlash / DSpark / P-EAGLE) or EAGLE draft shorter than the serving length,
   said per runner for the release in use (vllm#57941, vllm#48894, TRT-LLM#16813);
 - SRG621: DFlash 2 with a remapped (reduced) draft vocabulary (TRT-LLM#19159);
 - SRG622: a block drafter's own reduced-vocabulary lm_head under the release's sharing rule
-  (vllm-ascend#11374).
+  (vllm-ascend#11374);
+- SRG623: a SpecForge DSpark head conditioned on the target's KV (no vLLM reader);
+- SRG624: an EAGLE-3 head with `use_aux_hidden_state: false`, per runner and release (vllm#40656).
 
 Why a module of its own: these read the release in use (`--engine-version`, else the installed
 vLLM), which the older field checks do not.
@@ -42,15 +46,20 @@ def releases() -> dict:
 
 
 def vkey(version: str | None) -> tuple[int, ...] | None:
+    """(major, minor, patch) of a version string: 0.32.0+cpu and 0.32.0rc1 -> (0, 32, 0)."""
+    import re
+
     if not version:
         return None
     parts = []
-    for p in str(version).split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if not digits:
+    for p in str(version).split("+")[0].split(".")[:3]:
+        digits = re.match(r"\d+", p)
+        if digits is None:
             break
-        parts.append(int(digits))
-    return tuple(parts[:3]) if parts else None
+        parts.append(int(digits.group()))
+        if digits.end() < len(p):
+            break  # 0rc1: a pre-release of this patch level
+    return tuple(parts + [0] * (3 - len(parts))) if parts else None
 
 
 def release_of(version: str | None) -> str | None:

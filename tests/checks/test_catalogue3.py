@@ -472,3 +472,11 @@ def test_mtp_layer_names_follow_vllms_loaders():
         assert 'name = name.replace("mtp.", "model.")' in src(f"vllm.model_executor.models.{mod}")
     assert 'getattr(config, "mtp_num_hidden_layers", 1)' in src("vllm.model_executor.models.qwen3_5_mtp")
     assert layers["qwen3_5_moe"]["count_key"] == "mtp_num_hidden_layers"
+
+
+@pytest.mark.parametrize("given, release", [("0.32.0+cpu", "0.32.0"), ("0.32.0rc1", "0.32.0"), ("0.34", "0.34.0"),
+                                            ("0.33.0.dev12+g1a2b", "0.33.0"), ("0.31.0", None), ("nonsense", None)])
+def test_release_of_a_version_string(given, release):
+    from surgery.checks.catalogue3 import release_of
+
+    assert release_of(given) == release
