@@ -83,7 +83,7 @@ def rows_for(rows: list[dict], *, engine: str, version: str | None, method: str 
             continue
         if runner is not None and row.get("runner") not in ("any", runner):
             continue
-        if engine == "vllm":
+        if engine == "vllm" and (row.get("since") or row.get("until")):
             if key is None:
                 continue
             if row.get("since") and key < vkey(row["since"]):
@@ -242,8 +242,9 @@ def dflash2_check(draft, *, engine: str = "vllm", has_d2t: bool | None = None) -
     reduced = draft["output_vocab_size"] != draft["vocab_size"]
     if not reduced and not has_d2t:
         return []
-    rule = rows_for(releases()["dflash2_d2t"]["rules"], engine=engine, version=None) or \
-        rows_for(releases()["dflash2_d2t"]["rules"], engine="tensorrt-llm", version=None)
+    rules = releases()["dflash2_d2t"]["rules"]
+    rule = rows_for(rules, engine=engine, version=None) + \
+        [r for r in rules if r["engine"] != engine and r["engine"] == "tensorrt-llm"]
     why = "; ".join(f"{r['engine']}: {r['outcome']}" for r in rule)
     what = (f"draft_vocab_size {draft['output_vocab_size']} < vocab_size {draft['vocab_size']}" if reduced
             else "the checkpoint carries a d2t map")

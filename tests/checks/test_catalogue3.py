@@ -280,6 +280,7 @@ def test_dflash2_with_a_reduced_vocabulary_is_refused():
     cfg["draft_vocab_size"] = 32000
     f = dflash2_check(facts_from_config(cfg, "d"))
     assert f and f[0].severity == "error" and "32000" in f[0].message and "codebooks" in f[0].message
+    assert "vllm: loads it and scores silently wrong" in f[0].message and "tensorrt-llm: refused" in f[0].message
 
 
 def test_block_drafter_lm_head_rule_per_engine():
