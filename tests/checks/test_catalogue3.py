@@ -481,3 +481,28 @@ def test_release_of_a_version_string(given, release):
     from surgery.checks.catalogue3 import release_of
 
     assert release_of(given) == release
+
+
+def test_mtp_block_checked_by_hub_id_from_headers_only(run_cli, tmp_path, monkeypatch):
+    """`validate --weights` by hub id (local hub, tests/hub/hubserver.py): the DeepSeek-V3 layout with a BF16
+    MTP layer is caught from the header alone; the bulk (8 GB declared) is never fetched."""
+    import hashlib
+
+    from hub.hubserver import HubServer, Repo, RepoFile, safetensors_file
+
+    repo_id = "example/DeepSeek-V3-bf16-mtp"
+    cfg = (C3 / "deepseek-v3-fp8.config.json").read_bytes()
+    weights = safetensors_file(sorted(fx.deepseek_v3(mtp_plain=True)), metadata={"format": "pt"})
+    repo = Repo(repo_id, {"config.json": RepoFile(cfg), "model.safetensors": RepoFile(weights, lfs=True)},
+                revisions={"main": hashlib.sha1(repo_id.encode()).hexdigest()})
+    with HubServer([repo], token=None) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+        for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "SURGERY_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN",
+                    "TRANSFORMERS_OFFLINE"):
+            monkeypatch.delenv(var, raising=False)
+        rc, out, err = run_cli("validate", "deepseek-mtp", "--target", repo_id, "--draft", repo_id, "--weights", "--json")
+        data = json.loads(out)
+        assert rc == 1, err
+        assert [d for d in data["weights"]["findings"] if d["code"] == "SRG616"]
+        assert weights.size > 8e9 and hub.served_bytes() < 1 << 20
