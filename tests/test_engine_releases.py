@@ -248,3 +248,22 @@ def test_audit_reads_draft_lm_head_quantization(quantization, severity):
     _audit_modules(audit, proposer, NS(lm_head=target_head))
     (stage, found), = audit.findings
     assert found.code == "SRG705" and found.severity == severity
+
+
+def test_hand_written_release_rows_start_where_the_wheels_change():
+    """surgery/data/engine_releases.yaml (the field catalogue's per-release rows, SRG620) against the wheels:
+    each row range that a wheel fact marks starts at the first release whose code has it."""
+    import yaml
+
+    from surgery.engine_releases import first_with
+
+    rows = yaml.safe_load((ROOT / "surgery" / "data" / "engine_releases.yaml").read_text())["draft_length"]
+
+    def since(methods, runner):
+        return next(r["since"] for r in rows if r.get("engine") == "vllm" and r.get("since") and not r.get("until")
+                    and r["runner"] == runner and set(methods) <= set(r["methods"]))
+
+    assert since(["eagle", "eagle3"], "any") == first_with(
+        "vllm", lambda f: f["rules"]["draft_max_position_override"])  # 0.27.0
+    assert since(["dflash", "dspark"], "v2") == first_with(
+        "vllm", lambda f: f["rules"]["limit_max_model_len_to_draft"])  # 0.33.0

@@ -222,6 +222,8 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
             # transformers_utils/config.py: a speculators file whose verifier is a local folder
             "local_verifier_refused": find_text(tree, tree.files_under("vllm/transformers_utils"),
                                                 "Speculators verifier must name a remote model repository"),
+            # config/speculative.py: an EAGLE draft's max_position_embeddings raised to the serving length
+            "draft_max_position_override": find_def(tree, spec_rel, "_maybe_override_draft_max_position_embeddings"),
             # config/vllm.py: the target's max_model_len lowered to the draft's (V2)
             "limit_max_model_len_to_draft": find_def(tree, "vllm/config/vllm.py", "_limit_max_model_len_to_draft"),
             # the V2 runner reads eagle_config.use_aux_hidden_state (before: ignored, vllm#40656)

@@ -48,6 +48,9 @@ def run_checks(args: Any, recipe, draft, target, plan):
     from .engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
 
     findings += cli_engine_start_check(args, plan, draft, target)
+    from .catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
+
+    findings += cli_catalogue3(args, plan, recipe, draft, target)
     return with_findings(plan, findings), report
 
 

@@ -92,6 +92,9 @@ class _Checker:
         self.check_draft_layer_sets()
         self.check_kv_scales()
         self.check_kv_shared_layers()
+        from .catalogue3 import weights_catalogue3  # the field's third catalogue (issue 45)
+
+        self.report.findings += weights_catalogue3(self.draft, self.target, self.d, self.t)
         return self.report
 
     # -- embed_tokens / lm_head ------------------------------------------------------------------
@@ -298,7 +301,8 @@ class _Checker:
             if spec.side != "draft":
                 continue
             for k in self.plan.layer_set(name):
-                prefix = pattern.format(k=k)
+                # {i}: the MTP layer's own index, for checkpoints that number it apart (DeepSeek V4: mtp.{i}.)
+                prefix = pattern.format(k=k, i=k - (self.target.num_layers or 0))
                 if not self.d.with_prefix(prefix):
                     self.add("SRG610", f"layer set {name}: the plan maps draft layer {k}, but the checkpoint has no "
                              f"tensor under `{prefix}`", Location(self.d.folder, key_path=prefix + "*"),

@@ -320,6 +320,15 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
                           method=getattr(spec, "method", None), method_given=True,
                           max_model_len=getattr(target_config, "max_model_len", None), serving_flags=flags):
         audit.findings.append(("load", d))
+    from ..checks.catalogue3 import catalogue3_findings  # the third catalogue, with the running release
+    from ..checks.field import normalise_method
+    from .hooks import engine_version
+
+    for d in catalogue3_findings(audit.plan, selection.recipe, selection.draft, selection.target,
+                                 method=normalise_method(getattr(spec, "method", None)),
+                                 parallel=bool(getattr(spec, "parallel_drafting", False)), version=engine_version(),
+                                 max_model_len=getattr(target_config, "max_model_len", None)):
+        audit.findings.append(("load", d))
     from .startup import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
 
     for d in draft_ids_misread(proposer.vllm_config, selection):
