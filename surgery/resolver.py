@@ -216,7 +216,7 @@ class _Resolver:
                          self.applies_hint(side) if self.hinting else None)
 
     @staticmethod
-    def _shown(names, limit: int = 8) -> str:
+    def _shown(names, limit: int = 4) -> str:
         names = list(names)
         return ", ".join(names) if len(names) <= limit else f"{', '.join(names[:limit])}, ... ({len(names)} in all)"
 

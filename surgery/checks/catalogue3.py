@@ -170,6 +170,21 @@ def layout(raw: dict) -> tuple[str, str] | None:
     return None
 
 
+def _rope_severity(scope: str, raw: dict) -> str:
+    """A KV-sharing draft (scope `all`) must rotate as the target: a warning. A head that rotates with its
+    own config and states no scaling at all was most likely trained that way (the published EAGLE-3
+    Llama 3.1 head: 2048 positions, plain RoPE), so it is a note; it is a warning when the head states
+    another scaling, or is a speculators file, where a conversion dropping rope_scaling is the named
+    failure (speculators#574)."""
+    if scope == "all":
+        return WARNING
+    from ..formats import original_config
+
+    own = original_config(raw or {})
+    states_scaling = any(k in own for k in ("rope_scaling", "rope_parameters"))
+    return WARNING if states_scaling or "speculators_config" in own else INFO
+
+
 def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
     scope = data()["rope"]["methods"].get(method)
     if scope is None:
@@ -190,7 +205,7 @@ def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
                         Location(draft.source, key_path=draft.key_prefix + key),
                         "copy the target's rope_scaling / rope_parameters (type, factor, original length, theta, "
                         "partial rotary factor) into the draft's config (speculators#574: a conversion dropped "
-                        "rope_scaling)", severity=WARNING))
+                        "rope_scaling)", severity=_rope_severity(scope, draft.raw)))
     dl, tl = layout(draft.raw), layout(target.raw)
     if dl and tl and dl[1] != tl[1]:
         out.append(diag("SRG619", f"rotary layout: the draft states {dl[0]}={_text(draft.raw).get(dl[0], draft.raw.get(dl[0]))!r} "

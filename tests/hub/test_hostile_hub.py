@@ -205,18 +205,18 @@ def test_damaged_cached_file_is_named_and_refresh_fetches_it_again(run_cli, sand
 
 def test_total_deadline_bounds_the_sum_of_requests(run_cli, sandbox, hubenv, monkeypatch):
     """(low) Bodies that each arrived within the per-request bounds added up (four at 25 s each: 97 s).
-    Here every answer waits 0.3 s, within its own 1 s share, and a --weights run makes about ten
-    requests: the command's total of 1.2 s stops it, and says so (no wall-clock assertion: the proof
-    is that each request alone was within its bound)."""
+    Here every answer waits 0.3 s, far within its own 30 s share, and a --weights run makes about ten
+    requests (3 s of waiting): the command's total of 1.2 s stops it, names the total, and leaves
+    requests unmade. No wall-clock assertion: on a loaded machine each request only takes longer, and
+    the total fires sooner."""
     monkeypatch.setenv("SURGERY_HUB_DEADLINE", "1.2")
-    monkeypatch.setenv("SURGERY_HUB_REQUEST_DEADLINE", "1")
+    monkeypatch.setenv("SURGERY_HUB_REQUEST_DEADLINE", "30")
     for key in (f"/api/models/{TINY_TARGET}", f"/api/models/{TINY_HEAD}", f"/{TINY_TARGET}/resolve/",
                 f"/{TINY_HEAD}/resolve/", "/cdn/"):
         hubenv.faults[key] = Fault(delay_s=0.3)
     err = refused(validate(run_cli), "SRG056")
-    assert "SURGERY_HUB_DEADLINE" in err and "total" in err
-    answered = [r for r in hubenv.log if r["status"] < 400]
-    assert 2 <= len(answered) <= 6, answered  # each answered request was within its own bound
+    assert "(SURGERY_HUB_DEADLINE" in err and "total" in err and "REQUEST_DEADLINE, one request" not in err
+    assert len(hubenv.log) < 10, hubenv.log  # stopped part way: a full run makes more requests than this
 
 
 # -- the last fence: every write site ---------------------------------------------------------------------
