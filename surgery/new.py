@@ -115,6 +115,12 @@ def _applies(recipe: Recipe, side: str, f: ModelFacts) -> tuple[bool, int]:
     return True, int(archs is not None)
 
 
+def _admitted(plan, side: str) -> bool:
+    """The resolver found no SRG204 for this side (applicability by architecture, resolver.check_applies_to)."""
+    return not any(d.code == "SRG204" and f"applies_to.{side}" in str(d.location.key_path or d.location)
+                   for d in plan.diagnostics)
+
+
 def _breadth(recipe: Recipe) -> int:
     return sum(len(sel.get("model_type") or ()) + len(sel.get("architectures") or ())
                for sel in recipe.applies_to.values())
@@ -141,6 +147,8 @@ def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None
         recipe = load_recipe(path)
         (t_ok, t_pin), (d_ok, d_pin) = _applies(recipe, "target", target), _applies(recipe, "draft", draft)
         plan = resolve(recipe, draft, target, runtime)
+        # the resolver's own verdict wins: it admits a model by the architecture vLLM builds (SRG690)
+        t_ok, d_ok = (t_ok or _admitted(plan, "target")), (d_ok or _admitted(plan, "draft"))
         errors = [d for d in plan.diagnostics if d.severity == "error"]
         recipe_method = (recipe.engine.get("vllm") or {}).get("method")
         if method is not None and recipe_method != method:  # the format states the method: others do not fit
@@ -167,11 +175,12 @@ ANOTHER_FAMILY = ("SRG683",)
 
 
 def closest(result: NewResult) -> list[Candidate]:
-    """The failing candidates nearest to fitting: those whose applies_to covers the pair first, then
-    those not refused for the draft's family, then the fewest blocking errors, then the most specific
-    (architectures pinned, narrower applies_to)."""
+    """The failing candidates nearest to fitting: those not refused for the draft's family first (that
+    refusal says the draft belongs elsewhere, however well the rest fits), then those whose applies_to
+    covers the pair, then the fewest blocking errors, then the most specific (architectures pinned,
+    narrower applies_to)."""
     failing = [c for c in result.candidates if not c.ok]
-    return sorted(failing, key=lambda c: (not c.applies, any(d.code in ANOTHER_FAMILY for d in c.reasons),
+    return sorted(failing, key=lambda c: (any(d.code in ANOTHER_FAMILY for d in c.reasons), not c.applies,
                                           len(c.reasons) or 99, c.specificity))[:MAX_CANDIDATES]
 
 
@@ -192,6 +201,11 @@ def no_fit_diagnostic(result: NewResult) -> Diagnostic:
         lines.append(f"{c.name}: {why}{more}")
     best = near[0] if near else None
     head = f"no shipped recipe fits draft {label(result.draft)} -> target {label(result.target)}"
+    family = str(result.draft.scalars.get("speculative_class") or "")
+    if "does not serve" in family:  # the one thing to know: no engine release builds this class at all
+        head += f"; {family.split(' -> ')[0]} is a speculative draft class no vLLM release serves " \
+                "(surgery/data/unsupported.yaml says why)"
+        best = None
     if best is not None and best.applies and len(best.reasons) == 1:
         head += f"; closest: {best.name}, blocked by one thing: {best.reasons[0].code}"
         if best.reasons[0].hint:

@@ -35,6 +35,11 @@ MEMBER_GEOMETRY = {"hidden_size": "hidden_size", "num_hidden_layers": "num_hidde
                    "layer_types": "layer_type_set", "num_kv_shared_layers": "num_kv_shared_layers",
                    "backbone_hidden_size": "backbone_hidden_size",
                    "hidden_size_per_layer_input": "hidden_size_per_layer_input"}
+# the keys the engine builds a model's weight shapes from: a default there is said aloud even when no
+# recipe value compares it (issue 42 class 7: a draft without hidden_size validated, nothing said); not
+# head_dim, which MLA configs (DeepSeek) leave out on purpose
+WEIGHT_SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                     "backbone_hidden_size", "hidden_size_per_layer_input")
 # the keys a layer map's rows are built from (per-layer type, head_dim, KV heads, window, KV-shared flag)
 KV_MAP_KEYS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "global_head_dim",
                "sliding_window", "layer_types", "num_kv_shared_layers")
@@ -174,6 +179,8 @@ class _Resolver:
         fact = f"{side}.{MEMBER_GEOMETRY[base]}"
         if fact in self.env.seen or (base == "num_hidden_layers" and f"{side}.num_unshared_layers" in self.env.seen):
             out.append(f"the compared value {fact} = {f.scalars.get(MEMBER_GEOMETRY[base])!r}")
+        if not out and base in WEIGHT_SHAPE_KEYS:  # nothing compared it, but the engine builds the weights with it
+            out.append(f"the shapes vLLM builds the {side}'s weights with (a checkpoint of another {base} fails to load)")
         return " and ".join(out) or None
 
     def check_applies_to(self) -> None:

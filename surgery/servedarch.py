@@ -83,7 +83,8 @@ def speculative_class(architectures, raw: dict) -> str | None:
     (issue 42): its architecture as written is a key of vLLM's speculative-decoding registry
     (data/vllm_methods.yaml `draft_architectures` / `block_draft_architectures`, generated from
     registry.py `_SPECULATIVE_DECODING_MODELS`), named with the class vLLM builds for it; else its
-    EAGLE-3 markers (`draft_vocab_size`, aux ids: no standalone model writes them); else None. A plain
+    EAGLE-3 markers (`draft_vocab_size`, aux ids: no standalone model writes them); a draft class
+    unsupported.yaml lists as served by no vLLM release counts too; else None. A plain
     `LlamaForCausalLM` (an EAGLE-1 head or a small model alike) is None: only the method tells them apart."""
     from .resources import load_data
 
@@ -95,6 +96,12 @@ def speculative_class(architectures, raw: dict) -> str | None:
     for arch in architectures or ():
         if arch in table:
             return f"{arch} -> {table[arch]}"
+    # speculative draft classes no vLLM release serves (Domino, SpecForge's MoE EAGLE-3 / EDSD / DSpine
+    # drafts: unsupported.yaml, each with its source) are drafts of their own family all the same
+    unserved = {a["name"] for a in load_data("data/unsupported.yaml").get("architectures_not_in_engine") or ()}
+    for arch in architectures or ():
+        if arch in unserved:
+            return f"{arch} -> a speculative draft class vLLM does not serve (surgery/data/unsupported.yaml)"
     markers = eagle3_markers(raw)
     return f"EAGLE-3 head ({', '.join(markers)})" if markers else None
 

@@ -223,7 +223,7 @@ def test_new_says_why_nothing_fits(run_cli, tmp_path):
     assert "SRG020" in err and "no shipped recipe fits draft llama" in err
     # issue 42: the closest candidates only (at most 3), one reason each, no recipe's full model-type list
     listed = [line.strip() for line in err.splitlines() if line.startswith("      ")]
-    assert 1 <= len(listed) <= 3 and "draft-model: SRG204" in err and "(10 listed)" in err
+    assert 1 <= len(listed) <= 3 and "draft-model: SRG204" in err and "(10 in all)" in err
 
 
 def test_new_reports_the_failing_requirement_of_a_near_candidate(run_cli, tmp_path):
