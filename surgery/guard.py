@@ -203,6 +203,11 @@ class Counts:
     drafted: list[int] = field(default_factory=list)  # drafts that proposed a token at position i
     accepted: list[int] = field(default_factory=list)  # drafts whose token i was accepted
 
+    @classmethod
+    def sized(cls, positions: int) -> Counts:
+        """Counts for a drafter of `positions` tokens (every position listed, drafted or not)."""
+        return cls(0, [0] * positions, [0] * positions)
+
     def observe(self, num_draft_tokens: int, num_accepted: int) -> None:
         """One draft, as vLLM's SpecDecodingStats.observe_draft counts it."""
         need = max(num_draft_tokens, num_accepted)
@@ -288,6 +293,7 @@ class Stream:
     name: str
     config: GuardConfig
     break_even: float | None
+    positions: int = 0
     bucket: Counts = field(default_factory=Counts)
     buckets: deque = field(default_factory=deque)
     window: Counts = field(default_factory=Counts)
@@ -296,6 +302,9 @@ class Stream:
     active: set = field(default_factory=set)
     last: dict | None = None  # the numbers of the last evaluation
 
+    def __post_init__(self):
+        self.bucket, self.window = Counts.sized(self.positions), Counts.sized(self.positions)
+
     def observe(self, num_draft_tokens: int, num_accepted: int) -> list[Trip | Ended]:
         self.bucket.observe(num_draft_tokens, num_accepted)
         self.seen += 1
@@ -303,7 +312,7 @@ class Stream:
             return []
         self.buckets.append(self.bucket)
         self.window.add(self.bucket)
-        self.bucket = Counts()
+        self.bucket = Counts.sized(self.positions)
         while self.window.drafts - self.buckets[0].drafts >= self.config.window:
             self.window.add(self.buckets.popleft(), -1)
         return self.evaluate()
@@ -332,7 +341,7 @@ class Stream:
         holds["shape"] = self._shape(w, cond, base)
         if full and self.reference is not None and (self.reference - acc) * 100 > cfg.drift_points:
             points = (self.reference - acc) * 100
-            holds["drift"] = (f"acceptance {acc:.3f} over the last {w.drafts} drafts is {points:.1f} points under the "
+            holds["drift"] = (f"acceptance {acc:.3f} over the last {w.drafts} drafts is {points:.1f} points below the "
                               f"first full window's {self.reference:.3f} (limit {cfg.drift_points:g} points)",
                               {**base, "acceptance": f"{acc:.3f}", "reference": f"{self.reference:.3f}",
                                "points": f"{points:.1f}", "limit": f"{cfg.drift_points:g}"})
@@ -423,7 +432,7 @@ class Guard:
         self.trips: list[Trip] = []
 
     def _stream(self, name: str) -> Stream:
-        return Stream(name, self.config, self.break_even)
+        return Stream(name, self.config, self.break_even, self.num_spec)
 
     def observe(self, num_draft_tokens: int, num_accepted: int, batch: int | None = None) -> list[Trip | Ended]:
         out = self.streams["all"].observe(num_draft_tokens, num_accepted)

