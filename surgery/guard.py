@@ -253,6 +253,9 @@ class Counts:
         return sum(self.accepted) / drafted if drafted else float("nan")
 
 
+NOTHING: list = []  # what most drafts produce (never appended to)
+
+
 def _rates(values) -> str:
     return "[" + ", ".join("-" if v is None else f"{v:.3f}" for v in values) + "]"
 
@@ -294,7 +297,6 @@ class Stream:
     config: GuardConfig
     break_even: float | None
     positions: int = 0
-    bucket: Counts = field(default_factory=Counts)
     buckets: deque = field(default_factory=deque)
     window: Counts = field(default_factory=Counts)
     seen: int = 0
@@ -303,19 +305,49 @@ class Stream:
     last: dict | None = None  # the numbers of the last evaluation
 
     def __post_init__(self):
-        self.bucket, self.window = Counts.sized(self.positions), Counts.sized(self.positions)
+        self.window = Counts.sized(self.positions)
+        # the current bucket as two histograms (drafts by drafted length, by accepted length): one
+        # increment each per draft on the engine's path, per-position counts only when the bucket closes
+        self.drafted_hist = [0] * (self.positions + 1)
+        self.accepted_hist = [0] * (self.positions + 1)
+        self.pending = 0
 
     def observe(self, num_draft_tokens: int, num_accepted: int) -> list[Trip | Ended]:
-        self.bucket.observe(num_draft_tokens, num_accepted)
+        try:
+            self.drafted_hist[num_draft_tokens] += 1
+            self.accepted_hist[num_accepted] += 1
+        except IndexError:  # more tokens than the engine said it drafts: count it the slow way
+            need = max(num_draft_tokens, num_accepted) + 1
+            self.drafted_hist.extend([0] * (need - len(self.drafted_hist)))
+            self.accepted_hist.extend([0] * (need - len(self.accepted_hist)))
+            self.drafted_hist[num_draft_tokens] += 1
+            self.accepted_hist[num_accepted] += 1
         self.seen += 1
-        if self.bucket.drafts < self.config.check_every:
-            return []
-        self.buckets.append(self.bucket)
-        self.window.add(self.bucket)
-        self.bucket = Counts.sized(self.positions)
+        self.pending += 1
+        if self.pending < self.config.check_every:
+            return NOTHING
+        bucket = self.open_bucket()
+        self.drafted_hist = [0] * len(self.drafted_hist)
+        self.accepted_hist = [0] * len(self.accepted_hist)
+        self.pending = 0
+        self.buckets.append(bucket)
+        self.window.add(bucket)
         while self.window.drafts - self.buckets[0].drafts >= self.config.window:
             self.window.add(self.buckets.popleft(), -1)
         return self.evaluate()
+
+    def open_bucket(self) -> Counts:
+        """The drafts since the last evaluation, as per-position counts (position i: drafts with more
+        than i tokens drafted / accepted)."""
+        n = len(self.drafted_hist) - 1
+        out = Counts.sized(max(n, self.positions))
+        out.drafts = self.pending
+        drafted = accepted = 0
+        for i in range(n, 0, -1):  # suffix sums
+            drafted += self.drafted_hist[i]
+            accepted += self.accepted_hist[i]
+            out.drafted[i - 1], out.accepted[i - 1] = drafted, accepted
+        return out
 
     def evaluate(self) -> list[Trip | Ended]:
         w, cfg = self.window, self.config
@@ -429,6 +461,7 @@ class Guard:
             raise _bad("expect.per_position", f"per_position has {len(expect)} rates but the engine drafts "
                        f"{num_spec} tokens per step")
         self.streams: dict[str, Stream] = {"all": self._stream("all")}
+        self.band_streams: dict[int, Stream] = {}  # batch size -> its band's stream
         self.trips: list[Trip] = []
 
     def _stream(self, name: str) -> Stream:
@@ -437,12 +470,16 @@ class Guard:
     def observe(self, num_draft_tokens: int, num_accepted: int, batch: int | None = None) -> list[Trip | Ended]:
         out = self.streams["all"].observe(num_draft_tokens, num_accepted)
         if self.config.bands and batch:
-            name = band_name(batch, self.config.bands)
-            stream = self.streams.get(name)
+            stream = self.band_streams.get(batch)
             if stream is None:
-                stream = self.streams[name] = self._stream(name)
-            out = out + stream.observe(num_draft_tokens, num_accepted)
-        self.trips.extend(t for t in out if isinstance(t, Trip))
+                name = band_name(batch, self.config.bands)
+                stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
+                self.band_streams[batch] = stream
+            more = stream.observe(num_draft_tokens, num_accepted)
+            if more:
+                out = out + more
+        if out:
+            self.trips.extend(t for t in out if isinstance(t, Trip))
         return out
 
     def to_dict(self) -> dict:

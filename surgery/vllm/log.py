@@ -69,7 +69,7 @@ GUARD_DRIFT = LogLine("spec-surgery: guard SRG473 acceptance drifted%s: %s over 
 GUARD_EXPECTATION = LogLine("spec-surgery: guard SRG474 acceptance under the expected%s: %s (tolerance %s) over the "
                             "last %d drafts", ("stream", "detail", "tolerance", "drafts"), shapes=_STREAM)
 # guard.py: an episode ends (the rule no longer holds on the window); the kind's line may come again
-GUARD_ENDED = LogLine("spec-surgery: guard %s %s episode ended%s after %d drafts: the rule no longer holds on the window",
+GUARD_ENDED = LogLine("spec-surgery: guard %s episode of %s ended%s after %d drafts: the rule no longer holds on the window",
                       ("code", "kind", "stream", "drafts_seen"), shapes=_STREAM)
 
 
