@@ -22,7 +22,7 @@ through `write`. Keys of the apply report (stable):
     findings        audit findings (list; empty unless an auditor wrote some)
     guard           the acceptance guard's record (surgery/vllm/guard.py, written by the engine-core process
                     at each trip / episode end: configuration, trips with their numbers, each stream's last
-                    window); absent until the guard first trips; the worker's rewrites keep it
+                    window); null until the guard first trips or ends an episode; the worker's rewrites keep it
 
 With tensor/pipeline parallelism every worker holds a part of the model: rank r > 0 writes
 `path.rank<r>` next to `path` (rank 0 writes `path` itself), so no two processes race on one file.
@@ -84,6 +84,7 @@ def build_report(plan: Any, apply_report: Any = None, verification: Any = None, 
         "warmed": warmed_dict(warmed),
         "load": None if load is None else {k: v for k, v in load.items() if k != "said"},
         "findings": list(findings or []),
+        "guard": None,  # the engine core's (guard.py); write_for_proposer keeps the one in the file
     }
 
 

@@ -183,6 +183,21 @@ def test_collapse_line_counter_gauges_and_record(captured, tmp_path):
     assert sample("surgery_guard_acceptance", {"position": "0"}) == pytest.approx(0.8)
 
 
+def test_the_workers_report_rewrite_keeps_the_guard_record(tmp_path):
+    from surgery.vllm import report
+
+    path = tmp_path / "report.json"
+    with env(SURGERY_REPORT=str(path)):
+        s = Wrapped(config(guard=SMALL))
+        steps(s, [(3, 0)], 60)
+        plan = SimpleNamespace(recipe="eagle3", recipe_file="eagle3.yaml", to_dict=lambda: {})
+        proposer = SimpleNamespace()
+        state.record(proposer, plan=plan)
+        report.write_for_proposer(proposer, rank=0)  # e.g. after a weight reload
+    data = json.loads(path.read_text())
+    assert data["recipe"] == "eagle3" and data["guard"]["trips"][0]["code"] == "SRG470"
+
+
 def test_each_trip_kind_has_its_line(captured):
     s = Wrapped(config(guard={**SMALL, "expect": {"mean_length": 3.5}, "bands": [2]}))
     steps(s, [(3, 0)] * 2 + [(3, 1)] * 7 + [(3, 2)], 200, batch=4)  # cliff at position 1, under expectation
@@ -287,7 +302,7 @@ def test_live_healthy_pair_never_trips(live):
     assert last is not None and last["drafts"] >= LIVE_GUARD["min_drafts"]  # the rules were judged
     assert last["per_position"][0] > 0.5
     assert h["guard"].streams["all"].seen == h["counters"]["num_drafts"]  # the guard saw what vLLM counted
-    assert "guard" not in h["report"] or not h["report"]["guard"]["trips"]
+    assert h["report"]["stage"] == "warmed" and not (h["report"].get("guard") or {}).get("trips")
 
 
 def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
