@@ -27,7 +27,7 @@ import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
 import openai  # a dependency of vLLM: present wherever these tests are collected (conftest.py)
 from openai_server import Server
 
-from surgery.vllm.log import APPLIED, CHECKED, KV_BOUND
+from surgery.vllm.log import APPLIED, CHECKED, GUARD_ON, KV_BOUND
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = ["def __init__(self, ", "import os\nimport sys\n\n", "    def __repr__(self):\n        return "]
@@ -123,7 +123,10 @@ def test_plugin_lines_in_server_log(runs):
     # every KV check holds, and the line counts the checks the report file lists
     report = json.loads(Path(runs["report"]).read_text())
     assert bound["held"] == bound["checks"] == str(len(report["kv_binding"]["checks"])), bound
-    assert "SRG" not in log  # no warning of ours on a correct set-up
+    assert "SRG" not in log  # no warning of ours on a correct set-up (no guard trip either)
+    # the acceptance guard is on from the recipe's selection, in the engine core (where the scheduler runs)
+    [guard] = GUARD_ON.find(log)
+    assert guard["line"].startswith("(EngineCore") and (guard["method"], guard["num_spec"]) == ("mtp", "3"), guard
 
 
 def test_report_file(runs):
