@@ -77,8 +77,14 @@ def runs(exported, tmp_path_factory):
     finally:
         bad.stop()
     report = logs / "report.json"
-    server = Server(target, draft, log_path=logs / "good.log",
-                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report)))
+    # the acceptance guard's metrics live in the engine core, where the scheduler runs: /metrics (served by
+    # the API server) shows them in vLLM's Prometheus multiprocess mode; a small window so that 3 x 24
+    # tokens are judged (docs/vllm.md "The acceptance guard")
+    prom_dir = tmp_path_factory.mktemp("prometheus")
+    guard = {"surgery": {"guard": {"min_drafts": 10, "window": 20, "check_every": 5, "drift_points": 60}}}
+    server = Server(target, draft, log_path=logs / "good.log", extra_args=("--additional-config", json.dumps(guard)),
+                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report),
+                             PROMETHEUS_MULTIPROC_DIR=str(prom_dir)))
     server.start()
     try:
         if not server.wait_ready(START_TIMEOUT):
@@ -87,7 +93,8 @@ def runs(exported, tmp_path_factory):
         resp = client.completions.create(model=str(target), prompt=PROMPTS, max_tokens=MAX_TOKENS, temperature=0)
         texts = [c.text for c in sorted(resp.choices, key=lambda c: c.index)]
         metrics = server.metrics()
-        yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics,
+        guard_metrics = server.metrics(prefixes=("surgery_guard",))
+        yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics, "guard_metrics": guard_metrics,
                "log": server.log_text(), "report": report, "bad_rc": bad_rc, "bad_log": bad.log_text()}
     finally:
         server.stop()
@@ -106,6 +113,16 @@ def test_acceptance_from_metrics(runs):
     # per-position counters add up to the total: the draft proposed k tokens per step
     per_pos = [v for k, v in m.items() if k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total")]
     assert len(per_pos) == 3 and sum(per_pos) == accepted
+
+
+def test_guard_gauges_on_metrics(runs):
+    """The guard's window on the server's /metrics: per-position acceptance and mean accepted length,
+    consistent with each other; no trip counted on the healthy pair."""
+    g = runs["guard_metrics"]
+    rates = [g[f'surgery_guard_acceptance{{position="{i}"}}'] for i in range(3)]
+    assert 0 < rates[0] <= 1 and rates[0] >= rates[1] >= rates[2] >= 0, g
+    assert g["surgery_guard_mean_accepted_length"] == pytest.approx(1 + sum(rates)), g
+    assert not any(k.startswith("surgery_guard_trips_total") and v for k, v in g.items()), g
 
 
 def test_plugin_lines_in_server_log(runs):
