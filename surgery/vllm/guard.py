@@ -112,7 +112,11 @@ def _observe_wrapper(orig):
         run = state.recorded(self, "guard")
         if run is not None and run.guard is not None and num_draft_tokens:
             drafted = num_draft_tokens - ((num_invalid_spec_tokens or {}).get(request_id, 0))
-            events = run.guard.observe(drafted, num_accepted_tokens, run.batch)
+            try:
+                events = run.guard.observe(drafted, num_accepted_tokens, run.batch)
+            except Exception as exc:  # noqa: BLE001 - the guard never breaks serving
+                disable(run, exc)
+                return result
             if events:
                 run.pending.extend(events)
         return result
@@ -129,12 +133,17 @@ def _step_wrapper(orig):
             return orig(self, scheduler_output, *args, **kwargs)
         run.batch = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())
         result = orig(self, scheduler_output, *args, **kwargs)
-        last = run.guard.streams["all"].last
-        if last is not run.last_numbers:
-            run.last_numbers = last
-            metrics().show(last)
-        if run.pending:
-            emit(run)
+        try:
+            last = run.guard.streams["all"].last
+            if last is not run.last_numbers:
+                run.last_numbers = last
+                metrics().show(last)
+            if run.pending:
+                emit(run)
+        except SurgeryError:
+            raise  # action: fail
+        except Exception as exc:  # noqa: BLE001 - the guard never breaks serving
+            disable(run, exc)
         return result
 
     setattr(update_from_output, _MARK, orig)
@@ -188,6 +197,14 @@ def uninstall() -> None:
 def installed() -> bool:
     cls = _scheduler_class()
     return cls is not None and all(getattr(cls.__dict__.get(m), _MARK, None) for m in METHODS)
+
+
+def disable(run: GuardRun, exc: BaseException) -> None:
+    """The guard failed (a bug, a metrics registry refusing a name): said once, and off for this engine;
+    the engine keeps serving."""
+    run.guard, run.pending = None, []
+    get_logger().warning(DIAGNOSTIC.fmt, diag("SRG476", f"the acceptance guard failed and is off for this engine: "
+                                              f"{type(exc).__name__}: {str(exc)[:200]}").render())
 
 
 def emit(run: GuardRun) -> None:

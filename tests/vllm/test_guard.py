@@ -28,7 +28,7 @@ from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import guard as vguard  # noqa: E402
 from surgery.vllm import state  # noqa: E402
 from surgery.vllm.log import GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED  # noqa: E402
-from surgery.vllm.log import GUARD_EXPECTATION, GUARD_ON, GUARD_SHAPE  # noqa: E402
+from surgery.vllm.log import DIAGNOSTIC, GUARD_EXPECTATION, GUARD_ON, GUARD_SHAPE  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 # cost of the live part, measured on the shared 2-core machine: two engines, 4.7 s start + 8.4 s decode
@@ -240,8 +240,7 @@ def live(tmp_path_factory):
     from surgery.pairs import builtin_pair
     from surgery.vllm import ablation, decoding, engine, hooks, plugin
 
-    plugin.register()
-    vguard.install()
+    plugin.register()  # installs the guard where vLLM imports its scheduler (lazy.when_imported)
     pair = builtin_pair("eagle3")
     prompts = decoding.prompt_ids(pair.prompts[:LIVE_PROMPTS])
     out = {}
@@ -288,12 +287,14 @@ def live(tmp_path_factory):
                      "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
 
     run("healthy", LIVE_GUARD)
+    out["installed"] = vguard.installed()
     run("broken", {**LIVE_GUARD, "action": "fail"}, rewire={"lm_head": "random"})
     return out
 
 
 def test_live_healthy_pair_never_trips(live):
     h = live["healthy"]
+    assert live["installed"]  # by the plugin's register(), nothing else
     assert GUARD_ON.find(h["log"]), h["log"][-2000:]
     assert h["guard"].trips == [] and h["error"] is None
     for line in (GUARD_COLLAPSE, GUARD_BREAK_EVEN, GUARD_SHAPE, GUARD_DRIFT, GUARD_EXPECTATION):
@@ -314,3 +315,18 @@ def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
     assert [t.kind for t in b["guard"].trips][:1] == ["collapse"]
     assert b["report"]["guard"]["trips"][0]["code"] == "SRG470"
     assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) >= 1
+
+
+def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkeypatch):
+    s = Wrapped(config(guard=SMALL))
+    run = state.recorded(s, "guard")
+
+    def broken(*a, **kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(run.guard, "observe", broken)
+    steps(s, HEALTHY, 8)  # the step completes
+    assert run.guard is None
+    lines = [x["diagnostic"] for x in DIAGNOSTIC.find(captured.text)]
+    assert any("SRG476" in x and "RuntimeError: boom" in x for x in lines), lines
+    steps(s, HEALTHY, 8)  # and the next ones too, without the guard
