@@ -395,6 +395,10 @@ class Stream:
             return full
         if kind == "break_even":
             return self.break_even is not None
+        if kind == "shape":  # no neighbours with enough support: not seen, the episode goes on
+            w = self.window
+            return any(min(w.accepted[i], w.drafted[i + 1]) >= self.config.min_support
+                       for i in range(len(w.accepted) - 1))
         return True
 
     def _shape(self, w: Counts, cond, base) -> tuple[str, dict] | None:

@@ -158,6 +158,16 @@ def test_shape_of_peagle_drafted_step_by_step():
                       pattern, 340), "shape")[0].numbers["shape"] == "inversion"  # then at position 2
 
 
+def test_a_shape_episode_ends_only_where_shape_is_seen():
+    g = Guard(cfg(), 3, "eagle3")
+    cliff = [(3, 0)] * 2 + [(3, 1)] * 7 + [(3, 2)] * 1
+    assert len(trips(feed(g, cliff, 400), "shape")) == 1
+    unseen = feed(g, COLLAPSED, 400)  # too few drafts reach position 1 to judge it
+    assert [e for e in unseen if isinstance(e, Ended) and e.kind == "shape"] == []
+    healed = feed(g, HEALTHY, 400)
+    assert [e.kind for e in healed if isinstance(e, Ended)].count("shape") == 1
+
+
 def test_shape_needs_support():
     pattern = [(3, 0)] * 19 + [(3, 1)]  # 5 accepted at position 0 per 100: never 50
     g = Guard(cfg(floor=0.01), 3, "eagle3")
