@@ -183,10 +183,12 @@ def install(module: str = "") -> list[str]:
 
 
 def uninstall() -> None:
-    """Restore vLLM's scheduler methods."""
-    try:
-        cls = _scheduler_class()
-    except Exception:  # noqa: BLE001
+    """Restore vLLM's scheduler methods (where vLLM imported its scheduler; nothing is imported here)."""
+    import sys
+
+    module = sys.modules.get(TARGET[0])
+    cls = getattr(module, TARGET[1], None) if module is not None else None
+    if cls is None:
         return
     for name in METHODS:
         orig = getattr(cls.__dict__.get(name), _MARK, None) if cls is not None else None

@@ -330,3 +330,17 @@ def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkey
     lines = [x["diagnostic"] for x in DIAGNOSTIC.find(captured.text)]
     assert any("SRG476" in x and "RuntimeError: boom" in x for x in lines), lines
     steps(s, HEALTHY, 8)  # and the next ones too, without the guard
+
+
+def test_uninstall_all_restores_the_scheduler_and_register_reinstalls():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from surgery.vllm import hooks, plugin
+
+    plugin.register()
+    assert vguard.installed()
+    hooks.uninstall_all()
+    assert not vguard.installed() and not any(hasattr(Scheduler.__dict__[m], "__surgery_guard__")
+                                              for m in vguard.METHODS)
+    plugin.register()
+    assert vguard.installed()
