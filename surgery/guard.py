@@ -21,7 +21,8 @@ Terms (vLLM's, surgery/vllm/guard.py reads them where vLLM computes them):
 
 Rules, judged on the rolling window (the last `window` drafts, in steps of `check_every`), once it holds
 at least `min_drafts` drafts; each rule trips once per *episode*: it fires when it starts to hold and
-not again until an evaluation finds it no longer holding (the episode ends).
+not again until `clear_after` evaluations in a row find it no longer holding and clear of its
+threshold (collapse: position 0 at 1.5 x the floor; break-even: 0.1 above it): the episode ends.
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ class GuardConfig:
     drift_points: float = 20.0
     expect: tuple[tuple[str, Any], ...] = ()  # (key, value) pairs of EXPECT_KEYS
     expect_tolerance: float = 0.15
+    clear_after: int = 3
     verify_cost: float = 0.05
     round_cost: float | None = None  # measured: a speculative round's time in plain decode steps
     draft_cost: float | None = None  # one draft forward in plain decode steps (overrides the method's)
@@ -85,6 +87,7 @@ _NUMBERS = {  # key -> (type, lowest, highest, lowest included)
     "check_every": (int, 1, None, True), "shape_margin": (float, 0.0, 1.0, True),
     "cliff_ratio": (float, 0.0, 1.0, True), "min_support": (int, 1, None, True),
     "drift_points": (float, 0.0, 100.0, True), "expect_tolerance": (float, 0.0, 1.0, True),
+    "clear_after": (int, 1, None, True),
     "verify_cost": (float, 0.0, None, True), "round_cost": (float, 1.0, None, True),
     "draft_cost": (float, 0.0, None, True),
 }
@@ -302,6 +305,7 @@ class Stream:
     seen: int = 0
     reference: float | None = None  # acceptance of the first full window (drift)
     active: set = field(default_factory=set)
+    clear: dict = field(default_factory=dict)  # kind -> evaluations in a row without it, while active
     last: dict | None = None  # the numbers of the last evaluation
 
     def __post_init__(self):
@@ -384,10 +388,28 @@ class Stream:
                 self.active.add(kind)
                 message, numbers = holds[kind]
                 out.append(Trip(kind, self.name, message, numbers, self.seen))
-            elif holds[kind] is None and kind in self.active and self._judged(kind, cond, full):
-                self.active.discard(kind)
-                out.append(Ended(kind, self.name, self.seen))
+            elif holds[kind] is None and kind in self.active and self._judged(kind, cond, full) \
+                    and self._clear_of(kind, p0, mean_len):
+                # an episode ends after `clear_after` evaluations in a row without the rule: a value
+                # hovering at a threshold (position 0 at 9.8 % against a 10 % floor) is one episode
+                self.clear[kind] = self.clear.get(kind, 0) + 1
+                if self.clear[kind] >= cfg.clear_after:
+                    self.active.discard(kind)
+                    self.clear[kind] = 0
+                    out.append(Ended(kind, self.name, self.seen))
+            else:
+                self.clear[kind] = 0
         return out
+
+    def _clear_of(self, kind: str, p0, mean_len) -> bool:
+        """Whether a rule that no longer holds is also clear of its threshold (hysteresis): collapse ends
+        at position-0 acceptance >= 1.5 x the floor, below break-even at a mean accepted length >= the
+        break-even + 0.1; the other rules at their threshold."""
+        if kind == "collapse":
+            return p0 is not None and p0 >= self.config.floor * 1.5
+        if kind == "break_even":
+            return self.break_even is not None and mean_len >= self.break_even + 0.1
+        return True
 
     def _judged(self, kind: str, cond, full: bool) -> bool:
         """Whether this evaluation could see the rule at all (an episode ends only on a real 'no')."""
