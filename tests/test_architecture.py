@@ -204,6 +204,8 @@ LAYER_RULES = [
      "config-only layer"),
     ("surgery.extras", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
      "config-only layer"),
+    ("surgery.guard", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
+     "the acceptance guard's decisions are pure: every engine feeds them its counters"),
 ]
 
 

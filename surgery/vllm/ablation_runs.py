@@ -76,8 +76,10 @@ def ablated_draft(draft: Path, ablation, workdir: Path) -> Path:
 
 
 def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
-                  spec_extra=None) -> list[dict]:
-    """Each recipe step removed in turn, then the pair's field rows (ablations.yaml)."""
+                  spec_extra=None, guard=None, batches=None) -> list[dict]:
+    """Each recipe step removed in turn, then the pair's field rows (ablations.yaml). ``guard`` /
+    ``batches``: the acceptance guard on each row's stock engine and the batch sizes decoded
+    (decoding.speculative_run); the row then carries the guard's record."""
     from ..pairs import Ablation
 
     draft_cfg = json.loads((Path(draft) / "config.json").read_text())
@@ -120,13 +122,17 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
             try:
                 d_folder = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) \
                     else head
+                extra = {"guard": guard, "batches": batches} if guard is not None or batches else {}
                 r = decoding.speculative_run(target, d_folder, method, ids, reference, num_spec=num_spec,
-                                             max_tokens=max_tokens, rewire=ab.rewire or None, spec_extra=row_extra)
+                                             max_tokens=max_tokens, rewire=ab.rewire or None, spec_extra=row_extra,
+                                             **extra)
                 d = r["decode"]
                 row.update(runs=True, acceptance_rate=d["acceptance_rate"], identical=d["identical"],
                            drafted=d["drafted"], accepted=d["accepted"],
                            accepted_per_position=d["accepted_per_position"], rewired=r["rewired"],
                            wiring=brief_wiring(r["inspect"]))
+                if r.get("guard") is not None:
+                    row["guard"] = r["guard"]
             except Exception as exc:  # noqa: BLE001 - a wrong wiring that cannot run is the finding
                 row.update(runs=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
         rows.append(row)

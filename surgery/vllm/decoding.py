@@ -38,7 +38,7 @@ def decode_summary(reference, outputs, counters, num_spec, reference_top=None) -
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
                     max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None, head_as_model=False,
-                    reference_top=None) -> dict:
+                    reference_top=None, guard=None, batches=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
     ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
@@ -47,6 +47,9 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
     its file); ``num_spec`` is then the file's k, for the summary.
     ``reference_top``: the reference's top-2 per position (:func:`greedy_reference_top`); the
     summary then says whether each place the outputs part is an exact tie of the target.
+    ``guard``: the acceptance guard's settings (additional_config.surgery.guard); its record is
+    returned as ``guard``. ``batches``: decode the prompts once per batch size (in chunks of that many
+    prompts; vLLM's counters add up over the passes, the outputs compared are the first pass's).
     ``stock_wiring``: the same reading taken right after vLLM's own wiring, before the plugin's
     callback (the oracle a recipe's wiring is compared with)."""
     live: dict[str, Any] = {}
@@ -66,7 +69,7 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
     t0 = time.perf_counter()
     try:
         llm = engine.start_engine(**engine.engine_kwargs(target, draft, method, recipe, num_spec, spec_extra,
-                                                         head_as_model=head_as_model))
+                                                         head_as_model=head_as_model, guard=guard))
     finally:
         for cb in callbacks:
             hooks.remove_hook(cb)
@@ -79,7 +82,11 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         proposer = live.get("proposer")
         seen = (inspect or live_wiring)(proposer, live["target"]) if proposer is not None else None
         t = time.perf_counter()
-        outs = engine.generate(llm, prompts, max_tokens)
+        passes = []
+        for size in batches or (len(prompts),):
+            passes.append([o for i in range(0, len(prompts), size)
+                           for o in engine.generate(llm, prompts[i:i + size], max_tokens)])
+        outs = passes[0]
         decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec, reference_top)
         decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
         plugin = {"verified": None}
@@ -93,9 +100,16 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
                       "layer_sets": {name: list(v) for name, v in plan.layer_sets.items()},
                       "engine_checks": engine_checks(plan, rep, seen), "steps": plan_steps(plan)}
         return {"decode": decode, "plugin": plugin, "served": served, "inspect": seen, "stock_wiring": live.get("stock"), "outputs": outs,
-                "rewired": rewired}
+                "rewired": rewired, "guard": guard_record(llm) if guard is not None else None}
     finally:
         engine.shutdown(llm)
+
+
+def guard_record(llm) -> dict | None:
+    """The acceptance guard's record of an in-process engine (None when it was off or is elsewhere)."""
+    core = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "engine_core", None)
+    run = state.recorded(getattr(core, "scheduler", None), "guard")
+    return run.guard.to_dict() if run is not None and run.guard is not None else None
 
 
 def served_config(llm) -> dict | None:

@@ -51,10 +51,11 @@ def cpu_mla_overrides(target) -> dict:
 
 
 def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPEC, spec_extra=None,
-                  head_as_model=False) -> dict:
+                  head_as_model=False, guard=None) -> dict:
     """Small, deterministic engine settings (float32, eager, no prefix cache, stats on); MLA
     targets on CPU get :func:`cpu_mla_overrides`. ``spec_extra``: more speculative_config keys
     (``parallel_drafting`` for a P-EAGLE head, which vLLM cannot tell from a native config).
+    ``guard``: additional_config.surgery.guard (docs/vllm.md "The acceptance guard").
     ``head_as_model``: a speculators-format head is given as the model, as `vllm serve HEAD` does:
     vLLM detects the format and takes the target (the file's verifier), the method and k from the
     file (maybe_override_with_speculators)."""
@@ -81,6 +82,8 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
         kw["speculative_config"] = spec
     if recipe is not None:
         kw["additional_config"] = {"surgery": {"recipe": str(recipe)}}
+    if guard is not None:  # the acceptance guard's settings (surgery/vllm/guard.py; {"enabled": true} without a recipe)
+        kw.setdefault("additional_config", {}).setdefault("surgery", {})["guard"] = guard
     return kw
 
 

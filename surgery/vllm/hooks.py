@@ -358,7 +358,10 @@ def remove_hook(callback: Callable[..., Any]) -> None:
 
 
 def uninstall_all() -> None:
-    """Unregister every callback and restore the original vLLM methods."""
+    """Unregister every callback and restore the original vLLM methods (the acceptance guard's too)."""
+    from . import guard
+
+    guard.uninstall()
     with _lock:
         for cbs in _callbacks.values():
             cbs.clear()

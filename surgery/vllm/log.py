@@ -46,6 +46,32 @@ REFRESHED = LogLine("spec-surgery: refreshed %d copied attributes after weight r
 # a coded diagnostic (warning or info) the plugin logs instead of raising
 DIAGNOSTIC = LogLine("spec-surgery: %s", ("diagnostic",))
 
+# guard.py, in the engine-core process (the scheduler), once per engine: the acceptance guard is on
+GUARD_ON = LogLine("spec-surgery: guard on: method %s drafting %d tokens; collapse under position-0 acceptance %s "
+                   "after %d drafts; break-even mean accepted length %s (%s); window %d drafts, judged every %d; "
+                   "action %s", ("method", "num_spec", "floor", "min_drafts", "break_even", "cost", "window",
+                                 "check_every", "action"))
+# guard.py: one line per trip, once per episode (surgery/guard.py says what each number is). `stream` is
+# empty for all drafts or " (batch 2-4)" for a batch-size band; rates are fractions with 3 decimals
+_STREAM = (("stream", r"(?: \(batch [^)]*\))?"),)
+GUARD_COLLAPSE = LogLine("spec-surgery: guard SRG470 acceptance collapsed%s: position-0 acceptance %s is under the "
+                         "floor %s over the last %d drafts (per-position acceptance %s, mean accepted length %s)",
+                         ("stream", "position0", "floor", "drafts", "per_position", "mean_length"), shapes=_STREAM)
+GUARD_BREAK_EVEN = LogLine("spec-surgery: guard SRG471 speculation is costing throughput%s: mean accepted length %s "
+                           "is under the break-even %s over the last %d drafts (per-position acceptance %s)",
+                           ("stream", "mean_length", "break_even", "drafts", "per_position"), shapes=_STREAM)
+GUARD_SHAPE = LogLine("spec-surgery: guard SRG472 acceptance shape of a wiring fault%s: a %s at position %d: "
+                      "conditional acceptance %s after %s over the last %d drafts (conditional per position %s)",
+                      ("stream", "shape", "position", "rate", "previous", "drafts", "conditional"), shapes=_STREAM)
+GUARD_DRIFT = LogLine("spec-surgery: guard SRG473 acceptance drifted%s: %s over the last %d drafts, %s points under "
+                      "the first full window's %s (limit %s points)",
+                      ("stream", "acceptance", "drafts", "points", "reference", "limit"), shapes=_STREAM)
+GUARD_EXPECTATION = LogLine("spec-surgery: guard SRG474 acceptance under the expected%s: %s (tolerance %s) over the "
+                            "last %d drafts", ("stream", "detail", "tolerance", "drafts"), shapes=_STREAM)
+# guard.py: an episode ends (the rule no longer holds on the window); the kind's line may come again
+GUARD_ENDED = LogLine("spec-surgery: guard %s episode of %s ended%s after %d drafts: the rule no longer holds on the window",
+                      ("code", "kind", "stream", "drafts_seen"), shapes=_STREAM)
+
 
 def get_logger() -> logging.Logger:
     try:

@@ -6,7 +6,8 @@ processes that load models, the hooks (load, KV-bound, reload, dummy load; and w
 imported, the warm-up hook of the stage `warmed`) (surgery/vllm/hooks.py) that run what surgery does there
 (surgery/vllm/live_apply.py). No recipe selected (surgery/vllm/selection.py): the callbacks return
 at once. A hook that found nothing to wrap is said, never passed over: with a recipe selected in
-the environment it stops the start (SRG323).
+the environment it stops the start (SRG323). Where vLLM's scheduler is imported (the engine core), the acceptance guard wraps it
+(surgery/vllm/guard.py): on with a selected recipe, configured by additional_config.surgery.guard.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import importlib.util
 import os
 
 from ..diagnostics import SurgeryError, diag
-from . import hooks, lazy, live_apply, startup
+from . import guard, hooks, lazy, live_apply, startup
 from .log import get_logger
 from .selection import ENV_RECIPE
 
@@ -33,6 +34,8 @@ def register() -> None:
         no_load_hooks(f"no vLLM model-runner module found ({', '.join(modules) or 'none listed'})")
     lazy.when_imported(modules, install_hooks)
     lazy.when_imported(worker_modules(), install_warm_up_hooks)
+    # the acceptance guard reads the scheduler's spec-decode counts (engine-core process only)
+    lazy.when_imported([guard.TARGET[0]], guard.install)
 
 
 def _module_exists(name: str) -> bool:

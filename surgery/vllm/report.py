@@ -20,6 +20,9 @@ through `write`. Keys of the apply report (stable):
     load            load_format and where "has own weights" came from (dummy load: every declared
                     parameter, SRG512)
     findings        audit findings (list; empty unless an auditor wrote some)
+    guard           the acceptance guard's record (surgery/vllm/guard.py, written by the engine-core process
+                    at each trip / episode end: configuration, trips with their numbers, each stream's last
+                    window); null until the guard first trips or ends an episode; the worker's rewrites keep it
 
 With tensor/pipeline parallelism every worker holds a part of the model: rank r > 0 writes
 `path.rank<r>` next to `path` (rank 0 writes `path` itself), so no two processes race on one file.
@@ -36,7 +39,7 @@ from . import state
 
 ENV_REPORT = "SURGERY_REPORT"
 KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",
-        "warmed", "load", "findings")
+        "warmed", "load", "findings", "guard")
 
 
 def report_path(rank: int | None = None) -> Path | None:
@@ -81,6 +84,7 @@ def build_report(plan: Any, apply_report: Any = None, verification: Any = None, 
         "warmed": warmed_dict(warmed),
         "load": None if load is None else {k: v for k, v in load.items() if k != "said"},
         "findings": list(findings or []),
+        "guard": None,  # the engine core's (guard.py); write_for_proposer keeps the one in the file
     }
 
 
@@ -150,4 +154,15 @@ def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
     data = build_report(plan, state.recorded(proposer, "report"), state.recorded(proposer, "verify"),
                         state.recorded(proposer, "kv_checks"), state.recorded(proposer, "findings"),
                         state.recorded(proposer, "warmed"), state.recorded(proposer, "load_info"))
+    kept = _kept_guard(path)
+    if kept is not None:
+        data["guard"] = kept
     return write(data, path)
+
+
+def _kept_guard(path: Path):
+    """The guard record already in the file (written by the engine core), kept across a worker's rewrite."""
+    try:
+        return read_report(path).get("guard") if path.exists() else None
+    except (OSError, ValueError, AttributeError):
+        return None

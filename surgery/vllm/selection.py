@@ -34,6 +34,11 @@ def _surgery_config(vllm_config: Any) -> dict:
     return sub if isinstance(sub, dict) else {}
 
 
+def surgery_config(vllm_config: Any) -> dict:
+    """additional_config["surgery"] ({} when absent): the keys other modules read (the guard's)."""
+    return _surgery_config(vllm_config)
+
+
 def selected_recipe(vllm_config: Any) -> str | None:
     sub = _surgery_config(vllm_config)
     if sub.get("recipe"):

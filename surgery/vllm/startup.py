@@ -124,6 +124,7 @@ def release_notes(spec: Any) -> list[Diagnostic]:
 def check_engine_config(vllm_config: Any):
     """Read, schema-check and resolve the selected recipe against a freshly built VllmConfig.
     Returns the plan (None when no recipe is selected or there is nothing to resolve against)."""
+    check_guard_config(vllm_config)
     recipe_ref = selected_recipe(vllm_config)
     if recipe_ref is None:
         return None
@@ -168,6 +169,19 @@ def check_engine_config(vllm_config: Any):
     log.info(CHECKED.fmt, plan.recipe, len(plan.operations),
              plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
     return plan
+
+
+def check_guard_config(vllm_config: Any) -> None:
+    """additional_config.surgery.guard checked here too (SRG475), where the server is configured: the
+    engine core would refuse it at its scheduler, seconds later and in another process."""
+    from ..guard import parse_config
+    from .guard import guard_setting
+
+    try:
+        parse_config(guard_setting(vllm_config))
+    except SurgeryError:
+        _print_block_if_uncaught()
+        raise
 
 
 def kv_scales_check(vllm_config: Any, plan: Any) -> list:

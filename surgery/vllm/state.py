@@ -9,14 +9,15 @@ Names: plan, report (the ApplyReport), verify, kv_checks, target_lm, hint_proble
 target_model (set by the load hook), audit, audit_target, warmed (the checks after the warm-up),
 load_values (values the warmed stage compares with), kv_scales_fix (the calculate_kv_scales fix),
 load_info (load format, what "has own weights" was answered from), dummy_load (on a model: the has-own
-flags the dummy-load hook set), reloaded (weights reloaded since load).
+flags the dummy-load hook set), reloaded (weights reloaded since load); on vLLM's scheduler: guard (the
+acceptance guard's GuardRun, surgery/vllm/guard.py).
 """
 from __future__ import annotations
 
 from typing import Any
 
 NAMES = ("plan", "report", "verify", "kv_checks", "target_lm", "hint_problems", "findings", "target_model", "audit",
-         "audit_target", "warmed", "load_values", "kv_scales_fix", "load_info", "dummy_load", "reloaded")
+         "audit_target", "warmed", "load_values", "kv_scales_fix", "load_info", "dummy_load", "reloaded", "guard")
 
 
 def _attr(name: str) -> str:

@@ -84,13 +84,14 @@ class Server:
         except subprocess.TimeoutExpired:
             return None
 
-    def metrics(self) -> dict[str, float]:
-        """Prometheus samples of /metrics: name{labels} -> value, for vllm:spec_decode* counters."""
+    def metrics(self, prefixes=("vllm:spec_decode",)) -> dict[str, float]:
+        """Prometheus samples of /metrics: name{labels} -> value, for vllm:spec_decode* counters (and the
+        acceptance guard's surgery_guard_* with prefixes=...)."""
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
             text = r.read().decode()
         out: dict[str, float] = {}
         for line in text.splitlines():
-            if line.startswith("vllm:spec_decode") and not line.startswith("#"):
+            if line.startswith(tuple(prefixes)) and not line.startswith("#"):
                 name, _, value = line.rpartition(" ")
                 base = name.split("{", 1)[0]
                 if "position=" in name:

@@ -27,7 +27,7 @@ import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
 import openai  # a dependency of vLLM: present wherever these tests are collected (conftest.py)
 from openai_server import Server
 
-from surgery.vllm.log import APPLIED, CHECKED, KV_BOUND
+from surgery.vllm.log import APPLIED, CHECKED, GUARD_ON, KV_BOUND
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = ["def __init__(self, ", "import os\nimport sys\n\n", "    def __repr__(self):\n        return "]
@@ -77,8 +77,14 @@ def runs(exported, tmp_path_factory):
     finally:
         bad.stop()
     report = logs / "report.json"
-    server = Server(target, draft, log_path=logs / "good.log",
-                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report)))
+    # the acceptance guard's metrics live in the engine core, where the scheduler runs: /metrics (served by
+    # the API server) shows them in vLLM's Prometheus multiprocess mode; a small window so that 3 x 24
+    # tokens are judged (docs/vllm.md "The acceptance guard")
+    prom_dir = tmp_path_factory.mktemp("prometheus")
+    guard = {"surgery": {"guard": {"min_drafts": 10, "window": 20, "check_every": 5, "drift_points": 60}}}
+    server = Server(target, draft, log_path=logs / "good.log", extra_args=("--additional-config", json.dumps(guard)),
+                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report),
+                             PROMETHEUS_MULTIPROC_DIR=str(prom_dir)))
     server.start()
     try:
         if not server.wait_ready(START_TIMEOUT):
@@ -87,7 +93,8 @@ def runs(exported, tmp_path_factory):
         resp = client.completions.create(model=str(target), prompt=PROMPTS, max_tokens=MAX_TOKENS, temperature=0)
         texts = [c.text for c in sorted(resp.choices, key=lambda c: c.index)]
         metrics = server.metrics()
-        yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics,
+        guard_metrics = server.metrics(prefixes=("surgery_guard",))
+        yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics, "guard_metrics": guard_metrics,
                "log": server.log_text(), "report": report, "bad_rc": bad_rc, "bad_log": bad.log_text()}
     finally:
         server.stop()
@@ -108,6 +115,16 @@ def test_acceptance_from_metrics(runs):
     assert len(per_pos) == 3 and sum(per_pos) == accepted
 
 
+def test_guard_gauges_on_metrics(runs):
+    """The guard's window on the server's /metrics: per-position acceptance and mean accepted length,
+    consistent with each other; no trip counted on the healthy pair."""
+    g = runs["guard_metrics"]
+    rates = [g[f'surgery_guard_acceptance{{position="{i}"}}'] for i in range(3)]
+    assert 0 < rates[0] <= 1 and rates[0] >= rates[1] >= rates[2] >= 0, g
+    assert g["surgery_guard_mean_accepted_length"] == pytest.approx(1 + sum(rates)), g
+    assert not any(k.startswith("surgery_guard_trips_total") and v for k, v in g.items()), g
+
+
 def test_plugin_lines_in_server_log(runs):
     log = runs["log"]
     checked, applied, bound = CHECKED.find(log), APPLIED.find(log), KV_BOUND.find(log)
@@ -123,7 +140,10 @@ def test_plugin_lines_in_server_log(runs):
     # every KV check holds, and the line counts the checks the report file lists
     report = json.loads(Path(runs["report"]).read_text())
     assert bound["held"] == bound["checks"] == str(len(report["kv_binding"]["checks"])), bound
-    assert "SRG" not in log  # no warning of ours on a correct set-up
+    assert "SRG" not in log  # no warning of ours on a correct set-up (no guard trip either)
+    # the acceptance guard is on from the recipe's selection, in the engine core (where the scheduler runs)
+    [guard] = GUARD_ON.find(log)
+    assert guard["line"].startswith("(EngineCore") and (guard["method"], guard["num_spec"]) == ("mtp", "3"), guard
 
 
 def test_report_file(runs):

