@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     stand_ins()
     from speculators.convert.eagle.eagle3_converter import Eagle3Converter
 
-    from surgery.formats.convert_folder import convert_folder
+    from surgery.commands.convert_folder import convert_folder
 
     ids = json.loads((HEAD / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"]
     with tempfile.TemporaryDirectory() as tmp:

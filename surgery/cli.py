@@ -641,7 +641,7 @@ def cmd_releases(args, out) -> int:
 
 
 def cmd_convert(args, out) -> int:
-    from .formats.convert_folder import convert_folder
+    from .commands.convert_folder import convert_folder
 
     result = convert_folder(args.draft_dir, args.to, args.out_dir, target=args.target, producer=args.producer,
                             k=args.num_speculative_tokens, force=args.force, config_only=args.config_only)

@@ -27,7 +27,7 @@ PAIRS_DIR = Path(__file__).resolve().parent / "data" / "pairs"
 INDEX = PAIRS_DIR / "index.yaml"
 ABLATIONS = PAIRS_DIR / "ablations.yaml"  # hand-written rows; index.yaml is the builders' output
 SIDES = ("target", "draft")
-GEMMA_PAIR = "gemma4-mtp"  # the tiny Gemma 4 pair's entry (surgery/data/tiny, surgery/hf/pair.py)
+GEMMA_PAIR = "gemma4-mtp"  # the tiny Gemma 4 pair's entry (surgery/data/tiny, surgery/tinypair.py)
 
 # Generic openings of Python code: prompts for pairs the user brings. The Gemma 4 pair was trained
 # on text that contains 11 of them verbatim (hundreds of times), so its acceptance is measured on
@@ -126,7 +126,7 @@ def held_out_prompts() -> tuple[str, ...]:
 
 
 def _tiny_gemma4_cache():
-    from .hf.pair import ensure_tiny_pair
+    from .tinypair import ensure_tiny_pair
 
     return ensure_tiny_pair()
 
@@ -171,8 +171,8 @@ def source_folders(name: str) -> tuple[Path, Path, dict]:
 
 def export(name: str, dest: str | Path, force: bool = False) -> dict:
     """Write the built-in pair `name` as DEST/target and DEST/draft; returns what was written."""
-    from .hf.tokenizer import FILES as TOKENIZER_FILES
-    from .hf.tokenizer import write_tokenizer
+    from .bytetokenizer import FILES as TOKENIZER_FILES
+    from .bytetokenizer import write_tokenizer
 
     target, draft, entry = source_folders(name)
     dest = Path(dest)

@@ -17,13 +17,12 @@ from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
 from .ops.base import Operation
-from .ops.common import compact_ranges
+from .ops.common import MATCH_CODES, compact_ranges
 from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
 
 MAX_PARALLEL = 4096
-MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
 # Config fields whose class default describes one member of a family, not this checkpoint (issue 42):
 # Gemma4TextConfig's hidden_size 2304 is no released Gemma 4; a layer_types derived with period 6 is not
 # E2B's period 5. A default for one of them that decides a KV map or a compared value is said aloud

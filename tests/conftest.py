@@ -35,6 +35,6 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def dirs():
     """(target_dir, draft_dir) of the built-in tiny Gemma 4 pair."""
-    from surgery.hf import pair
+    from surgery import tinypair as pair
 
     return pair.ensure_tiny_pair()

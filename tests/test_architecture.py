@@ -2,13 +2,17 @@
 
 - no import cycle inside `surgery/` or `tools/`, imports inside functions included;
 - no underscore name imported or read across modules (each private name is its module's own);
-- the layers import only downwards: the kernel (`surgery/live/`) knows no op and no engine
-  integration; an op package knows no performer, no registry and no applier; a performer knows
-  no applier; the registry imports op packages, never a performer or an engine.
+- the map is whole: every module under surgery/ has a layer in surgery/data/layers.yaml (the
+  diagram in docs/architecture.md is generated from it);
+- every import goes to its own layer or below, and no two folders import each other, except the few
+  that table allows by name, each with why; within the allowed direction, the kernel
+  (`surgery/live/`) knows no op, engine integrations do not import each other and a performer knows
+  no registry.
 """
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,34 +183,10 @@ def test_no_underscore_name_is_used_across_modules():
     assert not problems, "\n".join(problems)
 
 
-LAYER_RULES = [
-    ("surgery.hf", ("surgery.sglang",), "engines do not import each other"),
-    ("surgery.vllm", ("surgery.sglang",), "engines do not import each other"),
-    ("surgery.sglang", ("surgery.hf", "surgery.vllm", "surgery.cli"), "engines do not import each other"),
-    # (importer prefix, forbidden import prefixes, why)
-    ("surgery.live", ("surgery.ops", "surgery.applier", "surgery.vllm", "surgery.hf", "surgery.sglang", "surgery.cli",
-                      "surgery.checks"),
-     "the kernel knows no op and no engine integration"),
-    ("surgery.ops.registry", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.applier"),
-     "the registry never imports an engine"),
-    ("surgery.applier", ("surgery.hf", "surgery.vllm", "surgery.sglang", "surgery.cli"), "the applier is engine-neutral"),
-    ("surgery.recipe", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.resolver", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.plan", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.mermaid", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.facts", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.render", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.extras", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "config-only layer"),
-    ("surgery.guard", ("surgery.live", "surgery.applier", "surgery.hf", "surgery.vllm", "surgery.sglang"),
-     "the acceptance guard's decisions are pure: every engine feeds them its counters"),
-]
+sys.path.insert(0, str(TOOLS))
+import layermap  # noqa: E402  (tools/layermap.py: the one reader of surgery/data/layers.yaml)
+
+TABLE = layermap.load()
 
 
 def engine_names() -> tuple[str, ...]:
@@ -215,39 +195,104 @@ def engine_names() -> tuple[str, ...]:
     return ENGINES
 
 
-def _op_package_rules():
-    """Each op package (`surgery/ops/<kind>/__init__.py`) imports no performer, no registry, no
-    applier; each performer (`<kind>/<engine>.py`) no applier and no registry."""
-    rules = []
+def _rel(name: str) -> str:
+    """A package module's path under surgery/, as the layer table spells it."""
+    return MODULES[name].relative_to(PKG).as_posix()
+
+
+def _package_imports() -> list[tuple[str, str, int]]:
+    """(importer, imported, line) for every import between two package modules, at any depth."""
+    out = []
     for name in MODULES:
-        parts = name.split(".")
-        if len(parts) == 3 and parts[:2] == ["surgery", "ops"] and _is_package(name):
-            performers = tuple(m for m in MODULES if m.startswith(name + ".") and m.rsplit(".", 1)[1] in engine_names())
-            rules.append((name, performers + ("surgery.ops.registry", "surgery.applier"),
-                          "an op's spec knows no performer"))
-        if len(parts) == 4 and parts[:2] == ["surgery", "ops"]:
-            rules.append((name, ("surgery.ops.registry", "surgery.applier"), "a performer knows no applier"))
-    return rules
+        if not name.startswith("surgery"):
+            continue
+        for target, _, node in imports_of(name):
+            if target != name and target.startswith("surgery"):
+                out.append((_rel(name), _rel(target), node.lineno))
+    return out
 
 
-def layer_violations() -> list[str]:
-    problems = []
-    graph = import_graph()
-    for importer, forbidden, why in LAYER_RULES + _op_package_rules():
-        for name, targets in graph.items():
-            if name != importer and not name.startswith(importer + "."):
-                continue
-            if importer.count(".") == 3 and name != importer:  # a performer rule names one module
-                continue
-            for t in targets:
-                if any(t == f or t.startswith(f + ".") for f in forbidden):
-                    problems.append(f"{name} imports {t}: {why}")
-    return problems
+def test_every_module_has_a_layer():
+    """The map is whole: a new module fails here until surgery/data/layers.yaml places it."""
+    missing = [rel for rel in layermap.package_files() if layermap.place(rel, TABLE) is None]
+    assert not missing, "modules no entry of surgery/data/layers.yaml places:\n" + "\n".join(missing)
+
+
+def upward_imports(table: dict = TABLE, imports: list | None = None) -> list[tuple[str, str, int]]:
+    """Imports from a module to one of a higher layer, the allowed ones included."""
+    out = []
+    for a, b, line in (_package_imports() if imports is None else imports):
+        la, lb = layermap.place(a, table), layermap.place(b, table)
+        if la and lb and lb["layer"] > la["layer"]:
+            out.append((a, b, line))
+    return out
 
 
 def test_layers_import_downwards_only():
-    problems = layer_violations()
+    """Every import, inside functions included, goes to the importer's layer or below, except
+    the ones surgery/data/layers.yaml allows by name (each with why); an allowed one that no longer
+    exists must leave the list."""
+    allowed = {(a["from"], a["to"]) for a in TABLE["allowed_upward"]}
+    layer = {rel: e for rel, e in layermap.placement(TABLE).items()}
+    found = upward_imports()
+    problems = [f"surgery/{a}:{line} imports surgery/{b}: layer {layer[a]['layer']} ({layer[a]['name']}) "
+                f"-> {layer[b]['layer']} ({layer[b]['name']})" for a, b, line in found if (a, b) not in allowed]
+    stale = allowed - {(a, b) for a, b, _ in found}
+    problems += [f"allowed_upward {a} -> {b} no longer happens: remove it" for a, b in sorted(stale)]
     assert not problems, "\n".join(problems)
+
+
+def test_forbidden_imports_within_the_allowed_direction():
+    """What the order allows but the design does not (the kernel knows no op; engine integrations do
+    not import each other; a performer knows no registry)."""
+    problems = []
+    for a, b, line in _package_imports():
+        for rule in TABLE["forbidden"]:
+            if layermap.any_match(rule["from"], a) and layermap.any_match(rule["to"], b):
+                problems.append(f"surgery/{a}:{line} imports surgery/{b}: {rule['why']}")
+    assert not problems, "\n".join(problems)
+
+
+def room(rel: str) -> str:
+    """A folder of the package, or a top-level module (its own room)."""
+    first = rel.split("/")[0]
+    return "surgery" if first == "__init__.py" else first.removesuffix(".py")
+
+
+def folder_cycles(imports: list | None = None) -> list[list[str]]:
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in (_package_imports() if imports is None else imports):
+        graph.setdefault(room(a), set())
+        graph.setdefault(room(b), set())
+        if room(a) != room(b):
+            graph[room(a)].add(room(b))
+    return cycles(graph)
+
+
+def test_no_loop_between_folders():
+    """Package A imports B and B imports A, at the folder level (imports inside functions count),
+    except the loops surgery/data/layers.yaml allows by name."""
+    allowed = [sorted(c["rooms"]) for c in TABLE["allowed_folder_cycles"]]
+    found = folder_cycles()
+    problems = [" <-> ".join(c) for c in found if c not in allowed]
+    problems += [f"allowed_folder_cycles {c} no longer happens: remove it" for c in allowed if c not in found]
+    assert not problems, "folder-level loops:\n" + "\n".join(problems)
+
+
+def test_the_layer_checks_find_what_they_look_for():
+    """The checks themselves, on a made-up import list: an upward import and a folder loop."""
+    table = {"layers": [{"layer": 0, "name": "low", "modules": ["a/", "a/top.py"]},
+                        {"layer": 1, "name": "high", "modules": ["b/", "ops/*/__init__.py"]}]}
+    table["layers"][0]["modules"].remove("a/top.py")
+    table["layers"][1]["modules"].append("a/top.py")  # a file key beats its folder
+    imports = [("a/x.py", "b/y.py", 1), ("b/y.py", "a/x.py", 2), ("a/top.py", "b/y.py", 3), ("a/x.py", "a/top.py", 4)]
+    assert upward_imports(table, imports) == [("a/x.py", "b/y.py", 1), ("a/x.py", "a/top.py", 4)]
+    assert layermap.place("a/top.py", table)["name"] == "high"
+    assert layermap.place("a/x.py", table)["name"] == "low"
+    assert layermap.place("ops/keep/__init__.py", table)["name"] == "high"
+    assert layermap.place("ops/keep/hf.py", table) is None
+    assert folder_cycles(imports) == [["a", "b"]]
+    assert folder_cycles([("a/x.py", "b/y.py", 1)]) == []
 
 
 @pytest.mark.parametrize("kind", sorted(m.split(".")[2] for m in MODULES if m.count(".") == 2

@@ -47,6 +47,23 @@ def test_cli_md_is_generated():
     _compare(GEN.CLI_MD, GEN.cli_markdown())
 
 
+def test_architecture_md_layer_table_is_generated():
+    """The layer table of docs/architecture.md is what surgery/data/layers.yaml says (issue 43)."""
+    _compare(GEN.ARCHITECTURE_MD, GEN.architecture_markdown())
+
+
+def test_the_layer_table_shows_every_module_in_its_layer():
+    lm = GEN._layermap()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in GEN.layers_markdown().splitlines()
+            if line.startswith("| ") and line[2].isdigit()}
+    for rel, entry in lm.placement().items():
+        folder, _, name = rel.rpartition("/")
+        row = rows[f"{entry['layer']} {entry['name']}"]
+        shown = f"`{name}`" if not folder else f"`{folder}/`: "
+        assert shown in row and name.removesuffix(".py") in row, (rel, row)
+    assert len(lm.placement()) == len(lm.package_files())
+
+
 def test_recipe_reference_is_generated():
     """Schema keys plus the op table generated from the op registry (surgery/ops/)."""
     _compare(GEN.REFERENCE_MD, GEN.generated()[GEN.REFERENCE_MD])

@@ -182,7 +182,7 @@ def test_hf_apply_without_models_refuses_other_families(recipe, capsys):
 def test_gemma4_pair_lists_held_out_prompts_and_target_greedy_stats():
     """Like the family pairs: prompts, the target's greedy distinct ratios on them, seed, builder;
     `surgery apply gemma4-mtp` (HF and vLLM) measures on these prompts by default."""
-    from surgery.hf.pair import WEIGHTS_DIR
+    from surgery.tinypair import WEIGHTS_DIR
     from surgery.pairs import held_out_prompts
 
     p = builtin_pair("gemma4-mtp")

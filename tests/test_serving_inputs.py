@@ -13,7 +13,7 @@ from surgery import pairs
 from surgery.cli import main
 from surgery.diagnostics import SurgeryError
 from surgery import bytevocab
-from surgery.hf import pair as tiny
+from surgery import tinypair as tiny
 from surgery.recipe import load_recipe
 from surgery.vllm import report as rep
 
@@ -48,7 +48,7 @@ def test_missing_recipe_file_hint_speaks_of_recipes(tmp_path):
 
 
 def test_committed_tokenizer_files_equal_a_fresh_build():
-    from surgery.hf.tokenizer import tokenizer_files
+    from surgery.bytetokenizer import tokenizer_files
 
     fresh = tokenizer_files()
     assert set(fresh) == {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
@@ -58,7 +58,7 @@ def test_committed_tokenizer_files_equal_a_fresh_build():
 
 
 def test_tokenizer_is_the_pairs_byte_encoding():
-    from surgery.hf.tokenizer import build_tokenizer
+    from surgery.bytetokenizer import build_tokenizer
 
     tok = build_tokenizer()
     for text in TEXTS:

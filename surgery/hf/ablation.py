@@ -58,7 +58,7 @@ def ablation(plan, draft, target, report, prompts, args, progress, check=None) -
 
 
 def _unshared_layer_types(target) -> list[str]:
-    from .kvrouting import first_kv_shared_layer, text_config
+    from ..live.kvrouting import first_kv_shared_layer, text_config
 
     cfg = text_config(target.config)
     return list(cfg.layer_types[: first_kv_shared_layer(cfg)])
@@ -68,7 +68,7 @@ def _removal_note(plan, step: int, target, draft, mutations_per_step: dict[int, 
     """Why removing this step cannot change the decoding check in HF, when that is known up front."""
     ops = [o for o in plan.operations if o.step == step]
     if ops and all(o.op == "share_kv" for o in ops):
-        from .kvrouting import default_kv_sources, text_config
+        from ..live.kvrouting import default_kv_sources, text_config
 
         try:
             defaults = default_kv_sources(target.config)

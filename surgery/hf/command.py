@@ -169,7 +169,7 @@ def run_apply(args, out) -> int:
     from ..bytevocab import encode
     from ..pairs import DEFAULT_PROMPTS, held_out_prompts
     from .loader import load_pair
-    from .pair import ensure_tiny_pair
+    from ..tinypair import ensure_tiny_pair
     from .standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe

@@ -12,7 +12,7 @@ forwards are saved.
 The draft reads the target's K/V exactly as in transformers' own MTP generation: the target's
 forward returns ``shared_kv_states`` (``return_shared_kv_states=True``) and the assistant reads
 ``shared_kv_states[self_attn.layer_type]``. A map wired by ``surgery.apply(...)`` is part of that
-contract (surgery/hf/kvrouting.py), so explicit, non-default maps are honoured here too.
+contract (surgery/live/kvrouting.py), so explicit, non-default maps are honoured here too.
 
 Speed (what the loop does per round of k drafted tokens): k draft forwards and one target forward
 over k+1 tokens, no host synchronisation until the round's acceptance is known, then ONE transfer
@@ -31,7 +31,7 @@ import torch
 
 from ..diagnostics import SurgeryError, diag
 from . import fastdraft
-from .kvrouting import publisher_key
+from ..live.kvrouting import publisher_key
 
 
 @dataclass

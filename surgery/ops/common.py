@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 
+# The code a KV map reports when a compared fact differs between a draft layer and the target layer
+# whose cache it reads: the resolver at plan time, share_kv's vLLM performer on the live layers.
+MATCH_CODES = {"head_dim": "SRG303", "num_kv_heads": "SRG304", "sliding_window": "SRG305", "layer_type": "SRG306"}
+
 
 def compact_ranges(values: list[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""

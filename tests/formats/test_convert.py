@@ -12,7 +12,7 @@ import pytest
 from surgery.cli import main
 from surgery.diagnostics import SurgeryError
 from surgery.formats.convert import converted
-from surgery.formats.convert_folder import PROVENANCE, convert_folder, sha256
+from surgery.commands.convert_folder import PROVENANCE, convert_folder, sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = ROOT / "surgery" / "data" / "pairs"

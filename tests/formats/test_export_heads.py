@@ -12,7 +12,7 @@ import pytest
 from surgery.cli import main
 from surgery.diagnostics import SurgeryError
 from surgery.facts import read_facts
-from surgery.formats.convert_folder import PROVENANCE, convert_folder
+from surgery.commands.convert_folder import PROVENANCE, convert_folder
 from surgery.formats.findings import misread_by_runner
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from surgery.live.mutations import SetAttr  # noqa: E402
 from surgery import bytevocab  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import held_out_prompts  # noqa: E402
-from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
+from surgery.live.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 RULE_LINE = "    rule: last_unshared_of_type\n"
@@ -364,7 +364,7 @@ def _share_kv_checks(plan, draft, target, report):
 def test_verification_fails_on_an_untouched_pair_when_the_map_differs(explicit_plan, plan, fresh, monkeypatch):
     """The share_kv check runs the real target forward and looks at what it publishes under the key
     each draft layer reads: it fails wherever the live pair would read another layer than the plan's."""
-    import surgery.hf.kvrouting as kvrouting
+    import surgery.live.kvrouting as kvrouting
 
     target, draft = fresh
     # the check must not go through our own routing code

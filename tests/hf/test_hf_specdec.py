@@ -11,10 +11,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from surgery import bytevocab  # noqa: E402
-from surgery.hf import pair  # noqa: E402
+from surgery import tinypair as pair  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, GEMMA_PAIR, held_out_prompts  # noqa: E402
-from surgery.hf.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402
+from surgery.live.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402
 from surgery.hf.specdec import greedy_generate, speculative_generate  # noqa: E402
 
 # Prompts longer than the sliding window (64) exercise the full-length cache + sliding masks.
@@ -55,7 +55,7 @@ def wrong_map(target, draft) -> dict[int, int]:
 
 @contextlib.contextmanager
 def routed(draft, mapping: dict[int, int], target=None):
-    """Wire draft layer i to target layer j as the applier does (surgery/hf/kvrouting.py): the draft
+    """Wire draft layer i to target layer j as the applier does (surgery/live/kvrouting.py): the draft
     reads ``kv_key(j)`` and, when ``target`` is given, target layer j publishes under that key."""
     attns = [layer.self_attn for layer in draft.model.layers]
     t_attns = [layer.self_attn for layer in target.model.layers] if target is not None else []

@@ -338,7 +338,7 @@ OUTPUTS_HEAD = "eagle3-outputs/draft"  # vLLM ids (1, 7, 8) = ModelOpt / SpecFor
 
 @pytest.fixture(scope="module")
 def exports(pairs, tmp_path_factory):
-    from surgery.formats.convert_folder import convert_folder
+    from surgery.commands.convert_folder import convert_folder
     from surgery.pairs import PAIRS_DIR
 
     root = tmp_path_factory.mktemp("formats")
@@ -414,7 +414,7 @@ def test_the_second_head_in_every_servable_format_accepts_what_it_accepts_as_shi
     """Every format the second head can be served from (a speculators file given as the model, as
     vLLM detects it; a plain EAGLE-3 config; the ModelOpt export converted to speculators, which is
     how SRG656 tells a user to proceed): verified, identical, the same drafts accepted. ~10 s each."""
-    from surgery.formats.convert_folder import convert_folder
+    from surgery.commands.convert_folder import convert_folder
     from surgery.pairs import PAIRS_DIR
 
     target = str(pairs["eagle3"].target)

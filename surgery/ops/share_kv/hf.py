@@ -3,7 +3,7 @@
 A KV-shared attention layer reads `shared_kv_states[self.layer_type]` (modeling_gemma4.py,
 Gemma4TextAttention.forward); the target's layers with `store_full_length_kv` publish there under
 their own `layer_type`. For transformers' default map nothing is rebound; for any other target
-layer j, layer j publishes under its own key (surgery/hf/kvrouting.py `kv_key`) and the draft layer
+layer j, layer j publishes under its own key (surgery/live/kvrouting.py `kv_key`) and the draft layer
 is pointed at that key, so a wired pair runs in transformers' `generate` and in ours.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...diagnostics import SurgeryError, diag
-from ...hf.kvrouting import kv_key, parse_kv_key, publisher_key, reads_target_layer
+from ...live.kvrouting import kv_key, parse_kv_key, publisher_key, reads_target_layer
 from ...live.mutations import SetAttr
 from ...live.paths import attention_path, get_path
 from ...live.prepared import Check, Prepared

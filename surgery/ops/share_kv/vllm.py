@@ -11,7 +11,7 @@ from ...diagnostics import SurgeryError, diag
 from ...engines import card
 from ...live.prepared import Check, Prepared
 from ...live.vllm import kv_sharing_mutations
-from ...resolver import MATCH_CODES
+from ..common import MATCH_CODES
 
 
 def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:

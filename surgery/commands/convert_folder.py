@@ -21,9 +21,14 @@ import shutil
 from pathlib import Path
 
 from ..diagnostics import Diagnostic, Location, SurgeryError, diag, fail
+from ..facts import read_config, read_facts
 from ..folders import Interrupted, signals_raise, staged_dir
-from .convert import converted
-from .recognise import recognise
+from ..formats.convert import converted
+from ..formats.findings import format_findings
+from ..formats.recognise import recognise
+from ..modelref import local_snapshot
+from ..modelsource import is_hub_ref
+from ..version import __version__
 
 PROVENANCE = "surgery-provenance.json"
 # files that hold a head's weights (SafeAILab's EAGLE heads ship pytorch_model.bin)
@@ -142,9 +147,6 @@ def misread_findings(out_dir: Path, target_facts, producer: str | None) -> list[
     written, as write-time warnings, each naming validate's own code (formats/findings.py)."""
     if target_facts is None:
         return []
-    from ..facts import read_facts
-    from .findings import format_findings
-
     out = []
     for d in format_findings(read_facts(str(out_dir)), target_facts, producer=None, method="eagle3"):
         if d.severity in ("error", "warning"):
@@ -155,12 +157,6 @@ def misread_findings(out_dir: Path, target_facts, producer: str | None) -> list[
 
 def convert_folder(src: str, to: str, out: str, target: str | None = None, producer: str | None = None,
                    k: int | None = None, force: bool = False, config_only: bool = False) -> dict:
-    from ..facts import read_config, read_facts  # facts imports this package: read at call time only
-    from ..version import __version__
-
-    from ..modelref import local_snapshot
-    from ..modelsource import is_hub_ref
-
     if is_hub_ref(src):  # a hub head: its files are copied byte for byte, so they are fetched whole
         src = local_snapshot(src, "convert", download=True)
     src_dir, out_dir = Path(src), Path(out)

@@ -24,10 +24,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..diagnostics import Location, fail
-from ..folders import is_complete, staged_dir
+from .diagnostics import Location, fail
+from .folders import is_complete, staged_dir
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny"
+DATA_DIR = Path(__file__).resolve().parent / "data" / "tiny"
 TARGET_CONFIG_JSON = DATA_DIR / "target_config.json"
 DRAFT_CONFIG_JSON = DATA_DIR / "draft_config.json"
 WEIGHTS_DIR = DATA_DIR / "weights"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bytevocab import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, VOCAB_SIZE
+from .bytevocab import BOS_ID, BYTE_OFFSET, EOS_ID, PAD_ID, VOCAB_SIZE
 
 SPECIALS = {PAD_ID: "<pad>", EOS_ID: "<eos>", BOS_ID: "<bos>", 3: "<unk>"}
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
