@@ -218,6 +218,19 @@ def test_every_module_has_a_layer():
     assert not missing, "modules no entry of surgery/data/layers.yaml places:\n" + "\n".join(missing)
 
 
+def test_the_layer_table_is_well_formed():
+    """Distinct layer numbers; every key places at least one module (no stale key); every allowed
+    exception and forbidden import says why."""
+    numbers = [e["layer"] for e in TABLE["layers"]]
+    assert len(set(numbers)) == len(numbers)
+    assert all({"layer", "name", "says", "modules"} <= set(e) for e in TABLE["layers"])
+    files = layermap.package_files()
+    stale = [k for e in TABLE["layers"] for k in e["modules"] if not any(layermap.matches(k, f) for f in files)]
+    assert not stale, f"keys of surgery/data/layers.yaml that place no module: {stale}"
+    for section in ("allowed_upward", "allowed_folder_cycles", "forbidden"):
+        assert all(str(x.get("why", "")).strip() for x in TABLE[section]), f"{section}: an entry without why"
+
+
 def upward_imports(table: dict = TABLE, imports: list | None = None) -> list[tuple[str, str, int]]:
     """Imports from a module to one of a higher layer, the allowed ones included."""
     out = []
