@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -266,9 +265,7 @@ def live(tmp_path_factory):
         llm, error = None, None
         try:
             with env(SURGERY_REPORT=str(report)):
-                t0 = time.perf_counter()
                 llm = engine.start_engine(**kw)
-                t1 = time.perf_counter()
                 scheduler = llm.llm_engine.engine_core.engine_core.scheduler
                 try:
                     outs = engine.generate(llm, prompts)
@@ -283,7 +280,7 @@ def live(tmp_path_factory):
             if llm is not None:
                 engine.shutdown(llm)
         run_state = state.recorded(scheduler, "guard")
-        out[name] = {"start_s": t1 - t0, "log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
+        out[name] = {"log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
                      "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
 
     run("healthy", LIVE_GUARD)
