@@ -76,13 +76,14 @@ def child(target: str, draft: str, with_plugin: bool) -> dict:
     from surgery.vllm import state, wiring
 
     proposer = wiring.find_live_drafter(llm)
-    plan = state.recorded(proposer, "plan")
+    st = state.get(proposer) or state.PluginState()  # nothing recorded: every field None
+    plan = st.plan
     out["recipe_applied"] = plan is not None
     if plan is not None:
         out.update(timings)
-        out["apply_s"] = state.recorded(proposer, "report").seconds
-        out["operations"] = len(state.recorded(proposer, "report").applied)
-        out["verified"] = state.recorded(proposer, "verify").ok and all(c.ok for c in state.recorded(proposer, "kv_checks"))
+        out["apply_s"] = st.report.seconds
+        out["operations"] = len(st.report.applied)
+        out["verified"] = st.verification.ok and all(c.ok for c in st.kv_checks)
     else:
         out["scales_copied"] = False
     tp.shutdown(llm)

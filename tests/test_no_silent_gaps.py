@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT, ROOT  # noqa: E402
 from surgery import Runtime, load_recipe, read_facts, resolve  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
-from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin  # noqa: E402
+from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin, state  # noqa: E402
 from surgery.applier.core import prepare_op  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -160,7 +160,7 @@ def test_vllm_engine_start_fails_on_an_op_it_cannot_perform(stand_in_attention, 
     assert draft.model.embed_tokens is not target.model.embed_tokens  # nothing applied
     proposer = proposer_for(draft, str(recipe), strict=False)
     live_apply.after_draft_loaded(proposer, target)
-    assert [d.code for d in proposer._surgery_report.not_applicable] == ["SRG321"]
+    assert [d.code for d in state.get(proposer).report.not_applicable] == ["SRG321"]
     draft2, target2 = e2b_models()
     monkeypatch.setenv("SURGERY_STRICT", "0")
     live_apply.after_draft_loaded(proposer_for(draft2, str(recipe)), target2)

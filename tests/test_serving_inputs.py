@@ -201,7 +201,10 @@ def test_report_unwritable_is_a_coded_warning(tmp_path, monkeypatch):
     logger = get_logger()
     logger.addHandler(handler)
     try:
-        proposer = SimpleNamespace(_surgery_plan=_plan())
+        from surgery.vllm import state
+
+        proposer = SimpleNamespace()
+        state.of(proposer).plan = _plan()
         assert rep.write_for_proposer(proposer, rank=0) is None
     finally:
         logger.removeHandler(handler)
@@ -211,6 +214,10 @@ def test_report_unwritable_is_a_coded_warning(tmp_path, monkeypatch):
 def test_no_report_without_env(monkeypatch):
     from types import SimpleNamespace
 
+    from surgery.vllm import state
+
     monkeypatch.delenv(rep.ENV_REPORT, raising=False)
-    assert rep.write_for_proposer(SimpleNamespace(_surgery_plan=object()), rank=0) is None
+    proposer = SimpleNamespace()
+    state.of(proposer).plan = object()
+    assert rep.write_for_proposer(proposer, rank=0) is None
     assert os.environ.get(rep.ENV_REPORT) is None

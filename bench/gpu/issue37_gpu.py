@@ -124,8 +124,9 @@ def stages(proposer) -> dict:
     """The plugin's three stages on the live proposer (load, KV bound, warmed)."""
     from surgery.vllm import state
 
-    v, kv, w = (state.recorded(proposer, n) for n in ("verify", "kv_checks", "warmed"))
-    rep, info = state.recorded(proposer, "report"), state.recorded(proposer, "load_info") or {}
+    st = state.get(proposer) or state.PluginState()
+    v, kv, w = st.verification, st.kv_checks, st.warmed
+    rep, info = st.report, st.load_info or {}
     return {"load": None if v is None else {"ok": v.ok, "checks": len(v.checks),
                                              "failed": [f"{c.op_id}: {c.name}" for c in v.failed]},
             "kv_bound": None if kv is None else {"ok": all(c.ok for c in kv), "checks": len(kv)},

@@ -70,10 +70,11 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
             runner = wiring.find_live_runner(llm)
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
-            audit = state.recorded(proposer, "audit")
-            if audit is None and state.recorded(proposer, "plan") is not None:
+            st = state.get(proposer) or state.PluginState()  # nothing recorded: every field None
+            audit = st.audit
+            if audit is None and st.plan is not None:
                 # the recipe was applied: audit the live objects afterwards, as audit mode would have
-                audit = audit_mod.Audit(state.recorded(proposer, "plan"))
+                audit = audit_mod.Audit(st.plan)
                 audit_mod.audit_after_load(audit, proposer, runner.model)
                 audit_mod.audit_after_kv_cache(audit, proposer, runner.model)
                 res["audited_after_apply"] = True
@@ -82,7 +83,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
                 res["audit_ok"] = not audit.errors
                 res["audit_checked"] = dict(audit.checked)
                 res["audit_not_applicable"] = list(audit.not_applicable)
-            v = state.recorded(proposer, "verify")
+            v = st.verification
             res["plugin_verify_ok"] = v.ok if v is not None else None
     finally:
         hooks.remove_hook(scale_hook)

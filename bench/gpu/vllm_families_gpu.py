@@ -9,8 +9,8 @@ share it too), then per family the speculative engine with the plugin applying t
 (additional_config {"surgery": {"recipe": NAME}}), 3 draft tokens, the pair's held-out prompts,
 48 tokens. Recorded per engine: start time, output identity per prompt vs the greedy reference,
 vLLM's spec-decode counters (acceptance overall and per draft position), the runner and proposer
-classes actually used (v2: runner.speculator), the plugin's verification (_surgery_verify,
-_surgery_kv_checks, the engine checks of steps vLLM's loader did) and the live wiring (for EAGLE-3:
+classes actually used (v2: runner.speculator), the plugin's verification (state verification,
+kv_checks, the engine checks of steps vLLM's loader did) and the live wiring (for EAGLE-3:
 the aux layer ids the live target returns). EAGLE-3 also runs its ablation row: the head's config
 without eagle_aux_hidden_state_layer_ids, stock engine, no recipe (vllm#50170: vLLM's default
 layers feed the head); every family's rows of surgery/data/pairs/ablations.yaml run too (config
@@ -282,16 +282,17 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
     res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
     res["tokens"] = outs
-    v = state.recorded(proposer, "verify")
+    st = state.get(proposer) or state.PluginState()  # nothing recorded: every field None
+    v = st.verification
     plugin_rep: dict = {"verified": v.ok if v is not None else None}
     if v is not None:
-        rep, plan = state.recorded(proposer, "report"), state.recorded(proposer, "plan")
+        rep, plan = st.report, st.plan
         plugin_rep.update(
             checks=_checks(v.checks), applied=list(rep.applied),
             not_applicable=[f"{d.code} {d.message}" for d in rep.not_applicable],
             skipped=[f"{x.code} step {x.step} {x.op}: {x.reason}" for x in plan.skipped],
             engine_checks=engine_checks(plan, rep, wiring if isinstance(wiring, dict) else None))
-    kv = state.recorded(proposer, "kv_checks")
+    kv = st.kv_checks
     plugin_rep["kv_checks"] = _checks(kv)
     plugin_rep["kv_checks_ok"] = all(c.ok for c in kv) if kv else None
     res["plugin"] = plugin_rep

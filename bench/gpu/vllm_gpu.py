@@ -147,10 +147,11 @@ def run_engine(label, target_dir, draft_dir, prompts, *, spec: bool, recipe: str
             proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
             res["runner"] = type(runner).__module__ + "." + type(runner).__name__
             res["wiring"] = summarize_wiring(wiring.describe_wiring(proposer, runner.model))
-            v = state.recorded(proposer, "verify")
+            st = state.get(proposer) or state.PluginState()  # nothing recorded: every field None
+            v = st.verification
             res["plugin_verify_ok"] = v.ok if v is not None else None
-            res["plugin_kv_checks_ok"] = (all(c.ok for c in state.recorded(proposer, "kv_checks"))
-                                          if state.recorded(proposer, "kv_checks") else None)
+            res["plugin_kv_checks_ok"] = (all(c.ok for c in st.kv_checks)
+                                          if st.kv_checks else None)
     finally:
         if scale_hook:
             hooks.remove_hook(scale_hook)

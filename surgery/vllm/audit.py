@@ -406,18 +406,20 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
         audit.na("after_load", f"{type(exc).__name__}: {exc}")
     config_findings(audit, proposer, selection)
-    state.record(proposer, audit=audit, audit_target=target_model)
+    st = state.of(proposer)
+    st.audit, st.audit_target = audit, target_model
     _log(audit, "load")
     _write(audit, "load")
     return audit
 
 
 def after_kv_cache_bound(proposer: Any, is_profiling: bool, kv_cache_config: Any = None) -> Audit | None:
-    audit = state.recorded(proposer, "audit")
+    st = state.get(proposer)
+    audit = st.audit if st is not None else None
     if audit is None or is_profiling:
         return audit
     try:
-        audit_after_kv_cache(audit, proposer, state.recorded(proposer, "audit_target"), kv_cache_config)
+        audit_after_kv_cache(audit, proposer, st.audit_target, kv_cache_config)
     except Exception as exc:  # noqa: BLE001
         audit.na("after_kv_cache", f"{type(exc).__name__}: {exc}")
     _log(audit, "kv_cache")
@@ -426,11 +428,12 @@ def after_kv_cache_bound(proposer: Any, is_profiling: bool, kv_cache_config: Any
 
 
 def after_warmed_up(proposer: Any) -> Audit | None:
-    audit = state.recorded(proposer, "audit")
+    st = state.get(proposer)
+    audit = st.audit if st is not None else None
     if audit is None:
         return None
     try:
-        compare_scales(audit, "warmed", get_layer_maps(proposer, state.recorded(proposer, "audit_target")))
+        compare_scales(audit, "warmed", get_layer_maps(proposer, st.audit_target))
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
         audit.na("after_warm_up", f"{type(exc).__name__}: {exc}")
     _log(audit, "warmed")

@@ -90,9 +90,10 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
         decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec, reference_top)
         decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
         plugin = {"verified": None}
-        v = state.recorded(proposer, "verify") if proposer is not None else None
+        st = state.get(proposer)
+        v = st.verification if st is not None else None
         if v is not None:
-            rep, plan = state.recorded(proposer, "report"), state.recorded(proposer, "plan")
+            rep, plan = st.report, st.plan
             plugin = {"verified": v.ok, "checks": len(v.checks), "failed": [f"{c.op_id}: {c.name}" for c in v.failed],
                       "applied": list(rep.applied),
                       "not_applicable": [f"{d.code} {d.message}" for d in rep.not_applicable],
@@ -108,7 +109,8 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
 def guard_record(llm) -> dict | None:
     """The acceptance guard's record of an in-process engine (None when it was off or is elsewhere)."""
     core = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "engine_core", None)
-    run = state.recorded(getattr(core, "scheduler", None), "guard")
+    st = state.get(getattr(core, "scheduler", None))
+    run = st.guard if st is not None else None  # surgery/vllm/guard.py guard_run
     return run.guard.to_dict() if run is not None and run.guard is not None else None
 
 

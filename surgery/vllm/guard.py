@@ -92,12 +92,19 @@ def build(vllm_config: Any) -> GuardRun:
     return GuardRun(guard)
 
 
+def guard_run(scheduler: Any) -> GuardRun | None:
+    """The GuardRun the scheduler's wrapped __init__ recorded (None before it ran, or elsewhere)."""
+    st = state.get(scheduler)
+    return st.guard if st is not None else None
+
+
 def _init_wrapper(orig):
     @functools.wraps(orig)
     def __init__(self, *args, **kwargs):
         orig(self, *args, **kwargs)
-        if state.recorded(self, "guard") is None:  # a subclass's __init__ calling super() sets it up once
-            state.record(self, guard=build(self.vllm_config))
+        st = state.of(self)
+        if st.guard is None:  # a subclass's __init__ calling super() sets it up once
+            st.guard = build(self.vllm_config)
 
     setattr(__init__, _MARK, orig)
     return __init__
@@ -109,7 +116,7 @@ def _observe_wrapper(orig):
                                  num_invalid_spec_tokens=None, request_id=None, *args, **kwargs):
         result = orig(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens,
                       request_id, *args, **kwargs)
-        run = state.recorded(self, "guard")
+        run = guard_run(self)
         if run is not None and run.guard is not None and num_draft_tokens:
             drafted = num_draft_tokens - ((num_invalid_spec_tokens or {}).get(request_id, 0))
             try:
@@ -128,7 +135,7 @@ def _observe_wrapper(orig):
 def _step_wrapper(orig):
     @functools.wraps(orig)
     def update_from_output(self, scheduler_output, *args, **kwargs):
-        run = state.recorded(self, "guard")
+        run = guard_run(self)
         if run is None or run.guard is None:
             return orig(self, scheduler_output, *args, **kwargs)
         run.batch = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())

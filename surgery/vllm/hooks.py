@@ -184,7 +184,7 @@ def _make_load_model_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
         outermost = _enter("load", self) == 1
         try:
             if outermost:
-                state.record(self, target_model=target_model)
+                state.of(self).target_model = target_model
                 for cb in list(_callbacks["before"]):
                     cb(self, target_model)
             result = orig(self, target_model, *args, **kwargs)
@@ -388,4 +388,5 @@ def installed_targets() -> list[str]:
 
 def target_model_of(proposer: Any) -> Any:
     """The target model the wrapped ``load_model`` was called with (None before it ran)."""
-    return state.recorded(proposer, "target_model")
+    st = state.get(proposer)
+    return st.target_model if st is not None else None

@@ -30,13 +30,10 @@ def _scales(info: dict | None) -> dict | None:
 
 def surgery_summary(proposer: Any) -> dict | None:
     """The plugin's results stored on the proposer (None if no recipe was applied)."""
-    plan = state.recorded(proposer, "plan")
-    if plan is None:
+    st = state.get(proposer)
+    if st is None or st.plan is None:
         return None
-    report = state.recorded(proposer, "report")
-    ver = state.recorded(proposer, "verify")
-    kv = state.recorded(proposer, "kv_checks")
-    warmed, load = state.recorded(proposer, "warmed"), state.recorded(proposer, "load_info")
+    plan, report, ver, kv, warmed, load = st.plan, st.report, st.verification, st.kv_checks, st.warmed, st.load_info
     return {
         "recipe": plan.recipe,
         "recipe_file": plan.recipe_file,
@@ -49,7 +46,7 @@ def surgery_summary(proposer: Any) -> dict | None:
         # SRG321: operations this engine did not perform, each with its reason
         "not_applicable": [d.to_dict() for d in report.not_applicable] if report is not None else None,
         "decisions": dict(report.decisions) if report is not None else None,
-        "hint_problems": [d.to_dict() for d in state.recorded(proposer, "hint_problems") or []],
+        "hint_problems": [d.to_dict() for d in st.hint_problems or []],
         "apply_seconds": report.seconds if report is not None else None,
         "verification": None if ver is None else {
             "ok": ver.ok, "checks": len(ver.checks), "failed": [c.to_dict() for c in ver.failed]},

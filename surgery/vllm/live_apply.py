@@ -28,7 +28,8 @@ from typing import Any
 from ..diagnostics import SurgeryError, diag
 from ..live.paths import attention_path, get_path
 from ..live.prepared import Check, NotApplicable
-from ..live.vllm import VLLMContext, aux_holder, target_language_model
+from ..live.mutations import SetAttr
+from ..live.vllm import aux_holder, target_language_model
 from . import state
 from .log import APPLIED, KV_BOUND, REFRESHED, WARMED, get_logger
 from .selection import (audit_mode, calculates_kv_scales, kv_scales_follow_target, load_format, plan_from_config,
@@ -96,23 +97,23 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
     problems = hint_problems(plan, proposer, draft, target_lm)
     if problems and is_strict:
         raise SurgeryError(problems)
-    spec = getattr(proposer.vllm_config, "speculative_config", None)
     kv_scales = kv_scales_problems(proposer, plan, draft, target_lm)
     if any(d.severity == "error" for d in kv_scales) and is_strict:  # SRG514; non-strict: the warmed stage shows it
         raise SurgeryError([d for d in kv_scales if d.severity == "error"])
     info = load_info(proposer.vllm_config)
-    context = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context,
-                          method=getattr(spec, "method", None), dummy_load=info["dummy"])
+    st = state.of(proposer)
+    st.load_info = info
+    context = st.engine_context(proposer)  # built once; every later stage uses it
     report = apply_plan(plan, draft, target_lm, context, strict=is_strict)
     t0 = time.perf_counter()
     verification = verify_plan(plan, draft, target_lm, context, report=report)
     info["verify_seconds"] = time.perf_counter() - t0
     if not verification.ok:
         rollback(report)  # never leave a wiring that failed its own checks in place
-    state.record(proposer, plan=plan, report=report, verify=verification, target_lm=target_lm, hint_problems=problems,
-                 load_info=info, load_values=load_values(plan, draft, target_lm) if verification.ok else None)
+    st.loaded(plan, report, verification, target_lm, problems, info,
+              load_values(plan, draft, target_lm, context) if verification.ok else None)
     if verification.ok and any(d.code == "SRG517" for d in kv_scales):  # the fix: stop the draft's own calculation
-        state.record(proposer, kv_scales_fix=stop_own_scale_calculation(plan, draft, target_lm))
+        st.kv_scales_fix = stop_own_scale_calculation(plan, draft, target_lm, st)
     write_for_proposer(proposer)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     get_logger().info(
@@ -164,13 +165,14 @@ def kv_scales_problems(proposer: Any, plan: Any, draft: Any, target: Any) -> lis
                               version_known=False)
 
 
-def stop_own_scale_calculation(plan: Any, draft: Any, target: Any) -> dict:
+def stop_own_scale_calculation(plan: Any, draft: Any, target: Any, st: state.PluginState) -> dict:
     """The fix, part 1 (at load): each KV-shared draft layer stops computing its own scales in its first
-    forward (`calculate_kv_scales = False`); part 2 runs after the warm-up (`follow_target_scales`)."""
+    forward (`calculate_kv_scales = False`, a reversible change kept on `st`); part 2 runs after the
+    warm-up (`follow_target_scales`)."""
     stopped = []
     for op, d, _ in _kv_layers(plan, draft, target):
         if getattr(d, "calculate_kv_scales", False) is True:
-            d.calculate_kv_scales = False
+            st.change([SetAttr(f"{op.id}:calculate_kv_scales", d, "calculate_kv_scales", False, kind="attribute")])
             stopped.append(op.draft_layer)
     return {"stopped": stopped, "recopied": None, "targets_calculated": None}
 
@@ -178,23 +180,22 @@ def stop_own_scale_calculation(plan: Any, draft: Any, target: Any) -> dict:
 def follow_target_scales(proposer: Any) -> dict:
     """The fix, part 2 (after the warm-up): the target layers have calculated their scales; copy them
     onto the draft layers in all three representations (the copy_attrs performer's own copy)."""
-    fix = dict(state.recorded(proposer, "kv_scales_fix") or {})
-    plan, target = state.recorded(proposer, "plan"), state.recorded(proposer, "target_lm")
-    pending = [op.target_layer for op, _, t in _kv_layers(plan, proposer.model, target)
+    st = state.of(proposer)
+    fix = dict(st.kv_scales_fix or {})
+    pending = [op.target_layer for op, _, t in _kv_layers(st.plan, proposer.model, st.target_lm)
                if getattr(t, "calculate_kv_scales", False) is True]
     fix["targets_calculated"] = not pending
     fix["targets_not_calculated"] = sorted(set(pending))
     fix["recopied"] = refresh_copied_attrs(proposer)
-    state.record(proposer, kv_scales_fix=fix)
+    st.kv_scales_fix = fix
     return fix
 
 
-def load_values(plan: Any, draft: Any, target: Any) -> dict:
+def load_values(plan: Any, draft: Any, target: Any, context: Any) -> dict:
     """The copied values right after apply, per copy_attr op (draft, target): what the warmed stage
     compares with to say which side changed; plus each KV-shared layer's calculate_kv_scales flag."""
     from ..live.values import plain_value
 
-    context = VLLMContext(is_attention=lambda m: True)
     out: dict = {"values": {}, "calculate": {}}
     for op in plan.ops("copy_attr"):
         try:
@@ -210,10 +211,11 @@ def load_values(plan: Any, draft: Any, target: Any) -> dict:
 def kv_cache_checks(proposer: Any, kv_cache_config: Any = None) -> list:
     """After KV caches are bound: each shared draft layer's cache tensor IS its target's, and the
     layer is in its target's KV-cache group (the block table it reads with)."""
-    plan = state.recorded(proposer, "plan")
+    st = state.get(proposer)
+    plan = st.plan if st is not None else None
     if plan is None:
         return []
-    draft, target = proposer.model, state.recorded(proposer, "target_lm")
+    draft, target = proposer.model, st.target_lm
     groups = kv_cache_groups_of(kv_cache_config)
     checks = []
     for op in plan.ops("capture_hidden_states"):
@@ -244,12 +246,13 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
     # the runner deep-copies the config it is given and files the KV-shared layers into the copy's
     # groups (gpu_model_runner.initialize_kv_cache): that copy is what its block tables come from
     kv_cache_config = getattr(runner, "kv_cache_config", None) or kv_cache_config
-    if state.recorded(proposer, "audit") is not None or audit_mode(vllm_config):
+    st = state.get(proposer)
+    if (st is not None and st.audit is not None) or audit_mode(vllm_config):
         from . import audit
 
         audit.after_kv_cache_bound(proposer, is_profiling, kv_cache_config)  # audit mode: observe only (audit.py)
         return
-    if state.recorded(proposer, "plan") is None:
+    if st is None or st.plan is None:
         # a recipe is selected but the after-load callback never ran: the draft was loaded through a
         # method no hook wraps (a runner this release does not know). Never serve it unwired.
         ref = selected_recipe(vllm_config)
@@ -263,7 +266,7 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
     from .report import write_for_proposer
 
     checks = kv_cache_checks(proposer, kv_cache_config)
-    state.record(proposer, kv_checks=checks)
+    st.kv_bound(checks)
     write_for_proposer(proposer)
     failed = [c for c in checks if not c.ok]
     get_logger().info(KV_BOUND.fmt, len(checks) - len(failed), len(checks))
@@ -282,11 +285,12 @@ def refresh_copied_attrs(proposer: Any) -> int:
 
     from ..applier.core import prepare_op
 
-    plan = state.recorded(proposer, "plan")
+    st = state.get(proposer)
+    plan = st.plan if st is not None else None
     if plan is None:
         return 0
-    draft, target = proposer.model, state.recorded(proposer, "target_lm")
-    context = VLLMContext(is_attention=lambda m: True)  # the layers were checked when the plan was applied
+    draft, target = proposer.model, st.target_lm
+    context = st.engine_context(proposer)  # the one the plan was applied with
     n = 0
     for op in plan.ops("copy_attr"):
         d_attn, t_attn = context.attention_pair(op, draft, target)
@@ -297,8 +301,7 @@ def refresh_copied_attrs(proposer: Any) -> int:
                                   context)
         except NotApplicable:
             continue  # reported as not applicable at apply time (attribute absent in this vLLM)
-        for m in prepared.mutations:
-            m.apply()
+        st.change(prepared.mutations)  # kept, so a rollback undoes the refresh too
         n += 1
     return n
 
@@ -306,7 +309,7 @@ def refresh_copied_attrs(proposer: Any) -> int:
 def after_weights_reloaded(runner: Any) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     if proposer is not None:
-        state.record(proposer, reloaded=True)
+        state.of(proposer).reloaded = True
         n = refresh_copied_attrs(proposer)
         if n:
             get_logger().info(REFRESHED.fmt, n)
@@ -324,15 +327,16 @@ def engine_step(proposer: Any, plan: Any, check: Check) -> str:
     from ..checks.kv_scales import engine_step as kv_step
     from ..live.values import plain_value, values_equal
 
-    base = state.recorded(proposer, "load_values") or {}
+    st = state.of(proposer)
+    base = st.load_values or {}
     op = next((o for o in plan.operations if o.id == check.op_id), None)
     changed = ""
     if op is not None and getattr(op, "attr", None) in SCALE_ATTRS:
-        draft, target = proposer.model, state.recorded(proposer, "target_lm")
+        draft, target = proposer.model, st.target_lm
         share = next((o for o in plan.ops("share_kv") if o.draft_layer == op.draft_layer), None)
         flags = base.get("calculate", {}).get(share.id) if share is not None else None
         try:
-            d, t = VLLMContext(is_attention=lambda m: True).attention_pair(op, draft, target)
+            d, t = st.engine_context(proposer).attention_pair(op, draft, target)
         except Exception:  # noqa: BLE001
             d = t = None
         if op.id in base.get("values", {}) and d is not None:
@@ -347,7 +351,7 @@ def engine_step(proposer: Any, plan: Any, check: Check) -> str:
                 return f"{kv_step()}: the draft layer computed its own scales{changed}"
             if t_was is True and getattr(t, "calculate_kv_scales", None) is False:
                 return f"{kv_step()}: the target layer computed its scales after load, the draft kept the copy{changed}"
-    if state.recorded(proposer, "reloaded"):
+    if st.reloaded:
         return f"vLLM's reload_weights (process_weights_after_loading){changed}"
     return ("not identified: changed between load and the end of the warm-up (profile run, KV-cache binding, "
             f"warm-up / compile / CUDA-graph capture){changed}")
@@ -357,22 +361,19 @@ def warmed_checks(proposer: Any, runner: Any) -> list:
     """Every check of the applied plan, run again on the live objects, plus the KV-cache checks."""
     from ..applier import verify_plan
 
-    plan, report = state.recorded(proposer, "plan"), state.recorded(proposer, "report")
-    target = state.recorded(proposer, "target_lm")
-    spec = getattr(proposer.vllm_config, "speculative_config", None)
-    info = state.recorded(proposer, "load_info") or {}
-    context = VLLMContext(proposer.vllm_config.compilation_config.static_forward_context,
-                          method=getattr(spec, "method", None), dummy_load=bool(info.get("dummy")))
-    checks = list(verify_plan(plan, proposer.model, target, context, report=report).checks)
+    st = state.of(proposer)
+    checks = list(verify_plan(st.plan, proposer.model, st.target_lm, st.engine_context(proposer),
+                              report=st.report).checks)
     kv_config = getattr(runner, "kv_cache_config", None) if runner is not None else None
     return checks + kv_cache_checks(proposer, kv_config)
 
 
 def warmed_problems(proposer: Any, checks: list) -> list:
     """SRG510 per failed check: held at load (or when the KV caches were bound) and fails now."""
-    plan = state.recorded(proposer, "plan")
-    held = {_check_key(c) for c in (state.recorded(proposer, "verify").checks or ()) if c.ok}
-    held |= {_check_key(c) for c in (state.recorded(proposer, "kv_checks") or ()) if c.ok}
+    st = state.of(proposer)
+    plan = st.plan
+    held = {_check_key(c) for c in (st.verification.checks or ()) if c.ok}
+    held |= {_check_key(c) for c in (st.kv_checks or ()) if c.ok}
     out = []
     for c in checks:
         if c.ok:
@@ -389,29 +390,29 @@ def after_warmed_up(worker: Any) -> None:
     if proposer is None:
         return
     vllm_config = getattr(proposer, "vllm_config", None) or getattr(runner, "vllm_config", None)
-    if state.recorded(proposer, "audit") is not None or audit_mode(vllm_config):
+    st = state.get(proposer)
+    if (st is not None and st.audit is not None) or audit_mode(vllm_config):
         from . import audit
 
         audit.after_warmed_up(proposer)  # audit mode: observe only
         return
-    plan, verification = state.recorded(proposer, "plan"), state.recorded(proposer, "verify")
-    if plan is None:
+    if st is None or st.plan is None:
         return  # no recipe; a selected recipe never applied stopped the engine at KV binding (SRG323)
     from .report import write_for_proposer
 
-    if verification is None or not verification.ok:
-        state.record(proposer, warmed={"ok": False, "checks": [], "problems": [], "skipped":
-                                       "the wiring failed its load-time verification and was rolled back"})
+    if st.verification is None or not st.verification.ok:
+        st.warmed_up({"ok": False, "checks": [], "problems": [], "skipped":
+                      "the wiring failed its load-time verification and was rolled back"})
         write_for_proposer(proposer)
         return
-    fix = follow_target_scales(proposer) if state.recorded(proposer, "kv_scales_fix") is not None else None
+    fix = follow_target_scales(proposer) if st.kv_scales_fix is not None else None
     checks = warmed_checks(proposer, runner)
     problems = warmed_problems(proposer, checks)
     if fix is not None and not fix["targets_calculated"]:
         problems.append(diag("SRG510", f"calculate_kv_scales fix: target layers {fix['targets_not_calculated']} have "
                              "not calculated their scales by the end of the warm-up (no forward ran them): the draft "
                              "layers hold the target's load-time scales"))
-    state.record(proposer, warmed={"ok": not problems, "checks": checks, "problems": problems, "kv_scales_fix": fix})
+    st.warmed_up({"ok": not problems, "checks": checks, "problems": problems, "kv_scales_fix": fix})
     write_for_proposer(proposer)
     failed = [c for c in checks if not c.ok]
     get_logger().info(WARMED.fmt, len(checks) - len(failed), len(checks),
@@ -436,7 +437,7 @@ def after_dummy_weights(model: Any) -> None:
     from ..engines import card
     from ..live.paths import role_path
 
-    flags = {}
+    flags, changes = {}, []
     for role, flag in (card("vllm").get("has_own_flags") or {}).items():
         if not isinstance(getattr(model, flag, None), bool):
             continue
@@ -444,7 +445,9 @@ def after_dummy_weights(model: Any) -> None:
             get_path(model, role_path("vllm", model, role, "draft"))
         except Exception:  # noqa: BLE001 - the model declares no such module: nothing to mark
             continue
-        setattr(model, flag, True)
+        changes.append(SetAttr(f"dummy_load:{flag}", model, flag, True, kind="attribute"))
         flags[flag] = True
     if flags:
-        state.record(model, dummy_load=flags)
+        st = state.of(model)
+        st.change(changes)  # reversible: a rollback puts vLLM's own flags back
+        st.dummy_load = flags

@@ -148,12 +148,10 @@ def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
     """Write the report of the plan stored on a live proposer (by the plugin); keeps findings
     already recorded for it."""
     path = report_path(worker_rank() if rank is None else rank)
-    plan = state.recorded(proposer, "plan")
-    if path is None or plan is None:
+    st = state.get(proposer)
+    if path is None or st is None or st.plan is None:
         return None
-    data = build_report(plan, state.recorded(proposer, "report"), state.recorded(proposer, "verify"),
-                        state.recorded(proposer, "kv_checks"), state.recorded(proposer, "findings"),
-                        state.recorded(proposer, "warmed"), state.recorded(proposer, "load_info"))
+    data = build_report(st.plan, st.report, st.verification, st.kv_checks, None, st.warmed, st.load_info)
     kept = _kept_guard(path)
     if kept is not None:
         data["guard"] = kept

@@ -1,35 +1,127 @@
-"""What the plugin keeps on a live vLLM proposer between its hooks, in one place.
+"""What the plugin keeps on a live vLLM object between its hooks: one typed `PluginState`.
 
 The hooks run at different moments of one engine start (draft loaded, KV caches bound, weights
-reloaded) and the inspection API reads the results later; the proposer object is the only thing
-they all see. Each value is one attribute `_surgery_<name>` on it; this module is the only code
-that names them (tests and benchmarks read them directly).
+reloaded, warmed up) and the inspection API reads the results later; the proposer object is the only
+thing they all see. So the plugin hangs one attribute, `__surgery_state__`, on it holding a
+`PluginState`: the fields are typed and named in one place (a misspelt name is an AttributeError,
+not a silent None), and the engine context is built once per proposer and shared by every stage.
+Two other vLLM objects carry a state of their own because the proposer is not in reach there: the
+draft model under `load_format="dummy"` (`dummy_load`, set before the proposer's load hook runs) and
+the engine core's scheduler (`guard`, surgery/vllm/guard.py). The SGLang side keeps its record the
+same way (surgery/sglang/live_apply.py `Applied`).
 
-Names: plan, report (the ApplyReport), verify, kv_checks, target_lm, hint_problems, findings,
-target_model (set by the load hook), audit, audit_target, warmed (the checks after the warm-up),
-load_values (values the warmed stage compares with), kv_scales_fix (the calculate_kv_scales fix),
-load_info (load format, what "has own weights" was answered from), dummy_load (on a model: the has-own
-flags the dummy-load hook set), reloaded (weights reloaded since load); on vLLM's scheduler: guard (the
-acceptance guard's GuardRun, surgery/vllm/guard.py).
+Every live change the plugin makes outside the plan's own apply (the calculate_kv_scales fix, the
+refresh after a weight reload, the dummy-load flags) goes through the reversible mutation layer
+(surgery/live/mutations.py) with `change`, so `rollback` restores every attribute the plugin touched.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-NAMES = ("plan", "report", "verify", "kv_checks", "target_lm", "hint_problems", "findings", "target_model", "audit",
-         "audit_target", "warmed", "load_values", "kv_scales_fix", "load_info", "dummy_load", "reloaded", "guard")
+from ..live.mutations import Mutation
+from ..live.vllm import VLLMContext
+
+ATTR = "__surgery_state__"  # the one attribute the plugin sets on a vLLM object
 
 
-def _attr(name: str) -> str:
-    if name not in NAMES:
-        raise KeyError(f"no proposer state {name!r} (known: {', '.join(NAMES)})")
-    return f"_surgery_{name}"
+@dataclass
+class PluginState:
+    """The plugin's record on one vLLM object, field groups in hook order."""
+
+    # the wrapped load_model's argument (surgery/vllm/hooks.py), before any callback runs
+    target_model: Any = None
+    # the engine context every stage prepares and verifies with, built once (engine_context)
+    context: VLLMContext | None = None
+    # after the draft is loaded: the plan applied, its apply / verify reports, what was checked against
+    plan: Any = None
+    report: Any = None  # the ApplyReport
+    verification: Any = None  # the VerifyReport at load
+    target_lm: Any = None  # the target's language model the plan was applied to
+    hint_problems: list = field(default_factory=list)  # SRG324
+    load_info: dict | None = None  # load format, what "has own weights" was answered from
+    load_values: dict | None = None  # the copied values at load, which the warmed stage compares with
+    kv_scales_fix: dict | None = None  # the calculate_kv_scales fix (SRG517), None when not selected
+    # after the KV caches are bound
+    kv_checks: list | None = None
+    # after a weight reload
+    reloaded: bool = False
+    # after the warm-up: the checks run again (dict: ok, checks, problems, kv_scales_fix | skipped)
+    warmed: dict | None = None
+    # audit mode (surgery/vllm/audit.py): the Audit and the target model it observes
+    audit: Any = None
+    audit_target: Any = None
+    # on the draft model: the has-own flags the dummy-load hook set
+    dummy_load: dict | None = None
+    # on the scheduler: the acceptance guard's GuardRun (surgery/vllm/guard.py)
+    guard: Any = None
+    # the plugin's live changes besides the plan's report, oldest first (undone newest first)
+    mutations: list[Mutation] = field(default_factory=list, repr=False)
+
+    # ------------------------------------------------------------------ one method per hook stage
+    def loaded(self, plan: Any, report: Any, verification: Any, target_lm: Any, hint_problems: list,
+               load_info: dict, load_values: dict | None) -> None:
+        """Record the draft-loaded stage."""
+        self.plan, self.report, self.verification, self.target_lm = plan, report, verification, target_lm
+        self.hint_problems, self.load_info, self.load_values = list(hint_problems), load_info, load_values
+
+    def kv_bound(self, checks: list) -> None:
+        """Record the KV-cache-bound stage's checks."""
+        self.kv_checks = checks
+
+    def warmed_up(self, record: dict) -> None:
+        """Record the warmed-up stage."""
+        self.warmed = record
+
+    # ------------------------------------------------------------------ the engine context
+    def engine_context(self, proposer: Any) -> VLLMContext:
+        """The proposer's engine context, built the first time it is asked for (at load) and kept: the
+        static forward context, the speculative method and the load format do not change after load."""
+        if self.context is None:
+            vc = getattr(proposer, "vllm_config", None)
+            sfc = getattr(getattr(vc, "compilation_config", None), "static_forward_context", None)
+            spec = getattr(vc, "speculative_config", None)
+            self.context = VLLMContext(sfc, method=getattr(spec, "method", None),
+                                       dummy_load=bool((self.load_info or {}).get("dummy")))
+        return self.context
+
+    # ------------------------------------------------------------------ reversible live changes
+    def change(self, mutations: list[Mutation]) -> None:
+        """Apply live changes through the mutation layer and keep them for `rollback`."""
+        for m in mutations:
+            m.apply()
+            self.mutations.append(m)
+
+    def rollback(self) -> None:
+        """Undo every live change recorded here: the plugin's own (newest first), then the plan's."""
+        from ..applier import rollback
+
+        for m in reversed(self.mutations):
+            m.undo()
+        self.mutations.clear()
+        if self.report is not None:
+            rollback(self.report)
 
 
-def record(proposer: Any, **values: Any) -> None:
-    for name, value in values.items():
-        setattr(proposer, _attr(name), value)
+def get(obj: Any) -> PluginState | None:
+    """The state on `obj`, None when the plugin has recorded nothing there (or `obj` is None)."""
+    found = getattr(obj, ATTR, None) if obj is not None else None
+    return found if isinstance(found, PluginState) else None
 
 
-def recorded(proposer: Any, name: str, default: Any = None) -> Any:
-    return getattr(proposer, _attr(name), default)
+def of(obj: Any) -> PluginState:
+    """The state on `obj`, created empty on first use."""
+    found = get(obj)
+    if found is None:
+        found = PluginState()
+        setattr(obj, ATTR, found)
+    return found
+
+
+def rollback(obj: Any) -> None:
+    """Undo every live change the plugin made through `obj`'s state and, for a proposer, through its
+    draft model's (the dummy-load flags)."""
+    for holder in (obj, getattr(obj, "model", None)):
+        st = get(holder)
+        if st is not None:
+            st.rollback()

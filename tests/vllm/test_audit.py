@@ -26,7 +26,7 @@ from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
 from surgery.vllm import audit as vaudit  # noqa: E402
-from surgery.vllm import hooks, log as vlog, selection, wiring  # noqa: E402
+from surgery.vllm import hooks, log as vlog, selection, state, wiring  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -174,7 +174,7 @@ def test_impl_copy_stale_on_stock_legacy_runner(audited):
 
 def test_audit_changed_nothing(audited):
     """Audit mode: no plan applied, draft scales still vLLM's 1.0, impl copies still unset, map still stock."""
-    assert getattr(audited.proposer, "_surgery_plan", None) is None
+    assert getattr(state.get(audited.proposer), "plan", None) is None
     w = audited.wiring
     assert {l["draft_index"]: l["target_index"] for l in w["layers"]} == STOCK_MAP
     for layer in w["layers"]:

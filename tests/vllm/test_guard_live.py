@@ -134,15 +134,15 @@ def sample(name, labels):
 
 def test_guard_on_from_the_recipe_off_without(captured):
     on = Wrapped(config())
-    assert state.recorded(on, "guard").guard is not None
+    assert state.get(on).guard.guard is not None
     [line] = GUARD_ON.find(captured.text)
     assert (line["method"], line["num_spec"], line["floor"], line["min_drafts"], line["break_even"], line["action"]) == \
         ("eagle3", "3", "0.100", "200", "1.20", "warn")
-    assert state.recorded(Wrapped(config(recipe=None)), "guard").guard is None
-    assert state.recorded(Wrapped(config(guard=False)), "guard").guard is None
-    assert state.recorded(Wrapped(config(guard={"enabled": True}, recipe=None)), "guard").guard is not None
-    assert state.recorded(Wrapped(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
-                                                  speculative_config=None)), "guard").guard is None
+    assert state.get(Wrapped(config(recipe=None))).guard.guard is None
+    assert state.get(Wrapped(config(guard=False))).guard.guard is None
+    assert state.get(Wrapped(config(guard={"enabled": True}, recipe=None))).guard.guard is not None
+    assert state.get(Wrapped(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
+                                             speculative_config=None))).guard.guard is None
 
 
 def test_bad_guard_config_stops_the_scheduler():
@@ -191,7 +191,7 @@ def test_the_workers_report_rewrite_keeps_the_guard_record(tmp_path):
         steps(s, [(3, 0)], 60)
         plan = SimpleNamespace(recipe="eagle3", recipe_file="eagle3.yaml", to_dict=lambda: {})
         proposer = SimpleNamespace()
-        state.record(proposer, plan=plan)
+        state.of(proposer).plan = plan
         report.write_for_proposer(proposer, rank=0)  # e.g. after a weight reload
     data = json.loads(path.read_text())
     assert data["recipe"] == "eagle3" and data["guard"]["trips"][0]["code"] == "SRG470"
@@ -215,7 +215,7 @@ def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
     s = Wrapped(config(guard=SMALL))
     outs = {"r0": (3, 1)}
     s.update_from_output(SimpleNamespace(num_scheduled_tokens={"r0": 4}, invalid={"r0": 2}), outs)
-    counts = state.recorded(s, "guard").guard.streams["all"].open_bucket()
+    counts = state.get(s).guard.guard.streams["all"].open_bucket()
     assert counts.drafted == [1, 0, 0] and counts.accepted == [1, 0, 0]
 
 
@@ -279,7 +279,7 @@ def live(tmp_path_factory):
             log.removeHandler(handler)
             if llm is not None:
                 engine.shutdown(llm)
-        run_state = state.recorded(scheduler, "guard")
+        run_state = state.get(scheduler).guard
         out[name] = {"log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
                      "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
 
@@ -316,7 +316,7 @@ def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
 
 def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkeypatch):
     s = Wrapped(config(guard=SMALL))
-    run = state.recorded(s, "guard")
+    run = state.get(s).guard
 
     def broken(*a, **kw):
         raise RuntimeError("boom")

@@ -31,7 +31,7 @@ from surgery.facts import read_facts  # noqa: E402
 from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
-from surgery.vllm import hooks, live_apply, plugin, wiring  # noqa: E402
+from surgery.vllm import hooks, live_apply, plugin, state, wiring  # noqa: E402
 from surgery.vllm import inspect as vinspect  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -214,11 +214,11 @@ def norecipe(registered, tiny_pair):
 
 def test_recipe_applied_and_verified(recipe_run):
     p = recipe_run.runner.drafter
-    assert p._surgery_plan.recipe == "gemma4-mtp"
-    assert p._surgery_plan.pairs("kv_source") == sorted(DEFAULT_MAP.items())
-    assert p._surgery_verify.ok, p._surgery_verify.failed
-    assert p._surgery_kv_checks and all(c.ok for c in p._surgery_kv_checks)
-    names = [c.name for c in p._surgery_kv_checks]
+    assert state.get(p).plan.recipe == "gemma4-mtp"
+    assert state.get(p).plan.pairs("kv_source") == sorted(DEFAULT_MAP.items())
+    assert state.get(p).verification.ok, state.get(p).verification.failed
+    assert state.get(p).kv_checks and all(c.ok for c in state.get(p).kv_checks)
+    names = [c.name for c in state.get(p).kv_checks]
     assert len(names) == 8 and sum("KV-cache group" in n for n in names) == 4  # per layer: tensor + group
 
 
@@ -303,9 +303,9 @@ def test_inspect_falls_back_to_in_process_runner(recipe_run):
 
 def test_additional_config_explicit_map_rewires(config_run):
     p = config_run.runner.drafter
-    assert p._surgery_plan.recipe == "gemma4-mtp-explicit"
-    assert p._surgery_plan.recipe_file and Path(p._surgery_plan.recipe_file).name == "explicit.yaml"
-    assert p._surgery_verify.ok and all(c.ok for c in p._surgery_kv_checks)
+    assert state.get(p).plan.recipe == "gemma4-mtp-explicit"
+    assert state.get(p).plan.recipe_file and Path(state.get(p).plan.recipe_file).name == "explicit.yaml"
+    assert state.get(p).verification.ok and all(c.ok for c in state.get(p).kv_checks)
     assert_cache_follows(config_run.runner, config_run.maps, EXPLICIT_MAP)
     # and not vLLM's own choice (target 3) any more
     for d in (0, 1, 2):
@@ -327,7 +327,7 @@ def test_explicit_map_engine_still_generates_greedy(config_run, baseline_outputs
 
 def test_no_recipe_scales_stay_one(norecipe):
     maps = norecipe["maps"]
-    assert getattr(norecipe["proposer"], "_surgery_plan", None) is None
+    assert getattr(state.get(norecipe["proposer"]), "plan", None) is None
     for d, t in DEFAULT_MAP.items():
         da = maps.draft[d]
         for a in ALL_SCALES:

@@ -18,7 +18,7 @@ from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE  # noqa: E402
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
 from surgery.applier import apply_plan  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
-from surgery.vllm import live_apply, plugin  # noqa: E402
+from surgery.vllm import live_apply, plugin, state  # noqa: E402
 from surgery.vllm.log import REFRESHED  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -31,12 +31,14 @@ def test_refresh_copies_new_target_scales_in_place(caplog):
     target = _model("model", plan.target["layer_types"], 1, lambda i: torch.tensor(0.01 * (i + 1)))
     draft = _model("draft_model", plan.draft["layer_types"], 1, lambda i: torch.tensor(1.0))
     adapter = VLLMContext(is_attention=lambda m: isinstance(m, FakeAttention))
-    apply_plan(plan, draft, target, adapter)
+    report = apply_plan(plan, draft, target, adapter)
     held = {i: draft.model.layers[i].self_attn.attn._k_scale for i in range(4)}  # what kernels hold on to
     for layer in target.model.layers:  # a reload rewrites the target's scales
         layer.self_attn.attn._k_scale.fill_(0.5)
         layer.self_attn.attn._k_scale_float = 0.5
-    proposer = SimpleNamespace(_surgery_plan=plan, model=draft, _surgery_target_lm=target)
+    proposer = SimpleNamespace(model=draft)
+    state.of(proposer).loaded(plan, report, None, target, [], {}, None)
+    state.of(proposer).context = adapter  # the context the plan was applied with
     copied = len([o for o in plan.ops("copy_attr") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
     assert live_apply.refresh_copied_attrs(proposer) == copied
     for i in range(4):

@@ -86,12 +86,12 @@ def warmed_run(registered, tiny_pair, tmp_path_factory):
 def test_untouched_wiring_holds_after_the_warm_up(warmed_run):
     assert live_apply.after_warmed_up in hooks._callbacks["warm"]
     assert "vllm.v1.worker.cpu_worker.CPUWorker.compile_or_warm_up_model" in hooks.installed_targets()
-    warmed = state.recorded(warmed_run.proposer, "warmed")
+    warmed = state.get(warmed_run.proposer).warmed
     assert warmed["ok"] and not warmed["problems"]
     names = {c.name for c in warmed["checks"]}
     # every check of the plan again (scales in all three representations) plus the KV-cache checks
-    load = state.recorded(warmed_run.proposer, "verify").checks
-    assert len(warmed["checks"]) == len(load) + len(state.recorded(warmed_run.proposer, "kv_checks"))
+    load = state.get(warmed_run.proposer).verification.checks
+    assert len(warmed["checks"]) == len(load) + len(state.get(warmed_run.proposer).kv_checks)
     for attr in ("_k_scale", "_k_scale_float", "_k_scale_cpu"):
         assert any(n.startswith(f"{attr} equals the target's") for n in names), attr
     assert any("identity" in n for n in names)
@@ -106,7 +106,7 @@ def test_untouched_wiring_holds_after_the_warm_up(warmed_run):
 def test_warmed_checks_fail_on_the_unwired_engine(warmed_run):
     """Not vacuous: undo the wiring on the live engine and the same checks fail (then re-apply)."""
     proposer, runner = warmed_run.proposer, warmed_run.runner
-    report = state.recorded(proposer, "report")
+    report = state.get(proposer).report
     rollback(report)
     try:
         checks = live_apply.warmed_checks(proposer, runner)
@@ -133,9 +133,9 @@ def test_a_scale_changed_after_load_is_caught_at_the_warmed_stage(registered, ti
         with caplog.at_level(logging.INFO, logger="vllm.surgery"):
             llm, runner, proposer = start(*tiny_pair, after=_change_one_scale)
     try:
-        assert state.recorded(proposer, "verify").ok  # held at load
-        assert all(c.ok for c in state.recorded(proposer, "kv_checks"))
-        warmed = state.recorded(proposer, "warmed")
+        assert state.get(proposer).verification.ok  # held at load
+        assert all(c.ok for c in state.get(proposer).kv_checks)
+        warmed = state.get(proposer).warmed
         assert not warmed["ok"]
         (problem,) = warmed["problems"]
         assert problem.code == "SRG510"
@@ -222,7 +222,7 @@ def test_calculate_kv_scales_fix_follows_the_target(registered, tiny_pair, tmp_p
         llm, runner, proposer = start(*tiny_pair, first=simulate_calculate_kv_scales, profile=True,
                                             kv_cache_dtype="fp8")
     try:
-        warmed = state.recorded(proposer, "warmed")
+        warmed = state.get(proposer).warmed
         fix = warmed["kv_scales_fix"]
         assert fix["stopped"] == [0, 1, 2, 3] and fix["targets_calculated"] and fix["recopied"] > 0
         assert warmed["ok"], [d.message for d in warmed["problems"]]
@@ -244,7 +244,7 @@ def test_calculate_kv_scales_non_strict_names_the_step(registered, tiny_pair):
         llm, runner, proposer = start(*tiny_pair, first=simulate_calculate_kv_scales, profile=True,
                                             kv_cache_dtype="fp8")
     try:
-        warmed = state.recorded(proposer, "warmed")
+        warmed = state.get(proposer).warmed
         assert not warmed["ok"] and all(d.code == "SRG510" for d in warmed["problems"])
         assert any("Attention.calc_kv_scales" in d.message and "target layer computed its scales" in d.message
                    for d in warmed["problems"])
@@ -273,10 +273,10 @@ def test_dummy_load_eagle3_is_verified_not_refused(registered, tmp_path, caplog)
         hooks.remove_hook(grab)
     try:
         proposer = live["p"]
-        assert state.recorded(proposer, "verify").ok
+        assert state.get(proposer).verification.ok
         assert proposer.model.has_own_lm_head is True  # set before vLLM decided what to share
-        assert state.recorded(proposer.model, "dummy_load") == {"has_own_embed_tokens": True, "has_own_lm_head": True}
-        assert state.recorded(proposer, "warmed")["ok"]
+        assert state.get(proposer.model).dummy_load == {"has_own_embed_tokens": True, "has_own_lm_head": True}
+        assert state.get(proposer).warmed["ok"]
         data = read_report(report)
         assert data["load"]["load_format"] == "dummy" and data["load"]["dummy"] is True
         assert data["load"]["has_own_weights"] == "every declared parameter (dummy load)"
