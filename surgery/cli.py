@@ -566,31 +566,37 @@ def cmd_apply(args, out) -> int:
 
     if args.engine in ("hf", "vllm"):  # sglang: its own coded blocker (SRG360) names what is missing
         require(f"apply --engine {args.engine}")
-    if getattr(args, "engine", "hf") == "sglang":
+    from .options import ApplyOptions, fields_from
+
+    options = fields_from(ApplyOptions, args, strict=not args.no_strict, progress=not args.no_progress)
+    if options.engine == "sglang":
         from .sglang.apply_command import run_apply_sglang
 
-        return run_apply_sglang(args, out)
-    if getattr(args, "engine", "hf") == "vllm":
+        return run_apply_sglang(options, out)
+    if options.engine == "vllm":
         from .vllm.apply_command import run_apply_vllm
 
-        return run_apply_vllm(args, out)
+        return run_apply_vllm(options, out)
+    from dataclasses import replace
+
     from .hf.command import refuse_hf_without_pair, run_apply
 
-    if args.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
-        args.num_draft_tokens = 3
-    if args.target is None and args.draft is None:
-        refuse_hf_without_pair(args.recipe)
+    if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
+        options = replace(options, num_draft_tokens=3)
+    if options.target is None and options.draft is None:
+        refuse_hf_without_pair(options.recipe)
 
-    return run_apply(args, out)
+    return run_apply(options, out)
 
 
 def cmd_audit(args, out) -> int:
     from .extras import require
 
     require("audit")
+    from .options import AuditOptions, fields_from
     from .vllm.audit_command import run_audit
 
-    return run_audit(args, out)
+    return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)
 
 
 def cmd_pair(args, out) -> int:
