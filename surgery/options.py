@@ -1,7 +1,7 @@
 """What a command was asked, as frozen values: the CLI builds these once from argparse's namespace
 (surgery/cli.py is the only module that reads `args`), and library code takes them as parameters.
 
-Why: a check that reads `getattr(args, "method", None)` works only when called from the one parser that
+Why: a check that read the namespace's `method` attribute worked only when called from the one parser that
 happens to define `--method`; a caller without a parser (the vLLM plugin, a test, another command) had to
 fake a namespace, and a missing attribute silently fell back to a default. A dataclass names every input,
 its default and its type in one place, and cannot be mutated half-way through a command.
