@@ -33,3 +33,19 @@ def test_apply_and_audit_options_from_their_parsers():
 def test_a_required_option_the_parser_lacks_is_a_programming_error():
     with pytest.raises(TypeError, match="AuditOptions.target"):
         fields_from(AuditOptions, build_parser().parse_args(["explain"]), recipe="r", draft="d")
+
+
+def test_the_plugin_builds_the_same_options_from_the_engine_config():
+    """surgery audit / the plugin: the options come from vLLM's own config, not from flags."""
+    from types import SimpleNamespace
+
+    from surgery.vllm.audit import engine_check_options
+
+    proposer = SimpleNamespace(
+        speculative_config=SimpleNamespace(method="eagle3", num_speculative_tokens=3, kv_cache_dtype="fp8"),
+        vllm_config=SimpleNamespace(model_config=SimpleNamespace(max_model_len=2048, hf_overrides={"a": 1})))
+    o = engine_check_options(proposer)
+    assert o == CheckOptions(engine="vllm", method="eagle3", max_model_len=2048, hf_overrides={"a": 1},
+                             num_speculative_tokens=3, draft_kv_cache_dtype="fp8")
+    proposer.vllm_config.model_config.hf_overrides = lambda c: c  # a callable override is not a dict: not read
+    assert engine_check_options(proposer).hf_overrides is None
