@@ -329,9 +329,19 @@ def verdict_line(plan, name: str, verbose: bool = False) -> str:
             f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
 
 
-def cmd_plan(args, out, err=None) -> int:
+def check_options(args, target: str | None, target_from_verifier: bool, engine_version: str | None):
+    """The checks' inputs (surgery/options.py), built once from the parsed flags: the target that was read
+    (the speculators verifier when --target was left out) instead of writing it back into `args`."""
+    from .options import CheckOptions, fields_from
+
+    return fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
+                       engine_version=engine_version)
+
+
+def cmd_plan(args, out, err=None, release: str | None = None) -> int:
     """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
-    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything."""
+    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything.
+    `release`: `surgery releases`' run for one vLLM release (validate --engine-version RELEASE --json)."""
     from .facts import read_facts
     from .modelref import target_ref_for, verifier_note
     from .plan import render_table
@@ -352,17 +362,17 @@ def cmd_plan(args, out, err=None) -> int:
         draft = read_facts(args.draft)
         target_ref, from_verifier = target_ref_for(args.target, draft)
         target = read_facts(target_ref)
-    if from_verifier:
-        args.target = target_ref
-    args.target_from_verifier = from_verifier  # the head is served as the model (`vllm serve <head>`)
+    # from_verifier: the head is served as the model (`vllm serve <head>`)
+    options = check_options(args, target_ref, from_verifier, release or getattr(args, "engine_version", None))
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
     from .checks.command import run_checks, weights_text
     from .checks.field import with_findings
 
-    plan, weights = run_checks(args, recipe, draft, target, plan)
+    plan, weights = run_checks(options, recipe, draft, target, plan)
     if from_verifier:
         plan = with_findings(plan, [verifier_note(draft, target)])
-    fmt = plan_format(args)
+    fmt = "json" if release else plan_format(args)
+    command = "validate" if release else args.command
     if fmt == "json":
         data = plan.to_dict()
         if weights is not None:
@@ -374,7 +384,7 @@ def cmd_plan(args, out, err=None) -> int:
 
         out.write(render_mermaid(plan) + "\n")
         err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
-    elif args.command == "validate":
+    elif command == "validate":
         out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
         out.flush()
         err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
@@ -556,31 +566,37 @@ def cmd_apply(args, out) -> int:
 
     if args.engine in ("hf", "vllm"):  # sglang: its own coded blocker (SRG360) names what is missing
         require(f"apply --engine {args.engine}")
-    if getattr(args, "engine", "hf") == "sglang":
+    from .options import ApplyOptions, fields_from
+
+    options = fields_from(ApplyOptions, args, strict=not args.no_strict, progress=not args.no_progress)
+    if options.engine == "sglang":
         from .sglang.apply_command import run_apply_sglang
 
-        return run_apply_sglang(args, out)
-    if getattr(args, "engine", "hf") == "vllm":
+        return run_apply_sglang(options, out)
+    if options.engine == "vllm":
         from .vllm.apply_command import run_apply_vllm
 
-        return run_apply_vllm(args, out)
+        return run_apply_vllm(options, out)
+    from dataclasses import replace
+
     from .hf.command import refuse_hf_without_pair, run_apply
 
-    if args.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
-        args.num_draft_tokens = 3
-    if args.target is None and args.draft is None:
-        refuse_hf_without_pair(args.recipe)
+    if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
+        options = replace(options, num_draft_tokens=3)
+    if options.target is None and options.draft is None:
+        refuse_hf_without_pair(options.recipe)
 
-    return run_apply(args, out)
+    return run_apply(options, out)
 
 
 def cmd_audit(args, out) -> int:
     from .extras import require
 
     require("audit")
+    from .options import AuditOptions, fields_from
     from .vllm.audit_command import run_audit
 
-    return run_audit(args, out)
+    return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)
 
 
 def cmd_pair(args, out) -> int:
@@ -637,7 +653,14 @@ def cmd_releases(args, out) -> int:
     if args.draft is None:
         raise SurgeryError(diag("SRG011", "surgery releases RECIPE needs --draft (and --target, unless the draft is "
                                 "a speculators head naming its verifier)", Location("--draft")))
-    return run_across(args, out, cmd_plan)
+    import io
+
+    def validate_at(version: str) -> tuple[int, dict]:
+        buf = io.StringIO()
+        rc = cmd_plan(args, buf, release=version)
+        return rc, json.loads(buf.getvalue())
+
+    return run_across(validate_at, args.json, out)
 
 
 def cmd_convert(args, out) -> int:

@@ -193,11 +193,10 @@ def check_model(side: str, ref: str) -> Diagnostic:
     """A model the server will be started with: it resolves (path, HF cache or hub, pinned to a
     commit), and a server started with HF_HUB_OFFLINE finds every file of it in the cache."""
     from .modelref import describe_pin, open_model
-    from .modelsource import LocalSource
 
     src = open_model(ref)
     said = f"{side} {describe_pin(src.pin())}"
-    if isinstance(src, LocalSource):
+    if src.is_local:
         return _ok(said)
     if src.full_snapshot() is not None:
         return _ok(said + "; every file is in the HF cache")

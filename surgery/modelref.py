@@ -86,8 +86,8 @@ def engine_model(ref) -> tuple[str, str | None]:
     folder's path (a config file stands for its folder) and no revision, or the hub id with the
     commit we pinned, so the engine loads exactly what was validated."""
     src = open_model(ref)
-    if isinstance(src, LocalSource):
-        return str(src.folder), None
+    if src.is_local:
+        return str(src.local_folder), None
     pin = src.pin()
     return pin["repo_id"], pin["commit"]
 
@@ -98,8 +98,8 @@ def local_snapshot(ref, why: str, download: bool = False) -> str:
     complete in the cache: downloaded when `download` (the command's whole point is the weights:
     apply with transformers, convert), else SRG060. The checks never come here."""
     src = open_model(ref)
-    if isinstance(src, LocalSource):
-        return str(src.folder)
+    if src.is_local:
+        return str(src.local_folder)
     folder = src.full_snapshot()
     if folder is None and download:
         folder = src.download()

@@ -53,6 +53,19 @@ class ModelSource:
     ref: str  # as the user wrote it
     config_name: str = "config.json"
     is_config_file: bool = False  # the user named a config file, not a model folder
+    #: the files are on this machine (a folder the user named), not fetched: callers ask this instead of
+    #: testing the subclass, so a new kind of source answers for itself
+    is_local: bool = False
+
+    @property
+    def local_folder(self) -> Path | None:
+        """The folder on disk that holds the model's files, for a local source; None otherwise."""
+        return None
+
+    def local_path(self, name: str) -> Path | None:
+        """The file `name` on disk, for a local source (read it directly); None when it must be fetched."""
+        folder = self.local_folder
+        return None if folder is None else folder / name
 
     def location(self, name: str | None = None) -> str:
         """How a file of this model is named in diagnostics."""
@@ -92,6 +105,8 @@ class ModelSource:
 class LocalSource(ModelSource):
     """A model folder, or a config file (then its folder holds the other files, if any)."""
 
+    is_local = True
+
     def __init__(self, path: str | os.PathLike, ref: str | None = None):
         p = Path(path)
         self.ref = ref if ref is not None else os.fspath(path)
@@ -102,6 +117,10 @@ class LocalSource(ModelSource):
 
     def path(self, name: str) -> Path:
         return self.folder / name
+
+    @property
+    def local_folder(self) -> Path:
+        return self.folder
 
     def location(self, name: str | None = None) -> str:
         if name is None:

@@ -264,18 +264,18 @@ def _layer_set(loaded, name, spec, problems) -> LayerSetSpec:
 
 
 def _op(loaded, i, item, maps, problems, sets=None) -> OpSpec:
-    kind, args = next(iter(item.items()))
+    kind, step_args = next(iter(item.items()))
     path = ("ops", i, kind)
-    when = _expression(loaded, path + ("when",), args["when"], problems) if "when" in args else None
-    if "otherwise" in args and "when" not in args:
+    when = _expression(loaded, path + ("when",), step_args["when"], problems) if "when" in step_args else None
+    if "otherwise" in step_args and "when" not in step_args:
         problems.append(diag("SRG107", "`otherwise` needs a `when` condition", loaded.location(path + ("otherwise",))))
-    if "map" in args and args["map"] not in maps:
+    if "map" in step_args and step_args["map"] not in maps:
         known = ", ".join(maps) or "none defined"
-        problems.append(diag("SRG120", f"operation {kind} refers to layer map {args['map']!r}",
+        problems.append(diag("SRG120", f"operation {kind} refers to layer map {step_args['map']!r}",
                              loaded.location(path + ("map",)), f"known maps: {known}"))
-    if "layers" in args and args["layers"] not in (sets or {}):
+    if "layers" in step_args and step_args["layers"] not in (sets or {}):
         known = ", ".join(sets or {}) or "none defined"
-        problems.append(diag("SRG124", f"operation {kind} refers to layer set {args['layers']!r}",
+        problems.append(diag("SRG124", f"operation {kind} refers to layer set {step_args['layers']!r}",
                              loaded.location(path + ("layers",)), f"known layer sets: {known}"))
-    cond = Condition(when, args.get("otherwise", "skip"), args.get("because"), args.get("code"), path)
-    return OpSpec(i, kind, args, cond, path)
+    cond = Condition(when, step_args.get("otherwise", "skip"), step_args.get("because"), step_args.get("code"), path)
+    return OpSpec(i, kind, step_args, cond, path)

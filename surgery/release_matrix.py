@@ -3,9 +3,8 @@ surgery/data/releases/*.json) and `surgery releases`, which prints the same matr
 and a pair, one verdict per vLLM release ("will this head work on which release?")."""
 from __future__ import annotations
 
-import copy
-import io
 import json
+from typing import Callable
 
 from .engine_releases import release_data, known
 
@@ -89,23 +88,21 @@ def matrix_markdown() -> str:
             "## vLLM\n\n" + _table(vllm_rows()) + "\n\n## SGLang\n\n" + _table(sglang_rows()) + "\n")
 
 
-def run_across(args, out, cmd_plan) -> int:
+def run_across(validate_at: Callable[[str], tuple[int, dict]], as_json: bool, out) -> int:
     """`surgery releases RECIPE --target T --draft D`: `validate --engine-version V` for every covered vLLM
-    release, one line each (the config files are read once per run: the hub cache answers the rest)."""
+    release, one line each (the config files are read once per run: the hub cache answers the rest).
+    `validate_at(V)`: (exit code, validate's JSON) for release V; the CLI supplies it, so this module never
+    sees argparse."""
     rows = []
     worst = 0
     for v in known("vllm"):
-        a = copy.copy(args)
-        a.engine_version, a.json, a.command, a.format = v, True, "validate", "json"
-        buf = io.StringIO()
-        rc = cmd_plan(a, buf)
-        data = json.loads(buf.getvalue())
+        rc, data = validate_at(v)
         diags = data.get("diagnostics", [])
         errors = sorted({d["code"] for d in diags if d["severity"] == "error"})
         warnings = sorted({d["code"] for d in diags if d["severity"] == "warning"})
         rows.append((v, rc, errors, warnings))
         worst = max(worst, rc)
-    if args.json:
+    if as_json:
         out.write(json.dumps({"releases": [{"release": v, "ok": rc == 0, "errors": e, "warnings": w}
                                            for v, rc, e, w in rows]}, indent=2) + "\n")
         return worst

@@ -340,3 +340,65 @@ def test_only_the_sglang_layer_imports_sglang_and_only_lazily():
             elif node in tree.body:
                 problems.append(f"{where}: imports sglang at module level")
     assert not problems, "\n".join(problems)
+
+
+#: the one module that may read argparse's namespace: it builds the option dataclasses (surgery/options.py)
+ARGS_READER = "surgery.cli"
+
+
+def args_reads(trees: dict[str, ast.AST]) -> list[str]:
+    """`args.X` and `getattr(args, ...)` in any module but the CLI: library code takes surgery/options.py's
+    dataclasses (or plain parameters), never argparse's namespace (issue 43). A hook's `*args` indexed
+    (`args[0]`) is not a namespace and is not counted."""
+    found = []
+    for name, tree in trees.items():
+        if not name.startswith("surgery") or name == ARGS_READER:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
+                found.append(f"{name}:{node.lineno}: args.{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+                    and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "args":
+                found.append(f"{name}:{node.lineno}: getattr(args, ...)")
+    return found
+
+
+def test_only_the_cli_reads_argparse_args():
+    found = args_reads(TREES)
+    assert not found, "build the options in surgery/cli.py and pass them instead:\n" + "\n".join(found)
+
+
+def test_the_args_finder_finds_args_reads():
+    """The check itself, on code it must flag and code it must let pass."""
+    flagged = args_reads({"surgery.x": ast.parse("def f(args):\n    return args.method, getattr(args, 'tp', 1)\n"),
+                          "surgery.cli": ast.parse("def g(args):\n    return args.method\n")})
+    assert flagged == ["surgery.x:2: args.method", "surgery.x:2: getattr(args, ...)"]
+    assert args_reads({"surgery.x": ast.parse("def h(*args):\n    return args[0], step.args.get('a')\n")}) == []
+
+
+def local_source_isinstance(trees: dict[str, ast.AST]) -> list[str]:
+    """`isinstance(x, LocalSource)` outside surgery/modelsource.py: ask the source (`is_local`,
+    `local_folder`, `local_path(name)`) instead, so a new kind of source answers for itself."""
+    found = []
+    for name, tree in trees.items():
+        if not name.startswith("surgery") or name == "surgery.modelsource":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                    and len(node.args) == 2:
+                classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                if any((isinstance(c, ast.Name) and c.id == "LocalSource") or
+                       (isinstance(c, ast.Attribute) and c.attr == "LocalSource") for c in classes):
+                    found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_no_isinstance_local_source_outside_modelsource():
+    found = local_source_isinstance(TREES)
+    assert not found, "use ModelSource.is_local / local_folder / local_path:\n" + "\n".join(found)
+
+
+def test_the_local_source_finder_finds_isinstance():
+    code = "isinstance(s, LocalSource)\nisinstance(s, (HubSource, ms.LocalSource))\nisinstance(s, ModelSource)\n"
+    assert local_source_isinstance({"surgery.x": ast.parse(code)}) == ["surgery.x:1", "surgery.x:2"]
+    assert local_source_isinstance({"surgery.modelsource": ast.parse(code)}) == []

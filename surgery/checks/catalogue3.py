@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..options import CheckOptions
 
 SEVERITY_ORDER = {INFO: 0, "note": 0, WARNING: 1, ERROR: 2}
 RUNNER = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}
@@ -332,23 +333,23 @@ def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: b
     return out
 
 
-def served_method(args: Any, recipe) -> tuple[str, bool]:
+def served_method(options: CheckOptions, recipe) -> tuple[str, bool]:
     from .field import normalise_method
 
     hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
-    given = getattr(args, "method", None)
+    given = options.method
     method = normalise_method(given) if given else (hints.get("method") or "draft_model")
     return method, bool(hints.get("parallel_drafting"))
 
 
-def cli_catalogue3(args: Any, plan, recipe, draft, target) -> list[Diagnostic]:
+def cli_catalogue3(options: CheckOptions, plan, recipe, draft, target) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM."""
     from .config_spelling import installed_vllm_version
 
-    method, parallel = served_method(args, recipe)
-    version = getattr(args, "engine_version", None) or installed_vllm_version()
+    method, parallel = served_method(options, recipe)
+    version = options.engine_version or installed_vllm_version()
     return catalogue3_findings(plan, recipe, draft, target, method=method, parallel=parallel, version=version,
-                               max_model_len=getattr(args, "max_model_len", None))
+                               max_model_len=options.max_model_len)
 
 
 def weights_catalogue3(draft, target, dckpt, tckpt) -> list[Diagnostic]:

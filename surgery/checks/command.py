@@ -2,26 +2,24 @@
 resolved plan, and render what they found. Kept out of cli.py so the command stays a thin switch."""
 from __future__ import annotations
 
-from typing import Any
-
+from ..options import CheckOptions
 from .field import field_checks, with_findings
 
 
-def run_checks(args: Any, recipe, draft, target, plan):
+def run_checks(options: CheckOptions, recipe, draft, target, plan):
     """(plan with the findings merged into its diagnostics, weights report or None)."""
     report = None
     own = None
-    if getattr(args, "weights", False):
+    if options.weights:
         from .weights import check_weights
 
-        report = check_weights(plan, recipe, draft, target, args.draft, args.target)
+        report = check_weights(plan, recipe, draft, target, options.draft, options.target)
         own = report.own
-    findings = field_checks(plan, recipe, draft, target, method=getattr(args, "method", None),
-                            method_given=getattr(args, "method", None) is not None,
-                            max_model_len=getattr(args, "max_model_len", None), own_roles=own,
-                            serving_flags={"hf_overrides": getattr(args, "hf_overrides", None),
-                                     "num_speculative_tokens": getattr(args, "num_speculative_tokens", None),
-                                     "draft_kv_cache_dtype": getattr(args, "draft_kv_cache_dtype", None)})
+    findings = field_checks(plan, recipe, draft, target, method=options.method, method_given=options.method_given,
+                            max_model_len=options.max_model_len, own_roles=own,
+                            serving_flags={"hf_overrides": options.hf_overrides,
+                                           "num_speculative_tokens": options.num_speculative_tokens,
+                                           "draft_kv_cache_dtype": options.draft_kv_cache_dtype})
     if report is not None:
         findings = list(report.findings) + findings
         if report.superseded:  # the weights answered a config-only finding (SRG207): theirs replaces it
@@ -30,27 +28,27 @@ def run_checks(args: Any, recipe, draft, target, plan):
             plan = replace(plan, diagnostics=tuple(d for d in plan.diagnostics if d.code not in report.superseded))
     from ..formats.findings import format_findings  # the draft's published format (issue 24)
 
-    findings += format_findings(draft, target, producer=getattr(args, "producer", None),
-                                num_speculative_tokens=getattr(args, "num_speculative_tokens", None),
-                                method=getattr(args, "method", None) or recipe.engine.get("vllm", {}).get("method"))
+    findings += format_findings(draft, target, producer=options.producer,
+                                num_speculative_tokens=options.num_speculative_tokens,
+                                method=options.method or recipe.engine.get("vllm", {}).get("method"))
     from .last_slot import last_slot_check
 
-    findings += last_slot_check(plan, draft, target, producer=getattr(args, "producer", None))
+    findings += last_slot_check(plan, draft, target, producer=options.producer)
     from .config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
 
-    findings += cli_spelling_check(args, recipe, draft)
+    findings += cli_spelling_check(options, recipe, draft)
     from .release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
 
-    findings += cli_release_check(args, recipe, draft, served_as_model=getattr(args, "target_from_verifier", False))
+    findings += cli_release_check(options, recipe, draft)
     from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 
-    findings += cli_kv_scales_check(args, plan)
+    findings += cli_kv_scales_check(options, plan)
     from .engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
 
-    findings += cli_engine_start_check(args, plan, draft, target)
+    findings += cli_engine_start_check(options, plan, draft, target)
     from .catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 
-    findings += cli_catalogue3(args, plan, recipe, draft, target)
+    findings += cli_catalogue3(options, plan, recipe, draft, target)
     return with_findings(plan, findings), report
 
 

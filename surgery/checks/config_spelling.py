@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import INFO, Diagnostic, Location, diag
+from ..options import CheckOptions
 
 _MISSING = object()
 
@@ -218,14 +219,13 @@ def is_parallel(method: str | None, parallel_flag: bool) -> bool:
     return bool(parallel_flag) or method in spelling_rules()["parallel_methods"]
 
 
-def cli_spelling_check(args: Any, recipe, draft) -> list[Diagnostic]:
+def cli_spelling_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
-    if getattr(args, "engine", "vllm") != "vllm":
+    if options.engine != "vllm":
         return []
     hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
-    method = getattr(args, "method", None) or hints.get("method")
-    given = getattr(args, "engine_version", None)
-    version = given or installed_vllm_version()
+    method = options.method or hints.get("method")
+    version = options.engine_version or installed_vllm_version()
     return spelling_findings(draft.raw, draft.architectures, draft.source, version,
                              is_parallel(method, hints.get("parallel_drafting", False)),
                              why_no_version="no vLLM is installed and no --engine-version was given")

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import WARNING, Diagnostic, Location, diag
+from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
 
 
@@ -194,7 +195,6 @@ def engine_start_check(plan, draft, target, *, max_model_len: int | None = None,
             + max_len_check(target, max_model_len, hf_overrides))
 
 
-def cli_engine_start_check(args, plan, draft, target) -> list[Diagnostic]:
-    return engine_start_check(plan, draft, target, max_model_len=getattr(args, "max_model_len", None),
-                              hf_overrides=getattr(args, "hf_overrides", None),
-                              draft_kv_cache_dtype=getattr(args, "draft_kv_cache_dtype", None))
+def cli_engine_start_check(options: CheckOptions, plan, draft, target) -> list[Diagnostic]:
+    return engine_start_check(plan, draft, target, max_model_len=options.max_model_len,
+                              hf_overrides=options.hf_overrides, draft_kv_cache_dtype=options.draft_kv_cache_dtype)

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import Diagnostic, Location, diag
+from ..options import CheckOptions
 
 FOLLOW_TARGET = "follow_target"
 
@@ -93,14 +94,14 @@ def kv_scales_findings(plan: Any, *, calculate: bool, version: str | None, follo
     return out
 
 
-def cli_kv_scales_check(args: Any, plan: Any) -> list[Diagnostic]:
+def cli_kv_scales_check(options: CheckOptions, plan: Any) -> list[Diagnostic]:
     """`surgery validate/plan --calculate-kv-scales`: against `--engine-version`, else the installed vLLM."""
-    if getattr(args, "engine", "vllm") != "vllm" or not getattr(args, "calculate_kv_scales", False):
+    if options.engine != "vllm" or not options.calculate_kv_scales:
         return []
     from .config_spelling import installed_vllm_version
 
-    version = getattr(args, "engine_version", None) or installed_vllm_version()
-    dtype = getattr(args, "draft_kv_cache_dtype", None) or getattr(args, "kv_cache_dtype", None)
+    version = options.engine_version or installed_vllm_version()
+    dtype = options.draft_kv_cache_dtype or options.kv_cache_dtype
     return kv_scales_findings(plan, calculate=True, version=version,
-                              follow_target=bool(getattr(args, "kv_scales_follow_target", False)),
+                              follow_target=bool(options.kv_scales_follow_target),
                               kv_cache_dtype=dtype, source="--calculate-kv-scales")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..options import CheckOptions
 from ..engine_releases import all_architectures, first_with, no_release, release
 
 LOSSY = {"fly": "lossy: it accepts draft tokens the target's distribution would reject, so outputs are not "
@@ -194,15 +195,15 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
     return out
 
 
-def cli_release_check(args: Any, recipe, draft, served_as_model: bool) -> list[Diagnostic]:
+def cli_release_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
-    if getattr(args, "engine", "vllm") != "vllm":
+    if options.engine != "vllm":
         return []
     from .config_spelling import installed_vllm_version
 
     hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
-    method = getattr(args, "method", None) or hints.get("method")
-    version = getattr(args, "engine_version", None) or installed_vllm_version()
-    return release_findings(version, draft, method=method, served_as_model=served_as_model,
-                            rejection_sample_method=getattr(args, "rejection_sample_method", None),
+    method = options.method or hints.get("method")
+    version = options.engine_version or installed_vllm_version()
+    return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
+                            rejection_sample_method=options.rejection_sample_method,
                             why_none="no vLLM is installed and no --engine-version was given")

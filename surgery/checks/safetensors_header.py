@@ -228,10 +228,8 @@ def read_header_from(src: ModelSource, name: str, budget: HeaderBudget | None = 
     """A weight file's header through its model source: a local file, or at most two range requests
     to the hub (the first 64 kB, then the rest of a longer header); never the tensor data. The
     `budget` (the model's, shared by its shards) is charged before the rest of a header is fetched."""
-    from ..modelsource import LocalSource
-
-    if isinstance(src, LocalSource):
-        return read_header(src.path(name), budget)
+    if src.is_local:
+        return read_header(src.local_path(name), budget)
     shown = src.location(name)
     where = Location(shown)
     head = src.read_range(name, 0, HUB_HEAD_GUESS)
@@ -426,7 +424,7 @@ def read_checkpoint(folder) -> Checkpoint:
             raise fail("SRG601", "weights checks need the model folder (config.json and *.safetensors), "
                        "not a config file", Location(str(folder)))
         src = LocalSource(d)
-    elif isinstance(src, LocalSource) and src.is_config_file:
+    elif src.is_local and src.is_config_file:
         raise fail("SRG601", "weights checks need the model folder (config.json and *.safetensors), "
                    "not a config file", Location(src.ref))
     files, weight_map = find_weight_files(src)
@@ -435,7 +433,7 @@ def read_checkpoint(folder) -> Checkpoint:
                    "weights checks read safetensors headers; convert .bin checkpoints first")
     ckpt = Checkpoint(src.location(), [src.location(f) for f in files])
     budget = HeaderBudget()  # the shards together, local or hub (SRG025)
-    if isinstance(src, LocalSource) or len(files) == 1:
+    if src.is_local or len(files) == 1:
         headers = (read_header_from(src, f, budget) for f in files)  # one at a time: merged, then dropped
     else:  # over the network the shards' headers are read side by side: one round trip, not one per shard
         from concurrent.futures import ThreadPoolExecutor

@@ -28,8 +28,8 @@ def model_of(facts):
         p = Path(facts.source)
         folder = p if p.is_dir() else p.parent
         return LocalSource(folder) if (folder / "config.json").exists() or p.name == "config.json" else None
-    if isinstance(src, LocalSource) and src.is_config_file:
-        return LocalSource(src.folder) if src.has("config.json") or src.config_name == "config.json" else None
+    if src.is_local and src.is_config_file:
+        return LocalSource(src.local_folder) if src.has("config.json") or src.config_name == "config.json" else None
     return src
 
 

@@ -361,7 +361,7 @@ def _source(facts, path):
     from ..modelsource import LocalSource
 
     src = facts.model if getattr(facts, "model", None) is not None else open_model(path)
-    if isinstance(src, LocalSource) and src.is_config_file:
+    if src.is_local and src.is_config_file:
         return LocalSource(_folder(src.ref))
     return src
 

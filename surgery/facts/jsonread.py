@@ -35,11 +35,10 @@ def read_config(ref) -> tuple[dict, str]:
 def read_config_from(ref):
     """(config dict, its location, the ModelSource it came from)."""
     from ..modelref import open_model
-    from ..modelsource import LocalSource
 
     src = open_model(ref)
-    if isinstance(src, LocalSource):
-        p = src.path(src.config_name)
+    if src.is_local:
+        p = src.local_path(src.config_name)
         text = read_text_file(p, MAX_CONFIG_BYTES, "config", shown=src.ref)
         return parse_config_text(text, str(p)), str(p), src
     where = src.location(src.config_name)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..options import ApplyOptions
+
 
 WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
 
 
-def ablation(plan, draft, target, report, prompts, args, progress, check=None) -> list[dict]:
+def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progress, check=None) -> list[dict]:
     """Remove each recipe step in turn (and all of them), rerun the decoding check, restore.
 
     Besides the removals, one variant keeps share_kv but with a deliberately wrong map (the first
@@ -38,9 +40,9 @@ def ablation(plan, draft, target, report, prompts, args, progress, check=None) -
             sub = None
             try:
                 if variant is not None:
-                    sub = apply_plan(variant, draft, target, strict=not getattr(args, "no_strict", False))
+                    sub = apply_plan(variant, draft, target, strict=options.strict)
                     row["verified"] = verify_plan(variant, draft, target, report=sub).ok
-                d = (check or decode_check)(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+                d = (check or decode_check)(target, draft, prompts, options.max_new_tokens, options.num_draft_tokens)
                 row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
                             "drafted": d["drafted"], "accepted": d["accepted"]})
             except Exception as exc:  # a removed step can make the draft unrunnable: that is the finding
@@ -53,7 +55,7 @@ def ablation(plan, draft, target, report, prompts, args, progress, check=None) -
             rows.append(row)
     finally:
         # leave the pair wired as the main report says
-        apply_plan(plan, draft, target, strict=not getattr(args, "no_strict", False))
+        apply_plan(plan, draft, target, strict=options.strict)
     return rows
 
 

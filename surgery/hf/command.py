@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
+from ..options import ApplyOptions
 
 
 class Progress:
@@ -162,7 +163,7 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
                             hint=hint))
 
 
-def run_apply(args, out) -> int:
+def run_apply(options: ApplyOptions, out) -> int:
     import torch  # noqa: F401  (fail early with the real import error if the apply extra is missing)
 
     from ..facts import read_facts
@@ -178,28 +179,28 @@ def run_apply(args, out) -> int:
     from .ablation import ablation
     from .specdec import decode_check
 
-    progress = Progress(not args.no_progress)
+    progress = Progress(options.progress)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    recipe = load_recipe(args.recipe)
-    if (args.target is None) != (args.draft is None):
+    recipe = load_recipe(options.recipe)
+    if (options.target is None) != (options.draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
-    held_out = held_out_prompts() if args.target is None else ()
-    if args.target is None:
+    held_out = held_out_prompts() if options.target is None else ()
+    if options.target is None:
         progress("preparing the built-in tiny Gemma 4 pair")
         target_dir, draft_dir = ensure_tiny_pair(progress=progress)
     else:
-        target_dir, draft_dir = args.target, args.draft
+        target_dir, draft_dir = options.target, options.draft
     timings["pair_s"] = time.perf_counter() - t0
 
     t = time.perf_counter()
-    runtime = Runtime(engine="hf", pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype)
+    runtime = Runtime(engine="hf", pp_size=options.pp, tp_size=options.tp, kv_cache_dtype=options.kv_cache_dtype)
     draft_facts, target_facts = read_facts(draft_dir), read_facts(target_dir)
     plan = resolve(recipe, draft_facts, target_facts, runtime)
     timings["resolve_s"] = time.perf_counter() - t
     if not plan.ok:
         raise SurgeryError(plan.errors)
-    if args.target is not None:  # hub ids: the whole checkpoint, at the commits the plan was resolved at
+    if options.target is not None:  # hub ids: the whole checkpoint, at the commits the plan was resolved at
         from ..modelref import local_snapshot
 
         target_dir = local_snapshot(target_facts.model, "apply --engine hf", download=True)
@@ -212,8 +213,8 @@ def run_apply(args, out) -> int:
 
         hf_logging.disable_progress_bar()
     t = time.perf_counter()
-    dtype_name = args.dtype or "float32"
-    device, dtype = _device(args.device), _dtype(dtype_name)
+    dtype_name = options.dtype or "float32"
+    device, dtype = _device(options.device), _dtype(dtype_name)
     standalone = plan.recipe in HF_STANDALONE_RECIPES and is_standalone(draft_facts)  # transformers' assisted generation
     loader = load_standalone_pair if standalone else load_pair
     target, draft = load_models(loader, target_dir, draft_dir, device=device, dtype=dtype)
@@ -221,11 +222,11 @@ def run_apply(args, out) -> int:
     import torch
 
     saved_threads = torch.get_num_threads()  # process-wide: put back at the end for a library caller
-    threads = cpu_threads(getattr(args, "threads", None), device, target)
+    threads = cpu_threads(options.threads, device, target)
 
     try:
         t = time.perf_counter()
-        report = apply_plan(plan, draft, target, strict=not args.no_strict)
+        report = apply_plan(plan, draft, target, strict=options.strict)
         timings["apply_s"] = time.perf_counter() - t
         t = time.perf_counter()
         verification = verify_plan(plan, draft, target, report=report)
@@ -233,19 +234,19 @@ def run_apply(args, out) -> int:
 
         # the built-in pair is measured on text it never trained on; a user's pair on generic code openings
         texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
-        texts = texts[: max(1, args.prompts)]
+        texts = texts[: max(1, options.prompts)]
         if standalone:
             prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
             check = assisted_check
         else:
             prompts, prompt_source, check = [encode(p) for p in texts], "built-in tiny tokenizer", decode_check
-        progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={args.num_draft_tokens}"
+        progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={options.num_draft_tokens}"
                  + (f", {threads} torch thread{'s' if threads != 1 else ''}" if threads else "") + ")")
-        decode = check(target, draft, prompts, args.max_new_tokens, args.num_draft_tokens)
+        decode = check(target, draft, prompts, options.max_new_tokens, options.num_draft_tokens)
         decode["prompt_ids"] = prompt_source
         decode["prompt_set"] = prompt_set
         decode["torch_threads"] = torch.get_num_threads()
-        abl = ablation(plan, draft, target, report, prompts, args, progress, check) if args.ablate else None
+        abl = ablation(plan, draft, target, report, prompts, options, progress, check) if options.ablate else None
     finally:
         torch.set_num_threads(saved_threads)
     progress.done()
@@ -254,7 +255,7 @@ def run_apply(args, out) -> int:
               "target": str(target_dir), "draft": str(draft_dir), "plan": plan.to_dict(), "apply": report.to_dict(),
               "verify": verification.to_dict(), "decode": decode, "ablation": abl,
               "timings": {k: round(v, 4) for k, v in timings.items()}}
-    if args.json:
+    if options.json:
         out.write(json.dumps(result, indent=2) + "\n")
     else:
         out.write(_render(plan, report, verification, decode, abl, timings, render_table) + "\n")

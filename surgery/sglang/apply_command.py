@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 
 from ..diagnostics import SurgeryError, diag
+from ..options import ApplyOptions
 from ..engines import card
 
 
@@ -166,7 +167,7 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def run_apply_sglang(args, out) -> int:
+def run_apply_sglang(options: ApplyOptions, out) -> int:
     import json
     import sys
 
@@ -176,17 +177,17 @@ def run_apply_sglang(args, out) -> int:
     device = "cuda" if cuda_available() else "cpu"
     why = device_blocker(device, importlib.util.find_spec("sglang") is not None)
     if why is not None:
-        raise SurgeryError(diag("SRG360", f"cannot run {args.recipe} in SGLang here: {why}",
+        raise SurgeryError(diag("SRG360", f"cannot run {options.recipe} in SGLang here: {why}",
                                 hint="docs/sglang.md: the install attempts, the errors, and the plan-level comparison "
                                      "with vLLM (`python -m surgery.sglang.compare`); run the recipe with --engine "
                                      "vllm or hf meanwhile"))
-    if getattr(args, "pp", 1) != 1 or getattr(args, "tp", 1) != 1 or getattr(args, "ablate", False):
+    if options.pp != 1 or options.tp != 1 or options.ablate:
         raise SurgeryError(diag("SRG364", "--engine sglang runs one engine on one device, without --ablate "
                                 "(the ablation rows: bench/gpu/sglang_gpu.py)"))
-    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
+    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and options.progress) \
         else (lambda _m: None)
-    dtype = dtype_for(args.dtype)
-    result = run_sglang_apply(args.recipe, args.target, args.draft, max_tokens=args.max_new_tokens, progress=say,
+    dtype = dtype_for(options.dtype)
+    result = run_sglang_apply(options.recipe, options.target, options.draft, max_tokens=options.max_new_tokens, progress=say,
                               dtype=dtype)
-    out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
+    out.write((json.dumps(result, indent=2) if options.json else render(result)) + "\n")
     return EXIT_OK if result["ok"] else EXIT_INVALID

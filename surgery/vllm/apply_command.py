@@ -30,6 +30,7 @@ import json
 from pathlib import Path
 
 from ..diagnostics import SurgeryError, diag
+from ..options import ApplyOptions
 from . import decoding
 from .ablation_runs import ablation_rows
 from .engine import MAX_TOKENS, NUM_SPEC
@@ -203,23 +204,23 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def run_apply_vllm(args, out) -> int:
+def run_apply_vllm(options: ApplyOptions, out) -> int:
     """CLI entry (`surgery apply RECIPE --engine vllm`): exit 0 only when the plugin verified the
     wiring and the speculative output equals target-only greedy."""
     import sys
 
     from ..diagnostics import EXIT_INVALID, EXIT_OK
 
-    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and not args.no_progress) \
+    say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and options.progress) \
         else (lambda _m: None)
-    if getattr(args, "dtype", None) not in (None, "float32", "fp32"):
+    if options.dtype not in (None, "float32", "fp32"):
         raise SurgeryError(diag("SRG011", f"--engine vllm runs the pair in float32 (the miniatures' checkpoints, the "
-                                f"CPU build); --dtype {args.dtype} is not applied there",
+                                f"CPU build); --dtype {options.dtype} is not applied there",
                                 hint="drop --dtype, or use --engine hf / sglang, which take it"))
-    if args.pp != 1 or args.tp != 1:
-        raise SurgeryError(diag("SRG452", f"--engine vllm runs one process on one device (pp {args.pp}, tp {args.tp} "
+    if options.pp != 1 or options.tp != 1:
+        raise SurgeryError(diag("SRG452", f"--engine vllm runs one process on one device (pp {options.pp}, tp {options.tp} "
                                 "given)", hint="use bench/gpu/vllm_parallel.py for tensor / pipeline parallel runs"))
-    result = run_vllm_apply(args.recipe, args.target, args.draft, ablate=args.ablate, num_spec=args.num_draft_tokens,
-                            max_tokens=args.max_new_tokens, progress=say)
-    out.write((json.dumps(result, indent=2) if args.json else render(result)) + "\n")
+    result = run_vllm_apply(options.recipe, options.target, options.draft, ablate=options.ablate, num_spec=options.num_draft_tokens,
+                            max_tokens=options.max_new_tokens, progress=say)
+    out.write((json.dumps(result, indent=2) if options.json else render(result)) + "\n")
     return EXIT_OK if result["ok"] else EXIT_INVALID

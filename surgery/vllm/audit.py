@@ -28,6 +28,7 @@ from typing import Any
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..live.values import plain_value, values_equal
 from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language_model
+from ..options import CheckOptions
 from . import report, state
 from .log import get_logger
 from .selection import ENV_MODE, plan_from_config
@@ -305,29 +306,39 @@ def kv_groups(audit: Audit, plan: Any, maps: Any, kv_cache_config: Any) -> None:
                       f"({op.id})", dname)
 
 
+def engine_check_options(proposer: Any) -> CheckOptions:
+    """The checks' options read from the running engine's own config: what `surgery validate` builds from
+    its flags (surgery/options.py), so both callers hand the same checks the same named inputs."""
+    spec = proposer.speculative_config
+    target_config = proposer.vllm_config.model_config
+    overrides = getattr(target_config, "hf_overrides", None)
+    return CheckOptions(engine="vllm", method=getattr(spec, "method", None),
+                        max_model_len=getattr(target_config, "max_model_len", None),
+                        hf_overrides=overrides if isinstance(overrides, dict) else None,
+                        num_speculative_tokens=getattr(spec, "num_speculative_tokens", None),
+                        draft_kv_cache_dtype=getattr(spec, "kv_cache_dtype", None))
+
+
 def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
     """Field checks of surgery/checks/field.py with what the engine really runs (its method), on
     the facts the plan was resolved from."""
     from ..checks.field import field_checks
 
-    spec = proposer.speculative_config
-    target_config = proposer.vllm_config.model_config
-    overrides = getattr(target_config, "hf_overrides", None)
-    flags = {"hf_overrides": overrides if isinstance(overrides, dict) else None,
-             "num_speculative_tokens": getattr(spec, "num_speculative_tokens", None),
-             "draft_kv_cache_dtype": getattr(spec, "kv_cache_dtype", None)}
+    options = engine_check_options(proposer)
+    flags = {"hf_overrides": options.hf_overrides, "num_speculative_tokens": options.num_speculative_tokens,
+             "draft_kv_cache_dtype": options.draft_kv_cache_dtype}
     for d in field_checks(audit.plan, selection.recipe, selection.draft, selection.target,
-                          method=getattr(spec, "method", None), method_given=True,
-                          max_model_len=getattr(target_config, "max_model_len", None), serving_flags=flags):
+                          method=options.method, method_given=True,  # the engine runs it: as if given
+                          max_model_len=options.max_model_len, serving_flags=flags):
         audit.findings.append(("load", d))
     from ..checks.catalogue3 import catalogue3_findings  # the third catalogue, with the running release
     from ..checks.field import normalise_method
     from .hooks import engine_version
 
     for d in catalogue3_findings(audit.plan, selection.recipe, selection.draft, selection.target,
-                                 method=normalise_method(getattr(spec, "method", None)),
-                                 parallel=bool(getattr(spec, "parallel_drafting", False)), version=engine_version(),
-                                 max_model_len=getattr(target_config, "max_model_len", None)):
+                                 method=normalise_method(options.method),
+                                 parallel=bool(getattr(proposer.speculative_config, "parallel_drafting", False)),
+                                 version=engine_version(), max_model_len=options.max_model_len):
         audit.findings.append(("load", d))
     from .startup import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag, fail
+from ..options import AuditOptions
 
 PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
 
@@ -52,22 +53,22 @@ def _logs_to_stderr() -> list:
     return moved
 
 
-def run_audit(args, out) -> int:
+def run_audit(options: AuditOptions, out) -> int:
     from ..checks.field import expected_methods
     from ..facts import read_facts
     from ..modelref import describe_pin, engine_model
     from ..recipe import find_recipe, load_recipe
 
-    recipe_path = str(find_recipe(args.recipe).resolve())
+    recipe_path = str(find_recipe(options.recipe).resolve())
     recipe = load_recipe(recipe_path)
-    target, draft = read_facts(args.target), read_facts(args.draft)
-    method = args.method
+    target, draft = read_facts(options.target), read_facts(options.draft)
+    method = options.method
     if method is None:
         accept, _ = expected_methods(recipe, draft, target)
         if not accept:
             raise fail("SRG011", f"no speculative method known for recipe {recipe.name}", hint="pass --method")
         method = accept[0]
-    engine_args = dict(_engine_arg(a) for a in args.engine_arg or ())
+    engine_args = dict(_engine_arg(a) for a in options.engine_arg)
 
     report_path = os.environ.get("SURGERY_REPORT")
     tmpdir = None
@@ -95,22 +96,22 @@ def run_audit(args, out) -> int:
         (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
         kwargs = dict(model=t_model, revision=t_rev,
                       speculative_config={"method": method, "model": d_model, "revision": d_rev,
-                                          "num_speculative_tokens": args.num_speculative_tokens},
-                      kv_cache_dtype=args.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
-                      max_model_len=args.max_model_len, tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp,
+                                          "num_speculative_tokens": options.num_speculative_tokens},
+                      kv_cache_dtype=options.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
+                      max_model_len=options.max_model_len, tensor_parallel_size=options.tp, pipeline_parallel_size=options.pp,
                       additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
                       disable_log_stats=False)  # acceptance counters for the result
         kwargs.update(engine_args)
-        if args.attention_backend:
-            kwargs["attention_backend"] = args.attention_backend
-        if not args.json:
+        if options.attention_backend:
+            kwargs["attention_backend"] = options.attention_backend
+        if not options.json:
             sys.stderr.write(f"surgery audit: starting vLLM with stock wiring (method {method}, kv cache "
-                             f"{args.kv_cache_dtype}), recipe {recipe.name} compared, no changes made\n")
+                             f"{options.kv_cache_dtype}), recipe {recipe.name} compared, no changes made\n")
         llm = LLM(**kwargs)
         moved += _logs_to_stderr()
         try:
-            sp = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, detokenize=False, ignore_eos=True)
-            prompts = _prompts(target["vocab_size"], args.prompts)
+            sp = SamplingParams(temperature=0.0, max_tokens=options.max_tokens, detokenize=False, ignore_eos=True)
+            prompts = _prompts(target["vocab_size"], options.prompts)
             outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp, use_tqdm=False)
             generated = sum(len(o.outputs[0].token_ids) for o in outs)
             metrics = _spec_metrics(llm)
@@ -137,12 +138,12 @@ def run_audit(args, out) -> int:
         findings.append({**diag("SRG708", f"the audit stopped at stage {report.get('stage')!r}: the KV-cache "
                                 "comparisons did not run").to_dict(), "stage": "kv_cache"})
     errors = [f for f in findings if f.get("severity") == "error"]
-    result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": args.kv_cache_dtype,
+    result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": options.kv_cache_dtype,
               "findings": findings, "not_applicable": report.get("not_applicable", []),
               "checked": report.get("checked", {}), "generated_tokens": generated, "spec_decode_metrics": metrics,
               "report": None if tmpdir is not None else report_path,
               "models": {"target": target.pin(), "draft": draft.pin()}}
-    if args.json:
+    if options.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
     else:  # the verdict first, then the findings (the audit's product, so on stdout): errors first, each once
         from ..diagnostics import Diagnostic, Location

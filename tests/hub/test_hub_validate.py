@@ -180,3 +180,36 @@ def test_what_counts_as_a_hub_reference(text, hub):
         assert exc.value.diagnostics[0].code == "SRG001"
     else:
         assert parse_hub_ref(text) is not None
+
+
+def test_a_source_says_whether_its_files_are_on_disk(hubenv, tmp_path):
+    """What callers used to learn from `isinstance(src, LocalSource)` (issue 43): a folder or a config file
+    answers is_local with its folder and each file's path; a hub model answers not local, no path."""
+    from surgery.modelref import open_model
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    (tmp_path / "m" / "draft.json").write_text("{}")
+    folder, config_file = open_model(str(tmp_path / "m")), open_model(str(tmp_path / "m" / "draft.json"))
+    for src in (folder, config_file):
+        assert src.is_local and src.local_folder == tmp_path / "m"
+        assert src.local_path("model.safetensors") == tmp_path / "m" / "model.safetensors"
+    assert (folder.is_config_file, config_file.is_config_file) == (False, True)
+    hub = open_model(TINY_HEAD)
+    assert not hub.is_local and hub.local_folder is None and hub.local_path("config.json") is None
+
+
+def test_the_verifier_target_reaches_the_checks_without_touching_args(hubenv):
+    """--target left out: the verifier the head names is the target the checks read, --weights included
+    (surgery/options.py CheckOptions.target); the parsed namespace is left as given (issue 43)."""
+    import io
+
+    from surgery.cli import build_parser, cmd_plan
+
+    args = build_parser().parse_args(["validate", "eagle3", "--draft", EAGLE3, "--weights", "--json"])
+    given = dict(vars(args))
+    out = io.StringIO()
+    assert cmd_plan(args, out, io.StringIO()) == 0
+    data = json.loads(out.getvalue())
+    assert LLAMA in data["weights"]["target"]["folder"] and data["target"]["pin"]["repo_id"] == LLAMA
+    assert vars(args) == given
