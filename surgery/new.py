@@ -48,6 +48,18 @@ class Candidate:
                 "reasons": [d.to_dict() for d in self.reasons]}
 
 
+def eagle1_head_shape(draft: ModelFacts, target: ModelFacts) -> bool:
+    """A plain one-layer causal LM exactly as wide as the target, with the target's vocabulary: the shape of a
+    published EAGLE-1 head (yuhuili/EAGLE-LLaMA3.1-Instruct-8B: one Llama layer at 4096 + an `fc`, no norm, no
+    lm_head). vLLM's draft_model method would build it as a whole LlamaForCausalLM and find no norm or lm_head
+    in the checkpoint, and no one publishes a one-layer standalone draft at the target's width; so `new` does
+    not offer draft-model beside eagle for it. Only the suggestion list changes: `validate draft-model` still
+    answers for such a pair, and `--weights` tells the two apart."""
+    s = draft.scalars
+    return (s.get("num_hidden_layers") == 1 and s.get("hidden_size") == target.scalars.get("hidden_size")
+            and s.get("vocab_size") == target.scalars.get("vocab_size") and not s.get("speculative_class"))
+
+
 @dataclass
 class NewResult:
     target: ModelFacts
@@ -64,7 +76,8 @@ class NewResult:
 
     @property
     def alternatives(self) -> list[str]:
-        return [c.name for c in self.candidates if c.ok and c is not self.chosen]
+        return [c.name for c in self.candidates if c.ok and c is not self.chosen
+                and not (c.name == "draft-model" and eagle1_head_shape(self.draft, self.target))]
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
