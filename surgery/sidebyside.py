@@ -11,7 +11,6 @@ code raised it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 
@@ -19,6 +18,8 @@ def side_by_side(*thunks: Callable[[], Any], threaded: bool = True) -> list[Any]
     """The thunks' results, in order; run concurrently when `threaded` and there is more than one."""
     if not threaded or len(thunks) < 2:
         return [t() for t in thunks]
+    from concurrent.futures import ThreadPoolExecutor  # only when a hub read waits: not on a local validate's path
+
     with ThreadPoolExecutor(max_workers=len(thunks), thread_name_prefix="surgery-read") as pool:
         futures = [pool.submit(t) for t in thunks]
         errors = [f.exception() for f in futures]  # waits for every side: no thread outlives the call
