@@ -66,6 +66,58 @@ def run(target, draft, prompts, threads: int, new_tokens: int, k: int, repeats: 
             "repeats": repeats, **stats}
 
 
+PARTS = {  # what a round of surgery/hf/generate.py `_decode` does, by the function that does it
+    "draft steps (fastdraft.step)": ("fastdraft.py", "step"),
+    "draft round setup (masks, rotary)": ("fastdraft.py", "prepare_round"),
+    "target verify forward": ("modeling_gemma4.py", "forward"),
+    "cache crop on rejection": ("cache_utils.py", "crop"),
+    "host sync (tolist)": ("~", "<method 'tolist' of 'torch._C.TensorBase' objects>"),
+}
+
+
+def profile_rounds(target, draft, prompts, threads: int, new_tokens: int, k: int) -> dict:
+    """Where the speculative loop's time goes, per round, from cProfile's cumulative times of the
+    functions that do each part (the target's outermost forward only: its `forward` entries are
+    summed at the top-level model class). Attribution, not a stopwatch: profiling slows Python."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    from surgery.hf.generate import speculative_decoding
+    from surgery.hf.specdec import speculative_generate
+
+    torch.set_num_threads(threads)
+    speculative_generate(target, draft, prompts[0], 8, k)
+    prof = cProfile.Profile()
+    prof.enable()
+    rounds = 0
+    for p in prompts:
+        speculative_generate(target, draft, p, new_tokens, k)
+        rounds += speculative_decoding.last_stats.rounds
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    total = sum(v[2] for v in stats.values())  # tottime over every function = the profiled wall
+    out = {}
+    outer = type(target).__name__
+    import inspect
+
+    code = inspect.unwrap(type(target).forward).__code__  # the top-level model's own forward (under its decorators)
+    for label, (file, fn) in PARTS.items():
+        cum = 0.0
+        for (f, line, name), (cc, nc, tt, ct, callers) in stats.items():
+            if name != fn or not f.endswith(file):
+                continue
+            if label.startswith("target") and (f, line) != (code.co_filename, code.co_firstlineno):
+                continue
+            cum += ct
+        out[label] = {"seconds": round(cum, 4), "per_round_ms": round(1000 * cum / max(1, rounds), 3),
+                      "share": round(cum / total, 3) if total else None}
+    return {"threads": threads, "rounds": rounds, "profiled_total_s": round(total, 3), "parts": out,
+            "note": f"target verify = {outer}.forward (the prefill of each prompt included); shares of the profiled "
+                    f"total ({inspect.getsourcefile(type(target))})"}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -73,13 +125,18 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", action="store_true", help="also attribute each round's time to its parts (cProfile)")
     args = ap.parse_args()
     target, draft, prompts = load()
     rows = [run(target, draft, prompts, t, args.new_tokens, args.k, args.repeats) for t in args.threads]
     for r in rows:
         print(json.dumps(r))
+    profile = [profile_rounds(target, draft, prompts, t, args.new_tokens, args.k) for t in args.threads] \
+        if args.profile else None
+    for p in profile or ():
+        print(json.dumps(p))
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps({"rows": rows, "profile": profile}, indent=2) + "\n")
     return 0
 
 
