@@ -87,7 +87,7 @@ def test_every_schema_property_has_description_and_examples():
 
 def test_plan_schema_knows_every_op_kind():
     kinds = set(load_schema("plan.schema.json")["properties"]["operations"]["items"]["properties"]["op"]["enum"])
-    assert {"capture_hidden_states", "share_buffer", "share_module", "keep", "share_kv", "copy_attr"} <= kinds
+    assert {"capture_hidden_states", "share_buffer", "share_module", "keep", "share_kv", "copy_attrs"} <= kinds
 
 
 # ------------------------------------------------------------------------------ eagle3

@@ -28,7 +28,7 @@ def test_e2b_pair_maps_sliding_to_13_and_full_to_14():
     plan = _plan()
     assert plan.ok
     assert plan.pairs("kv_source") == [(0, 13), (1, 13), (2, 13), (3, 14)]
-    scale_ops = plan.ops("copy_attr")
+    scale_ops = plan.ops("copy_attrs")
     assert {(o.attr, o.mode) for o in scale_ops} == {
         ("_k_scale", "clone_keep_registration"), ("_v_scale", "clone_keep_registration"),
         ("_k_scale_float", "assign"), ("_v_scale_float", "assign"),
@@ -49,7 +49,7 @@ def test_pp2_reports_embedding_share_impossible_with_reason_and_code():
 
 def test_hf_engine_skips_scale_copies_with_reason():
     plan = _plan(engine="hf")
-    assert plan.ok and not plan.ops("copy_attr")
+    assert plan.ok and not plan.ops("copy_attrs")
     (skip,) = plan.skipped
     assert skip.op == "copy_attrs" and "quantisation scales" in skip.reason and skip.severity == "info"
 

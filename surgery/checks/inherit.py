@@ -202,7 +202,7 @@ def kv_dtype_check(plan, draft, target, *, draft_kv_cache_dtype: str | None) -> 
         own_layers = [i for i in range(max(draft.num_layers, 1)) if i not in shared]
     if not own_layers or has_kv_scales(draft.raw):
         return []
-    copied = bool(plan.ops("copy_attr"))
+    copied = bool(plan.ops("copy_attrs"))
     if copied:
         return []
     where = "--draft-kv-cache-dtype" if draft_kv_cache_dtype else "--kv-cache-dtype (global: vLLM's speculative_config.kv_cache_dtype is unset, so it reaches the drafter)"

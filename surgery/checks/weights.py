@@ -321,7 +321,7 @@ class _Checker:
             return
         if not shares:
             return
-        copied = {o.attr for o in self.plan.ops("copy_attr")}
+        copied = {o.attr for o in self.plan.ops("copy_attrs")}
         if not {"_k_scale", "_v_scale"} <= copied:
             readers = sorted({o.target_layer for o in shares})
             self.add("SRG611", f"FP8 KV cache and the target ships calibrated KV scales ({len(target_scales)} tensors, "

@@ -132,14 +132,14 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
 
 def compare_scales(audit: Audit, stage: str, maps: Any) -> None:
     """SRG701 per copied attribute whose draft value differs from the target layer's it reads."""
-    for op in audit.plan.ops("copy_attr"):
+    for op in audit.plan.ops("copy_attrs"):
         d, t = maps.draft.get(op.draft_layer), maps.target.get(op.target_layer)
         where = maps.draft_names.get(op.draft_layer, f"draft layer {op.draft_layer}")
         if d is None or t is None or not hasattr(d, op.attr) or not hasattr(t, op.attr):
             if stage == "load":
                 audit.na(op.id, f"{op.attr} absent on the live layers of this vLLM")
             continue
-        audit.count("copy_attr" if stage == "load" else f"copy_attr:{stage}")
+        audit.count("copy_attrs" if stage == "load" else f"copy_attrs:{stage}")
         dv, tv = plain_value(getattr(d, op.attr)), plain_value(getattr(t, op.attr))
         if not values_equal(dv, tv, broadcast=True, rel_tol=1e-6):
             latent = "" if audit.quantized_cache else " (latent: the cache is not quantized now, so unused)"

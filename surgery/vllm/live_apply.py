@@ -192,12 +192,12 @@ def follow_target_scales(proposer: Any) -> dict:
 
 
 def load_values(plan: Any, draft: Any, target: Any, context: Any) -> dict:
-    """The copied values right after apply, per copy_attr op (draft, target): what the warmed stage
+    """The copied values right after apply, per copy_attrs op (draft, target): what the warmed stage
     compares with to say which side changed; plus each KV-shared layer's calculate_kv_scales flag."""
     from ..live.values import plain_value
 
     out: dict = {"values": {}, "calculate": {}}
-    for op in plan.ops("copy_attr"):
+    for op in plan.ops("copy_attrs"):
         try:
             d, t = context.attention_pair(op, draft, target)
             out["values"][op.id] = (plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None)))
@@ -292,7 +292,7 @@ def refresh_copied_attrs(proposer: Any) -> int:
     draft, target = proposer.model, st.target_lm
     context = st.engine_context(proposer)  # the one the plan was applied with
     n = 0
-    for op in plan.ops("copy_attr"):
+    for op in plan.ops("copy_attrs"):
         d_attn, t_attn = context.attention_pair(op, draft, target)
         src, dst = getattr(t_attn, op.attr, None), getattr(d_attn, op.attr, None)
         tensors = isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)

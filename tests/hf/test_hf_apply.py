@@ -175,7 +175,7 @@ def test_apply_shares_modules_by_identity_without_copies(plan, fresh):
 def test_plan_for_vllm_refuses_the_hf_adapter(dirs, fresh):
     target, draft = fresh
     vllm_plan = _resolve(dirs, RECIPE, engine="vllm")
-    assert vllm_plan.ok and vllm_plan.ops("copy_attr")
+    assert vllm_plan.ok and vllm_plan.ops("copy_attrs")
     before = _snapshot(target, draft)
     with pytest.raises(SurgeryError) as exc:
         surgery.apply(vllm_plan, draft, target, context=HFContext())

@@ -105,7 +105,7 @@ def test_declared_refusal_is_an_error_unless_the_step_allows_it():
     from surgery.facts import read_facts
 
     plan = resolve(load_recipe("gemma4-mtp"), read_facts(E2B_ASSISTANT), read_facts(E2B), Runtime(engine="hf"))
-    op = CopyAttr(id="copy_attr:kv_source:_k_scale:0<-13", step=1, map="kv_source", draft_layer=0, target_layer=13,
+    op = CopyAttr(id="copy_attrs:kv_source:_k_scale:0<-13", step=1, map="kv_source", draft_layer=0, target_layer=13,
                   attr="_k_scale", mode="assign")
     strict_plan = dataclasses.replace(plan, operations=(op,))
     adapter = HFContext()
@@ -231,7 +231,7 @@ def sglang_pair():
 # one concrete spec per (kind, engine), and the other values each field can take
 SPECS = {
     "share_kv": ShareKV(id="x", step=0, map="m", draft_layer=1, target_layer=2),
-    "copy_attr": CopyAttr(id="x", step=0, map="m", draft_layer=1, target_layer=2, attr="_k_scale", mode="assign"),
+    "copy_attrs": CopyAttr(id="x", step=0, map="m", draft_layer=1, target_layer=2, attr="_k_scale", mode="assign"),
     "share_module": ShareModule(id="x", step=0, role="input_embeddings"),
     "keep": Keep(id="x", step=0, role="input_embeddings"),
     "capture_hidden_states": CaptureHiddenStates(id="x", step=0, layers=(0, 2), layer_set="aux"),
@@ -330,3 +330,9 @@ def test_surgery_apply_is_the_function_whatever_is_imported():
 
     assert inspect.isfunction(surgery.apply) and surgery.apply.__module__ == "surgery"
     assert apply_plan.__module__ == "surgery.applier.core"
+
+
+def test_every_op_has_one_name_its_recipe_key():
+    """Issue 43: one name per op, equal to its recipe key (copy_attrs was also `copy_attr` in plans and ids)."""
+    for unit in UNITS.values() if isinstance(UNITS, dict) else UNITS:
+        assert unit.kind == unit.recipe_key == unit.spec.kind, unit

@@ -190,7 +190,7 @@ def test_report_file_has_the_shared_keys(audited):
     assert rep["mode"] == "audit" and rep["apply"] is None and rep["stage"] == "warmed"  # last write: after the warm-up
     assert rep["plan"]["recipe"] == "gemma4-mtp-other-map"
     assert rep["checked"]["kv_cache"] == 4 and rep["checked"]["share_kv"] == 4
-    assert rep["checked"]["copy_attr:warmed"] == rep["checked"]["copy_attr"]  # the scales compared again
+    assert rep["checked"]["copy_attrs:warmed"] == rep["checked"]["copy_attrs"]  # the scales compared again
     assert {f["code"] for f in rep["findings"]} >= {"SRG701", "SRG702", "SRG703"}
 
 

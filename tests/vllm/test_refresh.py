@@ -27,7 +27,7 @@ def test_refresh_copies_new_target_scales_in_place(caplog):
     t_cfg, d_cfg = (copy.deepcopy(read_config(p)[0]) for p in (E2B, E2B_ASSISTANT))
     plan = resolve(load_recipe(GEMMA_RECIPE), facts_from_config(d_cfg), facts_from_config(t_cfg), Runtime())
     plan = type(plan)(**{**plan.__dict__, "operations": tuple(o for o in plan.operations
-                                                              if o.op in ("share_kv", "copy_attr"))})
+                                                              if o.op in ("share_kv", "copy_attrs"))})
     target = _model("model", plan.target["layer_types"], 1, lambda i: torch.tensor(0.01 * (i + 1)))
     draft = _model("draft_model", plan.draft["layer_types"], 1, lambda i: torch.tensor(1.0))
     adapter = VLLMContext(is_attention=lambda m: isinstance(m, FakeAttention))
@@ -39,7 +39,7 @@ def test_refresh_copies_new_target_scales_in_place(caplog):
     proposer = SimpleNamespace(model=draft)
     state.of(proposer).loaded(plan, report, None, target, [], {}, None)
     state.of(proposer).context = adapter  # the context the plan was applied with
-    copied = len([o for o in plan.ops("copy_attr") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
+    copied = len([o for o in plan.ops("copy_attrs") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
     assert live_apply.refresh_copied_attrs(proposer) == copied
     for i in range(4):
         attn = draft.model.layers[i].self_attn.attn

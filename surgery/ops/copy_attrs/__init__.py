@@ -9,7 +9,7 @@ from ..common import group_by_target, step_fields
 
 @dataclass(frozen=True, kw_only=True)
 class CopyAttr(Operation):
-    kind = "copy_attr"
+    kind = "copy_attrs"
     BOOKKEEPING = Operation.BOOKKEEPING + ("map",)
     DECIDES = ("a draft attention attribute", ("draft_layer", "attr"))
 
@@ -26,7 +26,7 @@ def expand(resolver, step) -> list[CopyAttr]:
     for rule in step.args["rules"]:
         for attr in rule["attrs"]:
             for row in resolver.maps.get(m, ()):
-                out.append(CopyAttr(id=f"copy_attr:{m}:{attr}:{row.draft}<-{row.target}", map=m, draft_layer=row.draft,
+                out.append(CopyAttr(id=f"copy_attrs:{m}:{attr}:{row.draft}<-{row.target}", map=m, draft_layer=row.draft,
                                     target_layer=row.target, attr=attr, mode=rule["mode"], **step_fields(step)))
     return out
 
@@ -40,7 +40,7 @@ def render(step: int, ops: list[CopyAttr]) -> list[str]:
 
 
 UNIT = OpUnit(
-    kind="copy_attr", recipe_key="copy_attrs", spec=CopyAttr, expand=expand, render=render,
+    kind="copy_attrs", recipe_key="copy_attrs", spec=CopyAttr, expand=expand, render=render,
     label=lambda o: "copy_attrs",
     summary="copy attention attributes (KV-cache quantisation scales) from the mapped target layer",
     refused_by={"hf": "HF attention layers hold no KV-cache quantisation scales (a vLLM concept)",

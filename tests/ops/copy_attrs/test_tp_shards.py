@@ -52,7 +52,7 @@ def test_each_rank_gets_its_shard_of_per_head_scales(tp):
                    Runtime(engine="vllm", tp_size=tp))
     assert plan.ok, [d.render() for d in plan.errors]
     plan = type(plan)(**{**plan.__dict__, "operations": tuple(o for o in plan.operations
-                                                              if o.op in ("share_kv", "copy_attr"))})
+                                                              if o.op in ("share_kv", "copy_attrs"))})
     full = torch.arange(1, 5, dtype=torch.float32) / 100  # per-head scales of the whole model, 4 heads
     t_types = plan.target["layer_types"]
     d_types = plan.draft["layer_types"]
