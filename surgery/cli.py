@@ -139,6 +139,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spec-surgery {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    _parser_validate_plan(sub)
+    _parser_releases(sub)
+    _parser_explain(sub)
+    _parser_recipes(sub)
+    _parser_new(sub)
+    _parser_apply(sub)
+    _parser_audit(sub)
+    _parser_doctor(sub)
+    _parser_convert(sub)
+    _parser_pair(sub)
+    return parser
+
+
+def _parser_validate_plan(sub) -> None:
     for name, summary, examples in (
             ("validate", "check a recipe against a draft/target pair (config.json only)",
              "  surgery validate gemma4-mtp --target T --draft D --pp 2\n"
@@ -160,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "shared modules as a Mermaid flowchart (GitHub, model cards)")
         _add_check_args(p)
 
+
+def _parser_releases(sub) -> None:
     p = sub.add_parser("releases", help="the engine releases surgery's data covers, read from their wheels; with a "
                        "recipe and a pair: one verdict per vLLM release",
                        epilog=_epilog("examples:\n  surgery releases\n"
@@ -169,17 +185,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["vllm"], default="vllm", help="engine (vLLM: the per-release rules)")
     _add_check_args(p)
 
+
+def _parser_explain(sub) -> None:
     p = sub.add_parser("explain", help="print the long form of a diagnostic code (all codes without one)",
                        epilog=_epilog("examples:\n  surgery explain SRG302\n  surgery explain --json", one="(not used)"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("code", nargs="?", help="e.g. SRG302")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+
+def _parser_recipes(sub) -> None:
     p = sub.add_parser("recipes", help="list the shipped recipes, the model types each covers, and vLLM MTP coverage",
                        epilog=_epilog("examples:\n  surgery recipes\n  surgery recipes --json", one="(not used)"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+
+def _parser_new(sub) -> None:
     p = sub.add_parser("new", help="write a starting recipe for a pair, from the closest shipped recipe",
                        description="Recognise a draft/target pair from its configs (model types, architectures) "
                        "and write a starting recipe from the closest shipped one, checked against the pair; or "
@@ -201,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=list(ENGINES), default="vllm", help="engine to check for (default vllm)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
+
+def _parser_apply(sub) -> None:
     p = sub.add_parser("apply", help="load a pair with HF transformers, apply the recipe, verify, and check it "
                        "by speculative decoding", epilog="examples:\n  surgery apply recipes/gemma4-mtp.yaml\n"
                        "  surgery apply gemma4-mtp --ablate --json\n  surgery apply gemma4-mtp --target T --draft D "
@@ -231,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "per engine, the recipe applied in its scheduler by the plugin); on CPU, where SGLang cannot run "
                    "speculative decoding, SRG360 with the blocker (docs/sglang.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+
+
+def _parser_audit(sub) -> None:
     p = sub.add_parser("audit", help="start vLLM with its stock wiring, change nothing, and report how it differs "
                        "from the recipe", description="Start vLLM in-process with its own (stock) wiring, the "
                        "spec-surgery plugin in audit mode (SURGERY_MODE=audit: no changes), decode a few greedy "
@@ -249,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
                    help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
 
+
+def _parser_doctor(sub) -> None:
     p = sub.add_parser("doctor", help="check the environment a server would start in: plugin entry point, "
                        "engine version, hook targets, recipe, SURGERY_* variables",
                        description="Run with the server's interpreter and environment BEFORE `vllm serve` / "
@@ -269,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_refresh_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
+
+def _parser_convert(sub) -> None:
     p = sub.add_parser("convert", help="write a draft head in another published format (speculators, eagle, "
                        "modelopt): tensors copied byte for byte, aux ids translated, provenance recorded",
                        epilog=_epilog("examples:\n  surgery convert nvidia-head --to speculators out --target T\n"
@@ -289,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "other file (a DRAFT_DIR without weights is an error without it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
+
+def _parser_pair(sub) -> None:
     p = sub.add_parser("pair", help="the built-in tiny pairs: list them, or export one as model folders",
                        epilog=_epilog("examples:\n  surgery pair list\n  surgery pair export gemma4-mtp /tmp/pair",
                                       one="(not used)"),
@@ -302,7 +335,6 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("dir", metavar="DIR", help="output folder (created); DIR/target and DIR/draft are written")
     q.add_argument("--force", action="store_true", help="replace existing DIR/target and DIR/draft")
     q.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    return parser
 
 
 def _runtime(args, engine: str):
