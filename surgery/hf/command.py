@@ -163,34 +163,54 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
                             hint=hint))
 
 
+def _pair_folders(options: ApplyOptions, progress) -> tuple:
+    """(target, draft) as given, or the built-in tiny Gemma 4 pair's folders (built once, cached)."""
+    from ..tinypair import ensure_tiny_pair
+
+    if (options.target is None) != (options.draft is None):
+        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
+    if options.target is None:
+        progress("preparing the built-in tiny Gemma 4 pair")
+        return ensure_tiny_pair(progress=progress)
+    return options.target, options.draft
+
+
+def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target_dir, target):
+    """(prompts, where their ids came from, the prompt set, the decoding check): the built-in pair is
+    measured on text it never trained on, a user's pair on generic code openings; a standalone draft
+    through transformers' assisted generation."""
+    from ..bytevocab import encode
+    from ..pairs import DEFAULT_PROMPTS
+    from .specdec import decode_check
+    from .standalone import assisted_check, prompts_for
+
+    texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
+    texts = texts[: max(1, options.prompts)]
+    if standalone:
+        prompts, source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
+        return prompts, source, prompt_set, assisted_check
+    return [encode(p) for p in texts], "built-in tiny tokenizer", prompt_set, decode_check
+
+
 def run_apply(options: ApplyOptions, out) -> int:
-    import torch  # noqa: F401  (fail early with the real import error if the apply extra is missing)
+    import torch  # fail early with the real import error if the apply extra is missing
 
     from ..facts import read_facts
-    from ..bytevocab import encode
-    from ..pairs import DEFAULT_PROMPTS, held_out_prompts
+    from ..pairs import held_out_prompts
     from .loader import load_pair
-    from ..tinypair import ensure_tiny_pair
-    from .standalone import assisted_check, is_standalone, load_standalone_pair, prompts_for
+    from .standalone import is_standalone, load_standalone_pair
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe
     from ..resolver import resolve
     from ..applier import apply_plan, verify_plan
     from .ablation import ablation
-    from .specdec import decode_check
 
     progress = Progress(options.progress)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     recipe = load_recipe(options.recipe)
-    if (options.target is None) != (options.draft is None):
-        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
+    target_dir, draft_dir = _pair_folders(options, progress)
     held_out = held_out_prompts() if options.target is None else ()
-    if options.target is None:
-        progress("preparing the built-in tiny Gemma 4 pair")
-        target_dir, draft_dir = ensure_tiny_pair(progress=progress)
-    else:
-        target_dir, draft_dir = options.target, options.draft
     timings["pair_s"] = time.perf_counter() - t0
 
     t = time.perf_counter()
@@ -219,8 +239,6 @@ def run_apply(options: ApplyOptions, out) -> int:
     loader = load_standalone_pair if standalone else load_pair
     target, draft = load_models(loader, target_dir, draft_dir, device=device, dtype=dtype)
     timings["load_s"] = time.perf_counter() - t
-    import torch
-
     saved_threads = torch.get_num_threads()  # process-wide: put back at the end for a library caller
     threads = cpu_threads(options.threads, device, target)
 
@@ -232,14 +250,8 @@ def run_apply(options: ApplyOptions, out) -> int:
         verification = verify_plan(plan, draft, target, report=report)
         timings["verify_s"] = time.perf_counter() - t
 
-        # the built-in pair is measured on text it never trained on; a user's pair on generic code openings
-        texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
-        texts = texts[: max(1, options.prompts)]
-        if standalone:
-            prompts, prompt_source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
-            check = assisted_check
-        else:
-            prompts, prompt_source, check = [encode(p) for p in texts], "built-in tiny tokenizer", decode_check
+        prompts, prompt_source, prompt_set, check = _prompts_and_check(options, held_out, standalone, target_dir,
+                                                                       target)
         progress(f"decoding {len(prompts)} prompts (greedy and speculative, k={options.num_draft_tokens}"
                  + (f", {threads} torch thread{'s' if threads != 1 else ''}" if threads else "") + ")")
         decode = check(target, draft, prompts, options.max_new_tokens, options.num_draft_tokens)

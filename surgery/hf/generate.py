@@ -66,7 +66,7 @@ def _choose_draft_path(draft, first_inputs, kv, position) -> str:
         path = HOISTED if reason is None else f"transformers forward: {reason}"
         if reason is not None:
             warnings.warn(f"surgery.hf.speculative_decoding: draft steps run through the assistant's own forward "
-                          f"(slower): {reason}", stacklevel=3)
+                          f"(slower): {reason}", stacklevel=4)
         _DRAFT_PATHS[draft] = path
     return path
 
@@ -195,6 +195,29 @@ class _Stops:
         return new, stop
 
 
+def _draft_round(draft, embed, published: dict, committed: int, position, bonus, hidden, k_round: int,
+                 stats: RoundStats):
+    """The round's k drafted tokens [1, k_round], on the device with no host sync: step 1 from
+    [embed(bonus) ; the target's hidden state], later steps from the draft's own token and hidden
+    state, all at `position`, reading the target's K/V of the `committed` positions."""
+    kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
+    tok, h, drafted = bonus, hidden, []
+    first = torch.cat([embed(tok), h], dim=-1)
+    if stats.draft_path is None:
+        stats.draft_path = _choose_draft_path(draft, first, kv, position)
+    hoisted = stats.draft_path == HOISTED
+    if hoisted:
+        masks, rope = fastdraft.prepare_round(draft, kv, position, first)
+    for i in range(k_round):  # no host sync in here
+        inputs = first if i == 0 else torch.cat([embed(tok), h], dim=-1)
+        if hoisted:
+            tok, h = fastdraft.step(draft, inputs, kv, position, masks, rope)
+        else:
+            tok, h = fastdraft.reference_step(draft, inputs, kv, position)
+        drafted.append(tok)
+    return torch.cat(drafted, dim=1)
+
+
 @torch.no_grad()
 def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, streamer, stats: RoundStats,
             accept_all: bool = False):
@@ -236,23 +259,8 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
 
     while not done:
         k_round = min(k, stops.budget(len(tokens)))  # never draft past the length limit
-        kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
         position.fill_(committed)
-        tok, h, drafted = bonus, hidden, []
-        first = torch.cat([embed(tok), h], dim=-1)
-        if stats.draft_path is None:
-            stats.draft_path = _choose_draft_path(draft, first, kv, position)
-        hoisted = stats.draft_path == HOISTED
-        if hoisted:
-            masks, rope = fastdraft.prepare_round(draft, kv, position, first)
-        for i in range(k_round):  # no host sync in here
-            inputs = first if i == 0 else torch.cat([embed(tok), h], dim=-1)
-            if hoisted:
-                tok, h = fastdraft.step(draft, inputs, kv, position, masks, rope)
-            else:
-                tok, h = fastdraft.reference_step(draft, inputs, kv, position)
-            drafted.append(tok)
-        drafts = torch.cat(drafted, dim=1)  # [1, k_round]
+        drafts = _draft_round(draft, embed, published, committed, position, bonus, hidden, k_round, stats)
         out = model(input_ids=torch.cat([bonus, drafts], dim=1), past_key_values=cache, use_cache=True,
                     output_hidden_states=True, return_shared_kv_states=True)
         logits = out.logits[0]

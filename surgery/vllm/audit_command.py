@@ -54,20 +54,13 @@ def _logs_to_stderr() -> list:
 
 
 def run_audit(options: AuditOptions, out) -> int:
-    from ..checks.field import expected_methods
     from ..facts import read_facts
-    from ..modelref import describe_pin, engine_model
     from ..recipe import find_recipe, load_recipe
 
     recipe_path = str(find_recipe(options.recipe).resolve())
     recipe = load_recipe(recipe_path)
     target, draft = read_facts(options.target), read_facts(options.draft)
-    method = options.method
-    if method is None:
-        accept, _ = expected_methods(recipe, draft, target)
-        if not accept:
-            raise fail("SRG011", f"no speculative method known for recipe {recipe.name}", hint="pass --method")
-        method = accept[0]
+    method = options.method or _recipe_method(recipe, draft, target)
     engine_args = dict(_engine_arg(a) for a in options.engine_arg)
 
     report_path = os.environ.get("SURGERY_REPORT")
@@ -93,17 +86,7 @@ def run_audit(options: AuditOptions, out) -> int:
         moved = _logs_to_stderr()
         plugin.register()  # idempotent; vLLM's entry point does the same in every process
         # hub ids go to vLLM as ids, pinned to the commits the facts were read at (surgery.modelref)
-        (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
-        kwargs = dict(model=t_model, revision=t_rev,
-                      speculative_config={"method": method, "model": d_model, "revision": d_rev,
-                                          "num_speculative_tokens": options.num_speculative_tokens},
-                      kv_cache_dtype=options.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
-                      max_model_len=options.max_model_len, tensor_parallel_size=options.tp, pipeline_parallel_size=options.pp,
-                      additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
-                      disable_log_stats=False)  # acceptance counters for the result
-        kwargs.update(engine_args)
-        if options.attention_backend:
-            kwargs["attention_backend"] = options.attention_backend
+        kwargs = _engine_kwargs(options, target, draft, method, recipe_path, engine_args)
         if not options.json:
             sys.stderr.write(f"surgery audit: starting vLLM with stock wiring (method {method}, kv cache "
                              f"{options.kv_cache_dtype}), recipe {recipe.name} compared, no changes made\n")
@@ -132,6 +115,43 @@ def run_audit(options: AuditOptions, out) -> int:
                 os.environ[k] = v
         if tmpdir is not None:
             tmpdir.cleanup()
+    return _write_result(out, options, recipe, method, report, generated, metrics,
+                         None if tmpdir is not None else report_path, target, draft)
+
+def _recipe_method(recipe, draft, target) -> str:
+    """The speculative method the recipe's engine hints accept for this pair (the first), else SRG011."""
+    from ..checks.field import expected_methods
+
+    accept, _ = expected_methods(recipe, draft, target)
+    if not accept:
+        raise fail("SRG011", f"no speculative method known for recipe {recipe.name}", hint="pass --method")
+    return accept[0]
+
+
+def _engine_kwargs(options: AuditOptions, target, draft, method: str, recipe_path: str, engine_args: dict) -> dict:
+    """vLLM's LLM(...) arguments: hub ids go to vLLM as ids, pinned to the commits the facts were read at
+    (surgery.modelref); mode and recipe travel in the engine's own config (additional_config)."""
+    from ..modelref import engine_model
+
+    (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
+    kwargs = dict(model=t_model, revision=t_rev,
+                  speculative_config={"method": method, "model": d_model, "revision": d_rev,
+                                      "num_speculative_tokens": options.num_speculative_tokens},
+                  kv_cache_dtype=options.kv_cache_dtype, skip_tokenizer_init=True, enforce_eager=True, seed=0,
+                  max_model_len=options.max_model_len, tensor_parallel_size=options.tp, pipeline_parallel_size=options.pp,
+                  additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
+                  disable_log_stats=False)  # acceptance counters for the result
+    kwargs.update(engine_args)
+    if options.attention_backend:
+        kwargs["attention_backend"] = options.attention_backend
+    return kwargs
+
+
+def _write_result(out, options: AuditOptions, recipe, method: str, report: dict, generated: int, metrics,
+                  kept_report: str | None, target, draft) -> int:
+    """The audit's result: JSON, or the verdict first, then the findings (errors first, each once)."""
+    from ..modelref import describe_pin
+
     findings = report.get("findings", [])
     # the KV-cache comparisons ran once the report reached stage kv_cache, or warmed (written after it)
     if report.get("stage") not in ("kv_cache", "warmed") and not any(f.get("code") == "SRG708" for f in findings):
@@ -141,7 +161,7 @@ def run_audit(options: AuditOptions, out) -> int:
     result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": options.kv_cache_dtype,
               "findings": findings, "not_applicable": report.get("not_applicable", []),
               "checked": report.get("checked", {}), "generated_tokens": generated, "spec_decode_metrics": metrics,
-              "report": None if tmpdir is not None else report_path,
+              "report": kept_report,
               "models": {"target": target.pin(), "draft": draft.pin()}}
     if options.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
