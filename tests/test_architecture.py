@@ -402,3 +402,21 @@ def test_the_local_source_finder_finds_isinstance():
     code = "isinstance(s, LocalSource)\nisinstance(s, (HubSource, ms.LocalSource))\nisinstance(s, ModelSource)\n"
     assert local_source_isinstance({"surgery.x": ast.parse(code)}) == ["surgery.x:1", "surgery.x:2"]
     assert local_source_isinstance({"surgery.modelsource": ast.parse(code)}) == []
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_over_80_lines():
+    """Issue 43: a function a reader can hold in view (the parser as one builder per command,
+    `facts_from_config` from its readers, the command runners by phase)."""
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "surgery").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, long

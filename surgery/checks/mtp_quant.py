@@ -211,6 +211,40 @@ def _shown(items: list[str]) -> str:
     return "; ".join(items[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
 
 
+def _compare_mtp_block(tckpt, prefixes, patterns, modes):
+    """Each MTP module against the last main layer that has it: (stored unlike its counterpart, left out by the
+    ignore list but stored quantised, quantised by the config but stored plain, the patterns that matched,
+    modules compared, MTP-only modules not judged)."""
+    main = _counterparts(tckpt.tensors, tuple(p for p, _ in prefixes))
+    unlike: list[str] = []      # stored unlike the counterpart the engine builds it like
+    stored_q: list[str] = []    # left out by the ignore list, stored quantised
+    stored_plain: list[str] = []  # quantised by the config (counterpart left out), stored unquantised
+    pattern_seen: set[str] = set()
+    compared = skipped = 0
+    for ck, eng in prefixes:
+        for mod_name, m in sorted(modules(tckpt.tensors, ck).items()):
+            rest = mod_name[len(ck):]
+            names = [mod_name, eng + rest]
+            pairs = main.get(rest)
+            if not pairs:
+                skipped += 1
+                continue
+            compared += 1
+            _, c = max(pairs, key=lambda p: p[0])  # the last main layer that has the module
+            hit_m = matching_pattern(names, patterns, modes)
+            hit_c = matching_pattern([c.name, re.sub(r"^.*?layers\.", "model.layers.", c.name)], patterns, modes)
+            if bool(hit_m) == bool(hit_c):
+                if m.signature() != c.signature():
+                    unlike.append(f"{m.describe()} vs {c.describe()}")
+                    pattern_seen.add(hit_m or "")
+            elif hit_m and m.quantised:
+                stored_q.append(m.describe())
+                pattern_seen.add(hit_m)
+            elif hit_c and not m.quantised:
+                stored_plain.append(f"{m.describe()} ({c.name} is left out by {hit_c!r}, this module is not)")
+    return unlike, stored_q, stored_plain, pattern_seen, compared, skipped
+
+
 def mtp_quant_check(target, tckpt, *, same_checkpoint: bool) -> list[Diagnostic]:
     """Findings for a target whose checkpoint carries its own MTP block (`same_checkpoint`: the draft
     is read from it, as for the mtp / deepseek-mtp recipes)."""
@@ -239,33 +273,7 @@ def mtp_quant_check(target, tckpt, *, same_checkpoint: bool) -> list[Diagnostic]
     key, patterns = ignore_list(q, name)
     modes = rules()["quantisers"][name]["match"]
     unread = [k for k in rules()["ignore_spellings"] if k in q and k != key and k not in rules()["quantisers"][name]["keys"]]
-    main = _counterparts(tckpt.tensors, tuple(p for p, _ in prefixes))
-    unlike: list[str] = []      # stored unlike the counterpart the engine builds it like
-    stored_q: list[str] = []    # left out by the ignore list, stored quantised
-    stored_plain: list[str] = []  # quantised by the config (counterpart left out), stored unquantised
-    pattern_seen: set[str] = set()
-    compared = skipped = 0
-    for ck, eng in prefixes:
-        for mod_name, m in sorted(modules(tckpt.tensors, ck).items()):
-            rest = mod_name[len(ck):]
-            names = [mod_name, eng + rest]
-            pairs = main.get(rest)
-            if not pairs:
-                skipped += 1
-                continue
-            compared += 1
-            _, c = max(pairs, key=lambda p: p[0])  # the last main layer that has the module
-            hit_m = matching_pattern(names, patterns, modes)
-            hit_c = matching_pattern([c.name, re.sub(r"^.*?layers\.", "model.layers.", c.name)], patterns, modes)
-            if bool(hit_m) == bool(hit_c):
-                if m.signature() != c.signature():
-                    unlike.append(f"{m.describe()} vs {c.describe()}")
-                    pattern_seen.add(hit_m or "")
-            elif hit_m and m.quantised:
-                stored_q.append(m.describe())
-                pattern_seen.add(hit_m)
-            elif hit_c and not m.quantised:
-                stored_plain.append(f"{m.describe()} ({c.name} is left out by {hit_c!r}, this module is not)")
+    unlike, stored_q, stored_plain, pattern_seen, compared, skipped = _compare_mtp_block(tckpt, prefixes, patterns, modes)
     qm = q.get("quant_method")
     spell = f"{key} {patterns[:4]}{' ...' if len(patterns) > 4 else ''}" if key else "no ignore list"
     also = (f"; {', '.join(repr(k) for k in unread)} {'is' if len(unread) == 1 else 'are'} present but vLLM's "

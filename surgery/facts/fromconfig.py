@@ -99,30 +99,18 @@ def _shown(value: int) -> str:
     return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
 
 
-def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
-    if not isinstance(cfg, dict):
-        raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
-    check_depth(cfg, source)
-    cfg = normalise_config(strip_annotations(cfg), source)  # speculators files: vLLM's view (surgery/formats)
-    model_type = cfg.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
+def _text_config(cfg: dict, source: str) -> tuple[dict, str]:
+    """(the text model's config, its key prefix): `text_config` of a multimodal config, else the config."""
     text = cfg.get("text_config")
-    prefix = ""
-    if text is not None:
-        if not isinstance(text, dict):
-            raise fail("SRG202", "`text_config` must be an object", Location(source, key_path="text_config"))
-        prefix = "text_config."
-    else:
-        text = cfg
-    table = defaults_table()
-    text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
-        table.get(model_type, {}).get("text_model_type", model_type)
-    defaults = family_defaults(text_type)
-    top_defaults = family_defaults(model_type)
-    r = _Reader(text, defaults, source, prefix)
-    top = _Reader(cfg, top_defaults, source, "")
+    if text is None:
+        return cfg, ""
+    if not isinstance(text, dict):
+        raise fail("SRG202", "`text_config` must be an object", Location(source, key_path="text_config"))
+    return text, "text_config."
 
+
+def _geometry(r, top_defaults: dict, source: str, prefix: str) -> dict:
+    """The sizes and per-layer facts the layer maps are built from (defaults recorded in `r.used`)."""
     _derive_num_hidden_layers(r, source, prefix)
     hidden = r.int_("hidden_size", required=True, minimum=1)
     vocab = r.int_("vocab_size", required=True, minimum=1)
@@ -151,6 +139,59 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
                    shared > 0 and i >= first_shared)
         for i, lt in enumerate(layer_types)
     )
+    return {"hidden": hidden, "vocab": vocab, "n_layers": n_layers, "n_heads": n_heads, "kv_heads": kv_heads,
+            "head_dim": head_dim, "window": window, "layer_types": layer_types, "shared": shared,
+            "first_shared": first_shared, "per_layer": per_layer, "layers": layers}
+
+
+def _rope_theta(text: dict):
+    """`rope_theta`, else the full-attention entry of `rope_parameters` (transformers 5's layout)."""
+    rope_theta = text.get("rope_theta")
+    rope_params = text.get("rope_parameters")
+    if rope_theta is None and isinstance(rope_params, dict):
+        sub = rope_params.get(FULL, rope_params)
+        rope_theta = sub.get("rope_theta") if isinstance(sub, dict) else None
+    return rope_theta
+
+
+def _draft_head_scalars(cfg: dict, source: str) -> dict:
+    """What a draft head's config says about the target it reads: aux ids, block-drafter keys, mask token."""
+    nested = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else None
+    return {
+        "target_hidden_size": cfg.get("target_hidden_size"),
+        "eagle_aux_hidden_state_layer_ids": aux_layer_ids(cfg, source),
+        "num_aux_hidden_states": num_aux(cfg, source),
+        "block_draft_target_layer_ids": block_draft_target_layer_ids(cfg, source),
+        "parallel_drafting_token_id": parallel_drafting_token_id(cfg, source),
+        "nested_mask_token": nested_mask_token(cfg),
+        "markov_rank": cfg.get("markov_rank"),
+        "nested_markov_rank": nested.get("markov_rank") if nested is not None else None,
+        # SpecForge's DFlash family: dflash_config.projector_type None = DFlash, "dspark", "domino" (GRU head)
+        "block_draft_projector": nested.get("projector_type") if nested is not None else None,
+    }
+
+
+def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
+    if not isinstance(cfg, dict):
+        raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
+    check_depth(cfg, source)
+    cfg = normalise_config(strip_annotations(cfg), source)  # speculators files: vLLM's view (surgery/formats)
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
+    text, prefix = _text_config(cfg, source)
+    table = defaults_table()
+    text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
+        table.get(model_type, {}).get("text_model_type", model_type)
+    defaults = family_defaults(text_type)
+    top_defaults = family_defaults(model_type)
+    r = _Reader(text, defaults, source, prefix)
+    top = _Reader(cfg, top_defaults, source, "")
+
+    g = _geometry(r, top_defaults, source, prefix)
+    hidden, vocab, n_layers, n_heads, kv_heads = g["hidden"], g["vocab"], g["n_layers"], g["n_heads"], g["kv_heads"]
+    head_dim, window, layer_types, shared, per_layer = g["head_dim"], g["window"], g["layer_types"], g["shared"], \
+        g["per_layer"]
 
     archs = cfg.get("architectures") or []
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
@@ -165,11 +206,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
     if tie is None:
         tie = top.get("tie_word_embeddings")
-    rope_theta = text.get("rope_theta")
-    rope_params = text.get("rope_parameters")
-    if rope_theta is None and isinstance(rope_params, dict):
-        sub = rope_params.get(FULL, rope_params)
-        rope_theta = sub.get("rope_theta") if isinstance(sub, dict) else None
+    rope_theta = _rope_theta(text)
     scalars: dict[str, Any] = {
         "model_type": model_type,
         "text_model_type": text_type,
@@ -184,7 +221,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "global_head_dim": r.get("global_head_dim", record=False),
         "sliding_window": window,
         "num_kv_shared_layers": shared,
-        "num_unshared_layers": first_shared,
+        "num_unshared_layers": g["first_shared"],
         "backbone_hidden_size": backbone,
         "num_nextn_predict_layers": nextn,
         "draft_vocab_size": draft_vocab,
@@ -196,18 +233,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
         "has_sliding_layers": SLIDING in layer_types,
         "layer_type_set": sorted(set(layer_types)),
         "has_own_embeddings": None,  # weights facts: unknown from config alone
-        "target_hidden_size": cfg.get("target_hidden_size"),
-        "eagle_aux_hidden_state_layer_ids": aux_layer_ids(cfg, source),
-        "num_aux_hidden_states": num_aux(cfg, source),
-        "block_draft_target_layer_ids": block_draft_target_layer_ids(cfg, source),
-        "parallel_drafting_token_id": parallel_drafting_token_id(cfg, source),
-        "nested_mask_token": nested_mask_token(cfg),
-        "markov_rank": cfg.get("markov_rank"),
-        "nested_markov_rank": (cfg.get("dflash_config") or {}).get("markov_rank")
-        if isinstance(cfg.get("dflash_config"), dict) else None,
-        # SpecForge's DFlash family: dflash_config.projector_type None = DFlash, "dspark", "domino" (GRU head)
-        "block_draft_projector": (cfg.get("dflash_config") or {}).get("projector_type")
-        if isinstance(cfg.get("dflash_config"), dict) else None,
+        **_draft_head_scalars(cfg, source),
         "index_topk": text.get("index_topk", cfg.get("index_topk")),
         "bos_token_id": _token_ids(cfg, text, "bos_token_id", r, top),
         "eos_token_id": _token_ids(cfg, text, "eos_token_id", r, top),
@@ -220,7 +246,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     scalars["eos_token_ids"] = _as_list(scalars["eos_token_id"])
     scalars["speculative_class"] = speculative_class(archs, cfg)
     scalars.update(mtp_facts(cfg, text, {**top_defaults, **defaults}, source, r.used))
-    return ModelFacts(source, model_type, text_type, tuple(archs), scalars, layers,
+    return ModelFacts(source, model_type, text_type, tuple(archs), scalars, g["layers"],
                       tuple(r.used + top.used), prefix, cfg)
 
 
