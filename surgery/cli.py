@@ -397,7 +397,7 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
     # from_verifier: the head is served as the model (`vllm serve <head>`)
     options = check_options(args, target_ref, from_verifier, release or getattr(args, "engine_version", None))
     plan = resolve(recipe, draft, target, _runtime(args, args.engine))
-    from .checks.command import run_checks, weights_text
+    from .commands.checks import run_checks, weights_text
     from .checks.field import with_findings
 
     plan, weights = run_checks(options, recipe, draft, target, plan)
@@ -602,16 +602,16 @@ def cmd_apply(args, out) -> int:
 
     options = fields_from(ApplyOptions, args, strict=not args.no_strict, progress=not args.no_progress)
     if options.engine == "sglang":
-        from .sglang.apply_command import run_apply_sglang
+        from .commands.sglang_apply import run_apply_sglang
 
         return run_apply_sglang(options, out)
     if options.engine == "vllm":
-        from .vllm.apply_command import run_apply_vllm
+        from .commands.vllm_apply import run_apply_vllm
 
         return run_apply_vllm(options, out)
     from dataclasses import replace
 
-    from .hf.command import refuse_hf_without_pair, run_apply
+    from .commands.hf_apply import refuse_hf_without_pair, run_apply
 
     if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
         options = replace(options, num_draft_tokens=3)
@@ -626,7 +626,7 @@ def cmd_audit(args, out) -> int:
 
     require("audit")
     from .options import AuditOptions, fields_from
-    from .vllm.audit_command import run_audit
+    from .commands.audit import run_audit
 
     return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)
 

@@ -15,7 +15,7 @@ from typing import Any
 @dataclass(frozen=True)
 class CheckOptions:
     """What `surgery validate / plan / releases` checks read beyond the recipe and the two configs
-    (surgery/checks/command.py and the checks it runs). `target` is the target that was read: the
+    (surgery/commands/checks.py and the checks it runs). `target` is the target that was read: the
     speculators verifier when `--target` was left out (`target_from_verifier`)."""
     engine: str = "vllm"
     engine_version: str | None = None  # --engine-version; None: the installed vLLM

@@ -235,7 +235,8 @@ def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, g
     engines are stand-ins that record the token ids they were given."""
     from surgery.bytevocab import encode
     from surgery.pairs import held_out_prompts
-    from surgery.vllm import apply_command, decoding, engine
+    from surgery.commands import vllm_apply as apply_command
+    from surgery.vllm import decoding, engine
 
     seen = {}
 

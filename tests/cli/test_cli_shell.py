@@ -122,7 +122,7 @@ def test_no_escape_codes_in_pipes(env_extra):
 
 
 def test_apply_progress_only_on_a_tty(monkeypatch, capsys):
-    from surgery.hf.command import Progress
+    from surgery.commands.hf_apply import Progress
 
     p = Progress(True)  # capsys: stderr is not a terminal
     p("loading")

@@ -114,7 +114,7 @@ def test_the_speculators_export_names_the_verifiers_architectures(tmp_path):
 
 
 def test_apply_serves_a_speculators_files_k_unless_asked_otherwise(tmp_path):
-    from surgery.vllm.apply_command import draft_format, serving_k
+    from surgery.commands.vllm_apply import draft_format, serving_k
 
     out = tmp_path / "spec"
     convert_folder(str(OUTPUTS), "speculators", str(out), target=str(TARGET), producer="vllm", k=5)

@@ -31,7 +31,7 @@ def test_apply_engine_sglang_is_a_coded_error_naming_the_blocker(run_cli, recipe
 
 
 def test_the_blocker_follows_the_cards_measured_devices():
-    from surgery.sglang.apply_command import blocker
+    from surgery.commands.sglang_apply import blocker
 
     assert "sgl-kernel's CPU build" in blocker("cpu")
     assert "sgl-kernel" not in blocker("cuda")
@@ -40,7 +40,7 @@ def test_the_blocker_follows_the_cards_measured_devices():
 def test_the_device_decides_whether_the_engine_runs():
     """CPU (measured failing in the card): SRG360's blocker whatever is installed; CUDA: the engine
     runs when SGLang is installed, else the reason names the card's CUDA releases."""
-    from surgery.sglang.apply_command import device_blocker
+    from surgery.commands.sglang_apply import device_blocker
 
     assert "sgl-kernel's CPU build" in device_blocker("cpu", True)
     assert device_blocker("cuda", True) is None
@@ -155,7 +155,7 @@ def test_sglangs_builtin_eagle3_pair_is_a_head_on_ids_sglang_captures(run_cli):
     [2, 4, 5] (so the recipe's capture list is what serves it); the vLLM pair keeps [0, 7, 8]."""
     import json
 
-    from surgery.sglang.apply_command import pair_for
+    from surgery.commands.sglang_apply import pair_for
     from surgery.sglang.compare import wiring_rows
 
     target, draft, texts, variant = pair_for("eagle3")
@@ -223,7 +223,7 @@ def test_the_h200_rows_left_greedy_only_at_exact_ties():
 
 def test_sglang_runs_the_cards_first_cuda_dtype_and_refuses_float32_before_any_engine():
     from surgery.diagnostics import SurgeryError
-    from surgery.sglang.apply_command import dtype_for
+    from surgery.commands.sglang_apply import dtype_for
 
     dtypes = card("sglang")["limits"]["cuda_dtypes"]
     assert dtype_for(None) == dtypes[0] == "bfloat16" and dtype_for("fp16") == "float16"
@@ -243,7 +243,7 @@ def test_the_h200_apply_report_renders_as_the_user_reads_it():
     command wrote there): OK, the pair variant and why, the hook's lines, each tie as an SRG365 line."""
     from pathlib import Path
 
-    from surgery.sglang.apply_command import render
+    from surgery.commands.sglang_apply import render
 
     result = json.loads((Path(__file__).resolve().parents[2]
                          / "bench/results/gpu_sglang_2026-12-04e_apply_eagle3.json").read_text())

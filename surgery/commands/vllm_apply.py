@@ -31,10 +31,10 @@ from pathlib import Path
 
 from ..diagnostics import SurgeryError, diag
 from ..options import ApplyOptions
-from . import decoding
-from .ablation_runs import ablation_rows
-from .engine import MAX_TOKENS, NUM_SPEC
-from .readout import brief_wiring
+from ..vllm import decoding
+from ..vllm.ablation_runs import ablation_rows
+from ..vllm.engine import MAX_TOKENS, NUM_SPEC
+from ..vllm.readout import brief_wiring
 
 
 def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=None,

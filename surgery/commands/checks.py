@@ -3,7 +3,7 @@ resolved plan, and render what they found. Kept out of cli.py so the command sta
 from __future__ import annotations
 
 from ..options import CheckOptions
-from .field import field_checks, with_findings
+from ..checks.field import field_checks, with_findings
 
 
 def run_checks(options: CheckOptions, recipe, draft, target, plan):
@@ -11,7 +11,7 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     report = None
     own = None
     if options.weights:
-        from .weights import check_weights
+        from ..checks.weights import check_weights
 
         report = check_weights(plan, recipe, draft, target, options.draft, options.target)
         own = report.own
@@ -31,22 +31,22 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     findings += format_findings(draft, target, producer=options.producer,
                                 num_speculative_tokens=options.num_speculative_tokens,
                                 method=options.method or recipe.engine.get("vllm", {}).get("method"))
-    from .last_slot import last_slot_check
+    from ..checks.last_slot import last_slot_check
 
     findings += last_slot_check(plan, draft, target, producer=options.producer)
-    from .config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
+    from ..checks.config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
 
     findings += cli_spelling_check(options, recipe, draft)
-    from .release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
+    from ..checks.release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
 
     findings += cli_release_check(options, recipe, draft)
-    from .kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
+    from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 
     findings += cli_kv_scales_check(options, plan)
-    from .engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
+    from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
 
     findings += cli_engine_start_check(options, plan, draft, target)
-    from .catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
+    from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 
     findings += cli_catalogue3(options, plan, recipe, draft, target)
     return with_findings(plan, findings), report

@@ -68,7 +68,7 @@ def dtype_for(requested: str | None) -> str:
 
 
 def algorithm_for(recipe) -> str:
-    from .compare import ALGORITHMS
+    from ..sglang.compare import ALGORITHMS
 
     method = ((recipe.engine or {}).get("vllm") or {}).get("method") if isinstance(recipe.engine, dict) else None
     return ALGORITHMS.get(method or "", ALGORITHMS.get(recipe.name, "EAGLE"))
@@ -99,8 +99,8 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
 
     from ..bytevocab import encode
     from ..recipe import load_recipe
-    from . import engine, report
-    from .live_apply import plan_for
+    from ..sglang import engine, report
+    from ..sglang.live_apply import plan_for
 
     recipe = load_recipe(recipe_ref)
     algorithm = algorithm_for(recipe)
@@ -172,7 +172,7 @@ def run_apply_sglang(options: ApplyOptions, out) -> int:
     import sys
 
     from ..diagnostics import EXIT_INVALID, EXIT_OK
-    from .engine import cuda_available
+    from ..sglang.engine import cuda_available
 
     device = "cuda" if cuda_available() else "cpu"
     why = device_blocker(device, importlib.util.find_spec("sglang") is not None)

@@ -76,7 +76,7 @@ def run_audit(options: AuditOptions, out) -> int:
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from . import engine, plugin
+        from ..vllm import engine, plugin
 
         # vLLM logs to stdout (VLLM_LOGGING_STREAM, applied when the engine configures logging); stdout
         # carries only our result

@@ -1,6 +1,6 @@
 """`surgery apply` (the HF engine): load a pair with HF transformers, resolve, apply, verify, and
 prove the wiring by speculative decoding against plain greedy decoding (optionally with an ablation
-per step, surgery/hf/ablation.py). `--engine vllm` is surgery/vllm/apply_command.py."""
+per step, surgery/hf/ablation.py). `--engine vllm` is surgery/commands/vllm_apply.py."""
 from __future__ import annotations
 
 import json
@@ -131,7 +131,7 @@ def check_loadable(target_facts, draft_facts, recipe_name: str | None = None) ->
     """SRG408 before any weight is read when the HF loader cannot build this pair (it would fail
     inside transformers with an unrelated error, e.g. KeyError 'full_attention' for Llama).
     Standalone drafts (the draft-model recipe) load through transformers' own Auto classes."""
-    from .standalone import is_standalone
+    from ..hf.standalone import is_standalone
 
     if recipe_name in HF_STANDALONE_RECIPES and is_standalone(draft_facts):
         return
@@ -181,8 +181,8 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
     through transformers' assisted generation."""
     from ..bytevocab import encode
     from ..pairs import DEFAULT_PROMPTS
-    from .specdec import decode_check
-    from .standalone import assisted_check, prompts_for
+    from ..hf.specdec import decode_check
+    from ..hf.standalone import assisted_check, prompts_for
 
     texts, prompt_set = (held_out, "held-out") if held_out else (DEFAULT_PROMPTS, "default")
     texts = texts[: max(1, options.prompts)]
@@ -197,13 +197,13 @@ def run_apply(options: ApplyOptions, out) -> int:
 
     from ..facts import read_facts
     from ..pairs import held_out_prompts
-    from .loader import load_pair
-    from .standalone import is_standalone, load_standalone_pair
+    from ..hf.loader import load_pair
+    from ..hf.standalone import is_standalone, load_standalone_pair
     from ..plan import Runtime, render_table
     from ..recipe import load_recipe
     from ..resolver import resolve
     from ..applier import apply_plan, verify_plan
-    from .ablation import ablation
+    from ..hf.ablation import ablation
 
     progress = Progress(options.progress)
     timings: dict[str, float] = {}
