@@ -219,13 +219,21 @@ def is_parallel(method: str | None, parallel_flag: bool) -> bool:
     return bool(parallel_flag) or method in spelling_rules()["parallel_methods"]
 
 
+NO_VERSION = "no vLLM is installed and no --engine-version was given"
+
+
+def serving(options: CheckOptions, recipe) -> tuple:
+    """(the method vLLM will run: --method, else the recipe's engine hint; the release: --engine-version,
+    else the installed vLLM's, else None; the recipe's vLLM hints) for the per-release checks."""
+    hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
+    return options.method or hints.get("method"), options.engine_version or installed_vllm_version(), hints
+
+
 def cli_spelling_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
     if options.engine != "vllm":
         return []
-    hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
-    method = options.method or hints.get("method")
-    version = options.engine_version or installed_vllm_version()
+    method, version, hints = serving(options, recipe)
     return spelling_findings(draft.raw, draft.architectures, draft.source, version,
                              is_parallel(method, hints.get("parallel_drafting", False)),
-                             why_no_version="no vLLM is installed and no --engine-version was given")
+                             why_no_version=NO_VERSION)

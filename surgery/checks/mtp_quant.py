@@ -22,6 +22,7 @@ from fnmatch import fnmatch
 from functools import lru_cache
 
 from ..diagnostics import ERROR, INFO, Diagnostic, Location, diag
+from .inherit import text_part
 
 LAYER = re.compile(r"^(.*?)(?:^|\.)?layers\.(\d+)\.(.+)$")
 SHOWN = 3  # tensors named per finding
@@ -35,13 +36,8 @@ def rules() -> dict:
     return load_data("data/mtp_quant.yaml")
 
 
-def _text(raw: dict) -> dict:
-    t = raw.get("text_config")
-    return t if isinstance(t, dict) else raw
-
-
 def quant_config(raw: dict) -> dict | None:
-    q = raw.get("quantization_config") or _text(raw).get("quantization_config")
+    q = raw.get("quantization_config") or text_part(raw).get("quantization_config")
     return normalise(q) if isinstance(q, dict) else None
 
 
@@ -184,7 +180,7 @@ def mtp_prefixes(target) -> list[tuple[str, str]]:
     spec = rules()["mtp_layers"].get(target.model_type) or rules()["mtp_layers"].get(target.text_model_type)
     if not spec:
         return []
-    text = _text(target.raw)
+    text = text_part(target.raw)
     count = text.get(spec["count_key"], target.raw.get(spec["count_key"], spec.get("default_count", 0)))
     L = target.num_layers
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_MTP_LAYERS or not isinstance(L, int):

@@ -199,11 +199,8 @@ def cli_release_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
     if options.engine != "vllm":
         return []
-    from .config_spelling import installed_vllm_version
+    from .config_spelling import NO_VERSION, serving
 
-    hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
-    method = options.method or hints.get("method")
-    version = options.engine_version or installed_vllm_version()
+    method, version, _ = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
-                            rejection_sample_method=options.rejection_sample_method,
-                            why_none="no vLLM is installed and no --engine-version was given")
+                            rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION)
