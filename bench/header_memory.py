@@ -30,17 +30,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _write_sparse(path: Path, entries: list[str], data_bytes: int) -> int:
+    """A .safetensors file of these header entries and `data_bytes` of sparse (unwritten) data; the header length."""
+    header = ("{" + ",".join(entries) + "}").encode()
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(header)) + header)
+        fh.truncate(8 + len(header) + data_bytes)
+    return len(header)
+
+
 def write_minimal_header_file(path: Path, mib: float) -> tuple[int, int]:
     limit = int(mib * (1 << 20))
     parts, size, count = [], 2, 0
     while True:
         entry = f'"{count:x}":{{"dtype":"U8","shape":[],"data_offsets":[{count},{count + 1}]}}'
         if size + len(entry) + 1 > limit:
-            header = ("{" + ",".join(parts) + "}").encode()
-            with open(path, "wb") as fh:
-                fh.write(struct.pack("<Q", len(header)) + header)
-                fh.truncate(8 + len(header) + count)
-            return len(header), count
+            return _write_sparse(path, parts, count), count
         parts.append(entry)
         size += len(entry) + 1
         count += 1
@@ -58,11 +63,7 @@ def write_header_file(path: Path, mib: float) -> tuple[int, int]:
                 entry = json.dumps(f"model.layers.{layer}.mlp.experts.{expert}.{proj}.weight") + ":" + json.dumps(
                     {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + nbytes]}, separators=(",", ":"))
                 if size + len(entry) + 1 > limit:
-                    header = ("{" + ",".join(parts) + "}").encode()
-                    with open(path, "wb") as fh:
-                        fh.write(struct.pack("<Q", len(header)) + header)
-                        fh.truncate(8 + len(header) + offset)
-                    return len(header), count
+                    return _write_sparse(path, parts, offset), count
                 parts.append(entry)
                 size += len(entry) + 1
                 offset += nbytes

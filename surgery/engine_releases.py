@@ -20,10 +20,14 @@ from .resources import data_dir
 ENGINES = ("vllm", "sglang")
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    """`0.34.0`, `0.34.0+cpu`, `0.33.1.dev3+g1234` -> (0, 34, 0) / (0, 33, 1): the release numbers only."""
-    core = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(version))
-    return tuple(int(p) for p in core.group(1).split(".")) if core else ()
+def version_key(version: str | None) -> tuple[int, ...]:
+    """(major, minor, patch) of a version string, the release numbers only: `0.34.0+cpu` -> (0, 34, 0),
+    `0.33.1.dev3+g1234` -> (0, 33, 1), `0.32.0rc1` -> (0, 32, 0), `0.34` -> (0, 34, 0); () for no version."""
+    core = re.match(r"\s*v?(\d+(?:\.\d+){0,2})", str(version or ""))
+    if not core:
+        return ()
+    parts = [int(p) for p in core.group(1).split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 @lru_cache(maxsize=None)

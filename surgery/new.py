@@ -110,26 +110,17 @@ def label(f: ModelFacts) -> str:
     return f"{f.model_type}{text}{arch}{at}"
 
 
-def _applies(recipe: Recipe, side: str, f: ModelFacts) -> tuple[bool, int]:
-    """(covered, 1 when architectures pin this side). A draft's plain name counts as vLLM renames it
-    under the recipe's method (surgery/servedarch.py, SRG206), but does not pin: a plain
-    LlamaForCausalLM is an EAGLE-1 head and a standalone draft alike, and only the method tells them apart."""
-    from .servedarch import served_architectures
-
-    sel = recipe.applies_to[side]
-    types, archs = sel.get("model_type"), sel.get("architectures")
-    if types is not None and f.model_type not in types and f.text_model_type not in types:
-        return False, 0
-    if archs is not None and not set(f.architectures) & set(archs):
-        method = (recipe.engine.get("vllm") or {}).get("method")
-        if side != "draft" or not set(served_architectures(method, f.architectures)) & set(archs):
-            return False, 0
-        return True, 0
-    return True, int(archs is not None)
+def _pinned(recipe: Recipe, side: str, f: ModelFacts) -> int:
+    """1 when the recipe's `architectures` name this side's own architecture (the most specific match). A
+    draft admitted only by the name vLLM serves it as (SRG206) does not pin: a plain LlamaForCausalLM is an
+    EAGLE-1 head and a standalone draft alike, and only the method tells them apart."""
+    archs = recipe.applies_to[side].get("architectures")
+    return int(archs is not None and bool(set(f.architectures) & set(archs)))
 
 
 def _admitted(plan, side: str) -> bool:
-    """The resolver found no SRG204 for this side (applicability by architecture, resolver.check_applies_to)."""
+    """Whether the recipe applies to this side: the resolver's own rule (resolver.check_applies_to: by the
+    architecture vLLM builds, model_type as the fallback), read as the absence of its SRG204 for the side."""
     return not any(d.code == "SRG204" and f"applies_to.{side}" in str(d.location.key_path or d.location)
                    for d in plan.diagnostics)
 
@@ -158,10 +149,9 @@ def choose(target: ModelFacts, draft: ModelFacts, runtime: Runtime | None = None
     fmt, method = format_method(draft)
     for path in shipped_recipes():
         recipe = load_recipe(path)
-        (t_ok, t_pin), (d_ok, d_pin) = _applies(recipe, "target", target), _applies(recipe, "draft", draft)
         plan = resolve(recipe, draft, target, runtime)
-        # the resolver's own verdict wins: it admits a model by the architecture vLLM builds (SRG690)
-        t_ok, d_ok = (t_ok or _admitted(plan, "target")), (d_ok or _admitted(plan, "draft"))
+        t_ok, d_ok = _admitted(plan, "target"), _admitted(plan, "draft")
+        t_pin, d_pin = _pinned(recipe, "target", target), _pinned(recipe, "draft", draft)
         errors = [d for d in plan.diagnostics if d.severity == "error"]
         recipe_method = (recipe.engine.get("vllm") or {}).get("method")
         if method is not None and recipe_method != method:  # the format states the method: others do not fit

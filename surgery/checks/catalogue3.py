@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..engine_releases import known, version_key
 from ..options import CheckOptions
 
 SEVERITY_ORDER = {INFO: 0, "note": 0, WARNING: 1, ERROR: 2}
@@ -46,43 +47,21 @@ def releases() -> dict:
     return load_data("data/engine_releases.yaml")
 
 
-def vkey(version: str | None) -> tuple[int, ...] | None:
-    """(major, minor, patch) of a version string: 0.32.0+cpu and 0.32.0rc1 -> (0, 32, 0)."""
-    import re
-
-    if not version:
-        return None
-    parts = []
-    for p in str(version).split("+")[0].split(".")[:3]:
-        digits = re.match(r"\d+", p)
-        if digits is None:
-            break
-        parts.append(int(digits.group()))
-        if digits.end() < len(p):
-            break  # 0rc1: a pre-release of this patch level
-    return tuple(parts + [0] * (3 - len(parts))) if parts else None
-
-
 def known_releases() -> list[str]:
     """The vLLM releases whose wheels surgery's data was read from (surgery/data/releases/vllm.json)."""
-    from ..engine_releases import known
-
     return known("vllm")
 
 
 def release_of(version: str | None) -> str | None:
     """A version string as the known release it is (0.32.0+cpu -> 0.32.0), else None."""
-    key = vkey(version)
-    for known in known_releases():
-        if vkey(known) == key:
-            return known
-    return None
+    key = version_key(version)
+    return next((known for known in known_releases() if key and version_key(known) == key), None)
 
 
 def rows_for(rows: list[dict], *, engine: str, version: str | None, method: str | None = None,
              runner: str | None = None) -> list[dict]:
     """The rows of a rule that hold for this engine release (and method, and runner)."""
-    key = vkey(version)
+    key = version_key(version) or None
     out = []
     for row in rows:
         if row.get("engine") != engine:
@@ -94,9 +73,9 @@ def rows_for(rows: list[dict], *, engine: str, version: str | None, method: str 
         if engine == "vllm" and (row.get("since") or row.get("until")):
             if key is None:
                 continue
-            if row.get("since") and key < vkey(row["since"]):
+            if row.get("since") and key < version_key(row["since"]):
                 continue
-            if row.get("until") and key > vkey(row["until"]):
+            if row.get("until") and key > version_key(row["until"]):
                 continue
         out.append(row)
     return out

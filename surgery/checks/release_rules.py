@@ -22,7 +22,7 @@ from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
-from ..engine_releases import all_architectures, first_with, no_release, release
+from ..engine_releases import all_architectures, first_with, known, no_release, release, release_data
 
 LOSSY = {"fly": "lossy: it accepts draft tokens the target's distribution would reject, so outputs are not "
                 "the target's (greedy or sampled)",
@@ -109,7 +109,7 @@ def aux_flag_finding(rel, raw: dict, source: str, method: str | None) -> Diagnos
 def method_finding(rel, method: str | None, where: str) -> Diagnostic | None:
     if not method or rel.has_method(method):
         return None
-    have = [v for v in _known() if method in _facts(v).get("methods", [])]
+    have = [v for v in known("vllm") if method in release_data("vllm")["releases"][v].get("methods", [])]
     return diag("SRG722", f"speculative method {method!r} is not one {rel.label()} accepts (releases that have it: "
                 f"{_ranges(have)})", Location(where),
                 hint="vLLM refuses an unknown method when it builds the speculative config; `surgery releases --json` "
@@ -124,7 +124,7 @@ def architecture_finding(rel, architectures: list[str], source: str) -> Diagnost
     missing = [a for a in archs if a in elsewhere and a not in rel.architectures()]
     if not missing or any(a in rel.architectures() for a in archs):
         return None
-    have = [v for v in _known() if missing[0] in (_facts(v).get("draft_architectures") or {})]
+    have = [v for v in known("vllm") if missing[0] in (release_data("vllm")["releases"][v].get("draft_architectures") or {})]
     return diag("SRG723", f"draft architecture {missing[0]} is not in {rel.label()}'s draft registry "
                 f"(model_executor/models/registry.py _SPECULATIVE_DECODING_MODELS); releases that register it: "
                 f"{_ranges(have)}", Location(source, key_path="architectures"),
@@ -145,22 +145,10 @@ def rejection_finding(rel, value: str | None, where: str) -> Diagnostic | None:
     return None
 
 
-def _known():
-    from ..engine_releases import known
-
-    return known("vllm")
-
-
-def _facts(version: str) -> dict:
-    from ..engine_releases import release_data
-
-    return release_data("vllm")["releases"][version]
-
-
 def _ranges(versions: list[str]) -> str:
     if not versions:
         return "none"
-    allv = _known()
+    allv = known("vllm")
     runs, start, prev = [], None, None
     for v in allv:
         if v in versions:

@@ -43,11 +43,7 @@ def _hub_path(repo_id: str, *parts: str) -> Path:
 
 def _ranges_path(repo_id: str, commit: str, *parts: str) -> Path:
     root = settings.ranges_cache()
-    return names.inside(root, root.joinpath(repo_folder(repo_id), _commit(commit, repo_id), *parts), repo_id)
-
-
-def _commit(commit: str, where: str) -> str:
-    return names.check_commit(commit, where)
+    return names.inside(root, root.joinpath(repo_folder(repo_id), names.check_commit(commit, repo_id), *parts), repo_id)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -114,7 +110,7 @@ def store_file(repo_id: str, revision: str | None, commit: str, name: str, data:
     blob = _hub_path(repo_id, "blobs", etag)
     if settings.refresh() or not blob.is_file():
         _write_atomic(blob, data)
-    link = _hub_path(repo_id, "snapshots", _commit(commit, where), name)
+    link = _hub_path(repo_id, "snapshots", names.check_commit(commit, where), name)
     link.parent.mkdir(parents=True, exist_ok=True)
     tmp = link.parent / f".{link.name}.{os.getpid()}.incomplete"
     with contextlib.suppress(OSError):
@@ -145,7 +141,7 @@ def store_ref(repo_id: str, revision: str | None, commit: str) -> None:
 def store_missing(repo_id: str, revision: str | None, commit: str, name: str) -> None:
     """huggingface_hub's record that the repo has no such file at that commit."""
     names.check_file_name(name, f"{repo_id}/{name}", "the request")
-    _write_atomic(_hub_path(repo_id, ".no_exist", _commit(commit, repo_id), name), b"")
+    _write_atomic(_hub_path(repo_id, ".no_exist", names.check_commit(commit, repo_id), name), b"")
     store_ref(repo_id, revision, commit)
 
 
