@@ -54,8 +54,11 @@ class Walk:
         return name[len(PKG):].replace(os.sep, "/") if name.startswith(PKG) else None
 
     def caller_module(self, frame) -> str | None:
+        """The module of the nearest surgery/ frame that called this one, None when the import system did."""
         f = frame.f_back
         while f is not None:
+            if f.f_code.co_filename.startswith("<frozen importlib"):
+                return None  # called by the import system (an import hook, a package's __getattr__): no call of ours
             rel = self.module_of(f)
             if rel is not None:
                 return rel
