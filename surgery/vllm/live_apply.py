@@ -16,11 +16,11 @@
   that held at load and fails here is SRG510, naming the engine step that changed the value where it
   is known. With calculate_kv_scales and the fix selected (SRG517) the target's calculated scales are
   copied onto the KV-shared draft layers first.
+- `after_dummy_weights(model)`: under `load_format="dummy"` every declared parameter is present; the
+  draft's has-own flags say so before vLLM decides what to share (SRG512).
 
 What happens to the KV-cache scales at each of these stages is surgery/vllm/kv_scales.py (the
 lifecycle, told in order there); the hooks here call into it.
-- `after_dummy_weights(model)`: under `load_format="dummy"` every declared parameter is present; the
-  draft's has-own flags say so before vLLM decides what to share (SRG512).
 """
 from __future__ import annotations
 
