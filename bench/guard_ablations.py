@@ -29,7 +29,8 @@ import os  # noqa: E402
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the scheduler (and the guard) in this process
 
 from surgery.pairs import builtin_pair  # noqa: E402
-from surgery.vllm import ablation_runs, decoding, plugin  # noqa: E402
+from surgery.commands import vllm_ablation  # noqa: E402
+from surgery.vllm import decoding, plugin  # noqa: E402
 from surgery.vllm.engine import MAX_TOKENS, NUM_SPEC  # noqa: E402
 
 FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp", "peagle", "dflash")
@@ -54,7 +55,7 @@ def family(recipe: str, progress) -> dict:
     healthy = {"acceptance_rate": d["acceptance_rate"], "drafts": d["drafts"],
                "accepted_per_position": d["accepted_per_position"], "trips": trips(run["guard"]),
                "streams": sorted((run["guard"] or {}).get("streams", {}))}
-    rows = ablation_runs.ablation_rows(run, pair, pair.target, pair.draft, pair.method, ids, reference, NUM_SPEC,
+    rows = vllm_ablation.ablation_rows(run, pair, pair.target, pair.draft, pair.method, ids, reference, NUM_SPEC,
                                        MAX_TOKENS, progress, spec_extra=spec_extra,
                                        guard={**GUARD, "enabled": True}, batches=(8,))
     out_rows = []

@@ -1,5 +1,5 @@
 """`--ablate` in vLLM without an engine: how each recipe step is removed on a live engine
-(surgery/vllm/ablation_runs.step_removals), the field rows merged with identical step removals, and the
+(surgery/commands/vllm_ablation.step_removals), the field rows merged with identical step removals, and the
 rewire itself on stand-in modules (surgery/vllm/ablation.py)."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import torch
 
 from surgery.diagnostics import SurgeryError
 from surgery.pairs import builtin_pair
-from surgery.vllm import ablation, ablation_runs, decoding
+from surgery.commands import vllm_ablation
+from surgery.vllm import ablation, decoding
 
 
 def steps(*rows):
@@ -16,14 +17,14 @@ def steps(*rows):
 
 
 def test_step_removals_follow_the_live_wiring():
-    rows = ablation_runs.step_removals(
+    rows = vllm_ablation.step_removals(
         steps(("share_module", "input_embeddings"), ("share_module", "lm_head"), ("keep", "lm_head"),
               ("capture_hidden_states", None), ("share_kv", None)),
         {"shared_roles": {"input_embeddings": True, "lm_head": False}})
     assert rows[0]["rewire"] == {"input_embeddings": "random"}
     assert "rewire" not in rows[1] and "its own here" in rows[1]["note"]  # nothing was shared: no row to run
     assert rows[2]["rewire"] == {"lm_head": "target"}  # a kept head overwritten: vllm#28549
-    assert rows[3]["drop_config_keys"] == [ablation_runs.AUX_IDS_KEY]
+    assert rows[3]["drop_config_keys"] == [vllm_ablation.AUX_IDS_KEY]
     assert "not ablated" in rows[4]["note"]
 
 
@@ -40,7 +41,7 @@ def test_field_row_equal_to_a_step_removal_runs_once(monkeypatch):
     monkeypatch.setattr(decoding, "speculative_run", fake_run)
     main = {"plugin": {"steps": steps(("capture_hidden_states", None), ("share_module", "input_embeddings"))},
             "inspect": {"shared_roles": {"input_embeddings": True, "lm_head": False}}}
-    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
+    rows = vllm_ablation.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
     names = [r["variant"] for r in rows]
     assert any(n.startswith("without step 0") and "default aux ids" in n for n in names), names
     assert sum("default aux ids" in n for n in names) == 1
@@ -90,8 +91,8 @@ def test_capture_removal_drops_a_dflash_drafts_own_ids_too(tmp_path):
     drops those as well (else vLLM would still read them and the row would change nothing), and
     ablated_draft removes the nested key."""
     cfg = {"dflash_config": {"mask_token_id": 3, "target_layer_ids": [0, 6, 7]}}
-    (row,) = ablation_runs.step_removals(steps(("capture_hidden_states", None)), {}, cfg)
-    assert row["drop_config_keys"] == [ablation_runs.AUX_IDS_KEY, "dflash_config.target_layer_ids"]
+    (row,) = vllm_ablation.step_removals(steps(("capture_hidden_states", None)), {}, cfg)
+    assert row["drop_config_keys"] == [vllm_ablation.AUX_IDS_KEY, "dflash_config.target_layer_ids"]
     import json
 
     from surgery.pairs import Ablation
@@ -99,7 +100,7 @@ def test_capture_removal_drops_a_dflash_drafts_own_ids_too(tmp_path):
     src = tmp_path / "draft"
     src.mkdir()
     (src / "config.json").write_text(json.dumps(cfg))
-    out = ablation_runs.ablated_draft(src, Ablation(name="x", drop_config_keys=tuple(row["drop_config_keys"])), tmp_path)
+    out = vllm_ablation.ablated_draft(src, Ablation(name="x", drop_config_keys=tuple(row["drop_config_keys"])), tmp_path)
     assert json.loads((out / "config.json").read_text()) == {"dflash_config": {"mask_token_id": 3}}
 
 
@@ -116,7 +117,7 @@ def test_peagle_rows_serve_the_head_without_parallel_drafting(monkeypatch):
 
     monkeypatch.setattr(decoding, "speculative_run", fake_run)
     main = {"plugin": {"steps": steps(("capture_hidden_states", None))}, "inspect": {}}
-    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
+    rows = vllm_ablation.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
                                        lambda m: None, spec_extra={"parallel_drafting": True})
     assert {"parallel_drafting": False} in calls and {"parallel_drafting": True} in calls
     assert any("no parallel drafting" in r["variant"] for r in rows)
@@ -137,7 +138,7 @@ def test_rows_of_another_built_in_head_run_only_on_the_built_in_target(monkeypat
     main = {"plugin": {"steps": []}, "inspect": {}}
     own = [a for a in pair.ablations if a.draft is not None]
     assert own and all(a.draft.is_dir() for a in own)
-    rows = ablation_runs.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
+    rows = vllm_ablation.ablation_rows(main, pair, pair.target, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4,
                                        lambda m: None)
     by_name = {r["variant"]: r for r in rows}
     assert all(by_name[a.name]["runs"] and by_name[a.name]["draft"] == str(a.draft) for a in own)
@@ -145,7 +146,7 @@ def test_rows_of_another_built_in_head_run_only_on_the_built_in_target(monkeypat
     calls.clear()
     other = tmp_path / "target"
     other.mkdir()
-    rows = ablation_runs.ablation_rows(main, pair, other, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
+    rows = vllm_ablation.ablation_rows(main, pair, other, pair.draft, "eagle3", [[2, 40]], [[1]], 3, 4, lambda m: None)
     by_name = {r["variant"]: r for r in rows}
     assert all(by_name[a.name]["runs"] is None and "not on this pair" in by_name[a.name]["note"] for a in own)
     assert len(calls) == len(pair.ablations) - len(own)

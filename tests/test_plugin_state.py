@@ -124,3 +124,26 @@ def test_state_is_one_typed_attribute():
     assert state.of(proposer) is st and vars(proposer) == {state.ATTR: st}
     with pytest.raises(AttributeError):
         st.verify  # noqa: B018 - a misspelt field fails aloud instead of reading None
+
+
+def test_the_scale_lifecycle_changes_go_through_the_mutation_layer(stand_in_attention, monkeypatch):  # noqa: F811
+    """surgery/vllm/kv_scales.py's live changes after load are kept on the state, one mutation per
+    attribute copied again: the refresh after a weight reload and the fix's copy after the warm-up
+    (a refresh that bypassed `PluginState.change` would leave these counts short)."""
+    draft, target, proposer, runner = engine(monkeypatch)
+    live_apply.after_draft_loaded(proposer, target)
+    live_apply.after_kv_cache_bound(runner, None, False)
+    st = state.get(proposer)
+    before = len(st.mutations)
+    assert before == len(st.kv_scales_fix["stopped"])  # the load stage's own change: the fix, part 1
+    for layer in target.model.layers:  # what vLLM's reload does to the target's scales
+        layer.self_attn.attn._k_scale_float = 0.5
+    live_apply.after_weights_reloaded(runner)
+    refreshed = len(st.mutations) - before
+    assert 0 < refreshed <= len(st.plan.ops("copy_attrs"))
+    floats = [m for m in st.mutations[before:] if getattr(m, "name", None) == "_k_scale_float"]
+    assert floats and all(m.obj._k_scale_float == 0.5 for m in floats)  # the reloaded value, on the draft
+    live_apply.after_warmed_up(runner)
+    assert len(st.mutations) - before - refreshed == st.kv_scales_fix["recopied"] > 0
+    state.rollback(proposer)
+    assert not st.mutations and all(m.obj._k_scale_float != 0.5 for m in floats)

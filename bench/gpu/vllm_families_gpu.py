@@ -334,7 +334,7 @@ def main(argv=None) -> None:
         ap.error(f"unknown families {unknown}; choose from {list(FAMILIES + BLOCK_FAMILIES)}")
 
     from surgery.pairs import builtin_pair
-    from surgery.vllm.ablation_runs import ablated_draft
+    from surgery.commands.vllm_ablation import ablated_draft
     from surgery.vllm.decoding import prompt_ids
 
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "families": only,

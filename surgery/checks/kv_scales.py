@@ -12,7 +12,7 @@ The same finding comes from three places: `surgery validate / plan --calculate-k
 `--engine-version`, else the installed vLLM), the plugin's start-up check (the live cache config) and
 the worker (the live layers' flags). The fix (`SURGERY_KV_SCALES=follow_target`, validate/plan
 `--kv-scales-follow-target`) turns the error into SRG517 info: the plugin stops the draft layers' own
-calculation at load and copies the target's computed scales after the warm-up (surgery/vllm/live_apply.py).
+calculation at load and copies the target's computed scales after the warm-up (surgery/vllm/kv_scales.py).
 Config-only: no torch, no vLLM import.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`surgery apply` (the HF engine): load a pair with HF transformers, resolve, apply, verify, and
 prove the wiring by speculative decoding against plain greedy decoding (optionally with an ablation
-per step, surgery/hf/ablation.py). `--engine vllm` is surgery/commands/vllm_apply.py."""
+per step, surgery/commands/hf_ablation.py). `--engine vllm` is surgery/commands/vllm_apply.py."""
 from __future__ import annotations
 
 import json
@@ -203,7 +203,7 @@ def run_apply(options: ApplyOptions, out) -> int:
     from ..recipe import load_recipe
     from ..resolver import resolve
     from ..applier import apply_plan, verify_plan
-    from ..hf.ablation import ablation
+    from .hf_ablation import ablation
 
     progress = Progress(options.progress)
     timings: dict[str, float] = {}

@@ -22,7 +22,7 @@ refused by the plugin at engine start (SRG656, surgery/vllm/startup.py).
 
 The pieces: surgery/vllm/engine.py (one engine's settings and lifecycle), decoding.py (the greedy
 reference and the speculative run), readout.py (what the live engine wired, checked against the
-plan), ablation_runs.py (the `--ablate` rows).
+plan), surgery/commands/vllm_ablation.py (the `--ablate` rows).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from ..diagnostics import SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
-from ..vllm.ablation_runs import ablation_rows
+from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring
 

@@ -18,14 +18,10 @@ from typing import Any
 
 from . import state
 from .hooks import target_model_of
+from .kv_scales import scales_brief
+from .wiring import describe_wiring, find_live_runner
 
 __all__ = ["wiring", "worker_wiring", "runner_wiring", "surgery_summary"]
-
-
-def _scales(info: dict | None) -> dict | None:
-    if info is None:
-        return None
-    return {name: {"value": v.get("value"), "kind": v.get("kind"), "shape": v.get("shape")} for name, v in info.items()}
 
 
 def surgery_summary(proposer: Any) -> dict | None:
@@ -65,8 +61,6 @@ def surgery_summary(proposer: Any) -> dict | None:
 
 def runner_wiring(runner: Any) -> dict:
     """Wiring summary of one model runner (legacy ``drafter`` or V2 ``speculator``)."""
-    from .wiring import describe_wiring
-
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     if proposer is None or getattr(proposer, "model", None) is None:
         return {"speculative": False, "layers": [], "shared_modules": {}, "surgery": None}
@@ -84,8 +78,8 @@ def runner_wiring(runner: Any) -> dict:
             "runner_shared_kv_cache_layer": shared_cache.get(l["draft_layer_name"]),
             "kv_cache_bound": l["kv_cache_bound"],
             "kv_cache_is_target": l["kv_cache_is_target"],
-            "scales": _scales(l["scales"]),
-            "target_scales": _scales(l["target_scales"]),
+            "scales": scales_brief(l["scales"]),
+            "target_scales": scales_brief(l["target_scales"]),
         })
     return {
         "speculative": True,
@@ -120,8 +114,6 @@ def wiring(llm: Any) -> dict:
     except Exception as exc:  # noqa: BLE001 - e.g. an executor that cannot ship the callable
         errors.append(f"collective_rpc: {type(exc).__name__}: {exc}")
     if not results:
-        from .wiring import find_live_runner
-
         results = [runner_wiring(find_live_runner(llm))]
         via = "in_process_runner"
     else:

@@ -18,10 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..facts import facts_from_config, read_facts
+from ..modelsource import is_hub_ref
+from ..plan import Runtime
+from ..recipe import find_recipe, load_recipe
+from ..resolver import resolve
+
 ENV_RECIPE = "SURGERY_RECIPE"
 ENV_STRICT = "SURGERY_STRICT"  # "0": report (not fail on) operations vLLM cannot perform and failed verification
 ENV_MODE = "SURGERY_MODE"
-ENV_KV_SCALES = "SURGERY_KV_SCALES"  # "follow_target": draft layers take the target's calculated KV scales
 
 _facts_cache: dict[tuple, Any] = {}
 _recipe_cache: dict[tuple, Any] = {}
@@ -65,19 +70,6 @@ def audit_mode(vllm_config: Any) -> bool:
     return selected_mode(vllm_config) == "audit"
 
 
-def kv_scales_follow_target(vllm_config: Any) -> bool:
-    """The calculate_kv_scales fix (surgery/checks/kv_scales.py): SURGERY_KV_SCALES=follow_target or
-    additional_config {"surgery": {"kv_scales": "follow_target"}} (additional_config wins)."""
-    sub = _surgery_config(vllm_config)
-    value = sub.get("kv_scales") if sub.get("kv_scales") else os.environ.get(ENV_KV_SCALES)
-    return str(value or "").lower() == "follow_target"
-
-
-def calculates_kv_scales(vllm_config: Any) -> bool:
-    """Whether the engine runs with calculate_kv_scales=True (False on releases without the option)."""
-    return bool(getattr(getattr(vllm_config, "cache_config", None), "calculate_kv_scales", False))
-
-
 def load_format(vllm_config: Any) -> str:
     """The engine's load format ("auto", "dummy", ...), as a string."""
     value = getattr(getattr(vllm_config, "load_config", None), "load_format", None)
@@ -97,9 +89,6 @@ def model_facts(path_or_id: str, hf_config: Any, side: str, revision: str | None
     gemma4_assistant -> gemma4_mtp with num_kv_shared_layers forced to 0); from the live config
     only where there is no file. A hub id is read at the engine's revision, from the HF cache vLLM
     filled (surgery.modelref). Cached per file version / commit."""
-    from ..facts import facts_from_config, read_facts
-    from ..modelsource import is_hub_ref
-
     if is_hub_ref(str(path_or_id)):
         ref = f"{path_or_id}@{revision}" if revision else str(path_or_id)
         key = ("hub", ref)
@@ -123,8 +112,6 @@ def model_facts(path_or_id: str, hf_config: Any, side: str, revision: str | None
 
 def load_selected_recipe(ref: str):
     """The recipe named by `ref` (path or shipped name), parsed once per file version."""
-    from ..recipe import find_recipe, load_recipe
-
     try:
         key = (ref, _file_key(Path(find_recipe(ref))))
     except Exception:  # noqa: BLE001 - load_recipe reports the problem with its code
@@ -148,8 +135,6 @@ def parallel_ranks() -> tuple[int | None, int | None]:
 
 
 def runtime_of(vllm_config: Any):
-    from ..plan import Runtime
-
     par = vllm_config.parallel_config
     backend = getattr(getattr(vllm_config, "attention_config", None), "backend", None)
     pp_rank, tp_rank = parallel_ranks()
@@ -175,8 +160,6 @@ def plan_from_config(vllm_config: Any, speculative_config: Any = None) -> Select
     """None when no recipe is selected. Raises SurgeryError when the recipe does not load; the
     plan may carry errors (callers decide: the start-up check and the plugin refuse, the audit
     reports). `speculative_config` defaults to the engine config's."""
-    from ..resolver import resolve
-
     ref = selected_recipe(vllm_config)
     if ref is None:
         return None

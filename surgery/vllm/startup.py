@@ -24,8 +24,14 @@ import os
 import sys
 from typing import Any
 
+from ..checks.release_rules import rejection_finding
 from ..diagnostics import Diagnostic, SurgeryError, diag
+from ..engine_releases import release
 from ..engines import card
+from ..formats.findings import misread_by_runner
+from ..guard import parse_config
+from . import hooks, kv_scales
+from .guard import guard_setting
 from .log import CHECKED, DIAGNOSTIC, get_logger
 from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 
@@ -108,11 +114,7 @@ def release_notes(spec: Any) -> list[Diagnostic]:
     """At start, against the running release's own data (surgery/data/releases/vllm.json): SRG047 when
     the data does not cover it, SRG724 when the engine runs a rejection sampler under which the
     plugin's output-equals-greedy claims do not hold."""
-    from ..checks.release_rules import rejection_finding
-    from ..engine_releases import release
-    from .hooks import engine_version
-
-    rel, note = release("vllm", engine_version(), "vllm")
+    rel, note = release("vllm", hooks.engine_version(), "vllm")
     out = [note] if note else []
     if rel is not None:
         found = rejection_finding(rel, getattr(spec, "rejection_sample_method", None),
@@ -159,10 +161,10 @@ def check_engine_config(vllm_config: Any):
     if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
         _print_block_if_uncaught()
         raise SurgeryError(misread)
-    kv_scales = kv_scales_check(vllm_config, plan)
-    if kv_scales and not audit_mode(vllm_config) and strict(vllm_config):  # the audit reports it (SRG711)
+    scale_errors = kv_scales.startup_check(vllm_config, plan)  # calculate_kv_scales with KV-shared layers (SRG514)
+    if scale_errors and not audit_mode(vllm_config) and strict(vllm_config):  # the audit reports it (SRG711)
         _print_block_if_uncaught()
-        raise SurgeryError(kv_scales)
+        raise SurgeryError(scale_errors)
     for d in plan.diagnostics:
         if d.severity == "warning":
             _warn(d)
@@ -174,32 +176,11 @@ def check_engine_config(vllm_config: Any):
 def check_guard_config(vllm_config: Any) -> None:
     """additional_config.surgery.guard checked here too (SRG475), where the server is configured: the
     engine core would refuse it at its scheduler, seconds later and in another process."""
-    from ..guard import parse_config
-    from .guard import guard_setting
-
     try:
         parse_config(guard_setting(vllm_config))
     except SurgeryError:
         _print_block_if_uncaught()
         raise
-
-
-def kv_scales_check(vllm_config: Any, plan: Any) -> list:
-    """calculate_kv_scales in the live cache config with KV-shared draft layers (surgery/checks/kv_scales.py):
-    returns the errors (SRG514); the fix selected (SRG517) and unknown releases are logged."""
-    from ..checks.kv_scales import kv_scales_findings
-    from ..checks.config_spelling import installed_vllm_version
-    from .selection import calculates_kv_scales, kv_scales_follow_target
-
-    cache = getattr(vllm_config, "cache_config", None)
-    dtype = getattr(cache, "cache_dtype", None)
-    found = kv_scales_findings(plan, calculate=calculates_kv_scales(vllm_config), version=installed_vllm_version(),
-                               follow_target=kv_scales_follow_target(vllm_config),
-                               kv_cache_dtype=str(dtype) if dtype is not None else None, source="cache_config")
-    for d in found:
-        if d.severity != "error" or not strict(vllm_config):
-            get_logger().log(logging.ERROR if d.severity == "error" else logging.INFO, "spec-surgery: %s", d.render())
-    return [d for d in found if d.severity == "error"]
 
 
 def serving_runner(vllm_config: Any) -> str:
@@ -217,8 +198,6 @@ def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
     surgery/formats/findings.py); SRG665: a speculators dflash / dspark file whose two numberings
     disagree. Refused at start: the plugin would otherwise capture, and verify,
     the layers vLLM read."""
-    from ..formats.findings import misread_by_runner
-
     return misread_by_runner(selection.draft, selection.target, serving_runner(vllm_config))
 
 

@@ -10,15 +10,17 @@ draft model under `load_format="dummy"` (`dummy_load`, set before the proposer's
 the engine core's scheduler (`guard`, surgery/vllm/guard.py). The SGLang side keeps its record the
 same way (surgery/sglang/live_apply.py `Applied`).
 
-Every live change the plugin makes outside the plan's own apply (the calculate_kv_scales fix, the
-refresh after a weight reload, the dummy-load flags) goes through the reversible mutation layer
-(surgery/live/mutations.py) with `change`, so `rollback` restores every attribute the plugin touched.
+Every live change the plugin makes outside the plan's own apply (the calculate_kv_scales fix and the
+refresh after a weight reload, surgery/vllm/kv_scales.py; the dummy-load flags) goes through the
+reversible mutation layer (surgery/live/mutations.py) with `change`, so `rollback` restores every
+attribute the plugin touched.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..applier import rollback as rollback_report
 from ..live.mutations import Mutation
 from ..live.vllm import VLLMContext
 
@@ -94,13 +96,11 @@ class PluginState:
 
     def rollback(self) -> None:
         """Undo every live change recorded here: the plugin's own (newest first), then the plan's."""
-        from ..applier import rollback
-
         for m in reversed(self.mutations):
             m.undo()
         self.mutations.clear()
         if self.report is not None:
-            rollback(self.report)
+            rollback_report(self.report)
 
 
 def get(obj: Any) -> PluginState | None:

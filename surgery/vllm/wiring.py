@@ -11,19 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..live.mutations import registration
 from ..live.paths import get_path, role_paths
-from ..live.values import plain_value
 from ..live.vllm import kv_sharing_mutations, target_language_model
 from .hooks import target_model_of
+from .kv_scales import SCALE_CPU_ATTRS, SCALE_FLOAT_ATTRS, SCALE_TENSOR_ATTRS, scale_info
 
 __all__ = ["LayerMaps", "SCALE_TENSOR_ATTRS", "SCALE_FLOAT_ATTRS", "SCALE_CPU_ATTRS", "get_layer_maps",
            "set_kv_sharing_target", "describe_wiring", "role_module", "find_live_runner", "find_live_drafter"]
 
-# KV-scale attributes on vllm.model_executor.layers.attention.Attention
-SCALE_TENSOR_ATTRS = ("_k_scale", "_v_scale")  # registered buffers (or nn.Parameter under quant)
-SCALE_FLOAT_ATTRS = ("_k_scale_float", "_v_scale_float")  # python floats, read by CPU/FlashInfer kernels
-SCALE_CPU_ATTRS = ("_k_scale_cpu", "_v_scale_cpu")  # plain attribute, 0-d float32 CPU tensors
+# the KV-scale attributes on vllm.model_executor.layers.attention.Attention, named in
+# surgery/vllm/kv_scales.py (the scales' lifecycle) and re-exported here as before
 
 
 def role_module(model: Any, role: str, side: str, layer: int | None = None) -> Any | None:
@@ -141,32 +138,6 @@ def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=N
 # --------------------------------------------------------------------------- describe
 
 
-def _kind(module, name: str) -> str:
-    """How the attribute is held, for the wiring description: the registration classifier's kind
-    (persistent or not, a buffer is a buffer here), and for plain attributes whether it is a tensor."""
-    import torch
-
-    kind = registration(module, name)
-    if kind != "attribute":
-        return "buffer" if kind == "buffer_np" else kind
-    if not hasattr(module, name):
-        return "missing"
-    return "tensor_attr" if isinstance(getattr(module, name), torch.Tensor) else "attr"
-
-
-def _scale_info(attn) -> dict[str, dict[str, Any]]:
-    import torch
-
-    out = {}
-    for name in SCALE_TENSOR_ATTRS + SCALE_CPU_ATTRS + SCALE_FLOAT_ATTRS:
-        v = getattr(attn, name, None)
-        info: dict[str, Any] = {"kind": _kind(attn, name), "value": plain_value(v)}
-        if isinstance(v, torch.Tensor):
-            info.update(shape=tuple(v.shape), dtype=str(v.dtype), device=str(v.device))
-        out[name] = info
-    return out
-
-
 def _view_key(t) -> tuple | None:
     import torch
 
@@ -217,8 +188,8 @@ def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
                 "kv_cache_is_target": tkv is not None and kv is tkv,
                 "kv_cache_same_view": _view_key(kv) is not None and _view_key(kv) == _view_key(tkv),
                 "kv_cache_data_ptr": kv.data_ptr() if isinstance(kv, torch.Tensor) and kv.numel() else None,
-                "scales": _scale_info(attn),
-                "target_scales": _scale_info(tattn) if tattn is not None else None,
+                "scales": scale_info(attn),
+                "target_scales": scale_info(tattn) if tattn is not None else None,
             }
         )
 

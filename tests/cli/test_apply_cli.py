@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from surgery.hf.ablation import WRONG_MAP_VARIANT  # noqa: E402
+from surgery.commands.hf_ablation import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
 from surgery import bytevocab  # noqa: E402
 

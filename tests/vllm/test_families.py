@@ -18,7 +18,8 @@ import json
 import pytest
 
 from surgery.pairs import builtin_pair
-from surgery.vllm import ablation_runs, decoding
+from surgery.commands import vllm_ablation
+from surgery.vllm import decoding
 
 FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp", "peagle", "dflash")
 MIN_ACCEPTANCE = 0.5
@@ -69,7 +70,7 @@ def eagle3_default_aux(pairs, prompts, reference, tmp_path_factory):
     """The EAGLE-3 head with its aux ids removed from its config: vLLM falls back to (2, L//2, L-3)."""
     p = pairs["eagle3"]
     (ab,) = [a for a in p.ablations if "eagle_aux_hidden_state_layer_ids" in a.drop_config_keys and a.draft is None]
-    draft = ablation_runs.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
+    draft = vllm_ablation.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("eagle3_default_aux"))
     return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
 
 
@@ -314,7 +315,7 @@ def dflash_unshifted(pairs, prompts, reference, tmp_path_factory):
     unshifted (ablations.yaml: the converter that forgets vLLM's +1)."""
     p = pairs["dflash"]
     (ab,) = [a for a in p.ablations if "no +1" in a.name]
-    draft = ablation_runs.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("dflash_unshifted"))
+    draft = vllm_ablation.ablated_draft(p.draft, ab, tmp_path_factory.mktemp("dflash_unshifted"))
     return decoding.speculative_run(p.target, draft, p.method, prompts, reference)
 
 
@@ -378,7 +379,7 @@ def outputs_runs(pairs, prompts, reference, tmp_path_factory):
     p = pairs["eagle3"]
     (as_trained, early) = [a for a in p.ablations if a.draft is not None][:2]
     assert early.set_config["eagle_aux_hidden_state_layer_ids"] == [0, 6, 7]
-    draft = ablation_runs.ablated_draft(early.draft, early, tmp_path_factory.mktemp("early"))
+    draft = vllm_ablation.ablated_draft(early.draft, early, tmp_path_factory.mktemp("early"))
     return (decoding.speculative_run(p.target, as_trained.draft, p.method, prompts, reference, recipe="eagle3"),
             decoding.speculative_run(p.target, draft, p.method, prompts, reference))
 

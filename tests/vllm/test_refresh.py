@@ -18,7 +18,7 @@ from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE  # noqa: E402
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
 from surgery.applier import apply_plan  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
-from surgery.vllm import live_apply, plugin, state  # noqa: E402
+from surgery.vllm import kv_scales, live_apply, plugin, state  # noqa: E402
 from surgery.vllm.log import REFRESHED  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -40,7 +40,7 @@ def test_refresh_copies_new_target_scales_in_place(caplog):
     state.of(proposer).loaded(plan, report, None, target, [], {}, None)
     state.of(proposer).context = adapter  # the context the plan was applied with
     copied = len([o for o in plan.ops("copy_attrs") if not o.attr.endswith("_cpu")])  # no _cpu attrs on stand-ins
-    assert live_apply.refresh_copied_attrs(proposer) == copied
+    assert kv_scales.refresh(proposer) == copied
     for i in range(4):
         attn = draft.model.layers[i].self_attn.attn
         assert attn._k_scale is held[i] and float(attn._k_scale) == 0.5  # same tensor, new value

@@ -1,7 +1,9 @@
 """The `--ablate` rows of `surgery apply --engine vllm`: how each recipe step is removed on a live
 engine (vLLM wires these pairs itself, so leaving a step out of the recipe would change nothing),
 merged with the pair's field rows (surgery/data/pairs/ablations.yaml), each run on a fresh stock
-engine; config edits go to a temporary copy of the draft folder, rewires to surgery/vllm/ablation.py."""
+engine; config edits go to a temporary copy of the draft folder, rewires to surgery/vllm/ablation.py
+(performed inside the live engine; this runner builds the rows and starts the engines, so it sits
+with the commands)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import decoding
-from .readout import brief_wiring
+from ..pairs import Ablation
+from ..vllm import decoding
+from ..vllm.readout import brief_wiring
 
 
 AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
@@ -80,8 +83,6 @@ def ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, ma
     """Each recipe step removed in turn, then the pair's field rows (ablations.yaml). ``guard`` /
     ``batches``: the acceptance guard on each row's stock engine and the batch sizes decoded
     (decoding.speculative_run); the row then carries the guard's record."""
-    from ..pairs import Ablation
-
     draft_cfg = json.loads((Path(draft) / "config.json").read_text())
     todo = step_removals(run["plugin"].get("steps") or [], run["inspect"], draft_cfg)
 

@@ -1,9 +1,14 @@
 """`surgery apply --ablate` on the HF path: each recipe step removed in turn (and all of them), plus
-a share_kv map wrong on purpose, each rerun through the decoding check and restored."""
+a share_kv map wrong on purpose, each rerun through the decoding check and restored. A command
+runner (it loops over the rows), so it sits with the commands, not in surgery/hf/."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from ..applier import apply_plan, rollback, verify_plan
+from ..live.kvrouting import default_kv_sources, first_kv_shared_layer, text_config
+from ..ops.registry import UNITS
 from ..options import ApplyOptions
 
 
@@ -18,8 +23,7 @@ def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progre
     ``shared_kv_states[layer_type]``, which transformers fills from the same layers as the
     gemma4-mtp rule, so removing share_kv alone changes nothing there; the wrong map shows what
     the map is worth. Rows may carry a ``note`` saying why a removal changes nothing."""
-    from ..applier import apply_plan, rollback, verify_plan
-    from .specdec import decode_check
+    from ..hf.specdec import decode_check  # imports torch
 
     rows = []
     steps = sorted({o.step for o in plan.operations})
@@ -60,8 +64,6 @@ def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progre
 
 
 def _unshared_layer_types(target) -> list[str]:
-    from ..live.kvrouting import first_kv_shared_layer, text_config
-
     cfg = text_config(target.config)
     return list(cfg.layer_types[: first_kv_shared_layer(cfg)])
 
@@ -70,8 +72,6 @@ def _removal_note(plan, step: int, target, draft, mutations_per_step: dict[int, 
     """Why removing this step cannot change the decoding check in HF, when that is known up front."""
     ops = [o for o in plan.operations if o.step == step]
     if ops and all(o.op == "share_kv" for o in ops):
-        from ..live.kvrouting import default_kv_sources, text_config
-
         try:
             defaults = default_kv_sources(target.config)
             draft_types = text_config(draft.config).layer_types
@@ -91,8 +91,6 @@ def _removal_note(plan, step: int, target, draft, mutations_per_step: dict[int, 
 def _wrong_map_variant(plan, target):
     """(plan, note) with every share_kv op pointed at the FIRST unshared target layer of its type
     instead of the mapped one, or None when that changes nothing (one unshared layer per type)."""
-    from dataclasses import replace
-
     try:
         unshared = _unshared_layer_types(target)
     except (AttributeError, TypeError, ValueError):
@@ -121,7 +119,5 @@ def _wrong_map_variant(plan, target):
 
 
 def _step_label(plan, step: int) -> str:
-    from ..ops.registry import UNITS
-
     first = next(o for o in plan.operations if o.step == step)
     return UNITS[first.op].label(first)
