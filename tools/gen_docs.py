@@ -3,6 +3,8 @@
 
 - docs/cli.md              from the argument parser (`surgery.cli.build_parser()`): every command's
                            usage, help, examples and exit codes, exactly as `--help` prints them;
+- schemas/recipe.schema.json its op part (`$defs.op`), from the op kinds' step classes
+                           (surgery/ops/schema.py; the rest of the schema is hand-written);
 - docs/recipe-reference.md from schemas/recipe.schema.json: every key (path, type, required,
                            allowed values, bounds, description, example); and the op table
                            from the op registry (surgery/ops/): which engine performs which
@@ -197,6 +199,13 @@ def cli_markdown() -> str:
 
 
 # --- recipe reference -------------------------------------------------------------------------
+
+def recipe_schema_json() -> str:
+    """schemas/recipe.schema.json with its op part generated from the step classes (surgery/ops/schema.py)."""
+    from surgery.ops.schema import schema_text, with_generated_ops
+
+    return schema_text(with_generated_ops(json.loads(SCHEMA.read_text(encoding="utf-8"))))
+
 
 def _resolve(node: dict, schema: dict) -> tuple[dict, str | None]:
     """The node with its $ref target merged under it (the node's own keys win), and the ref name."""
@@ -501,8 +510,7 @@ def operations_markdown() -> str:
         for engine in ENGINES:
             reason = unit.refusal(engine)
             cells.append("performs" if implemented(engine, kind) and reason is None else f"refuses: {reason}")
-        name = f"`{kind}`" + (f" (`{unit.recipe_key}`)" if unit.recipe_key != kind else "")
-        out.append(f"| {name} | {fields} | {unit.summary} | " + " | ".join(cells) + " |")
+        out.append(f"| `{kind}` | {fields} | {unit.summary} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -526,7 +534,7 @@ def prechecked_record() -> str:
 
 
 def generated() -> dict[Path, str]:
-    return {CLI_MD: cli_markdown(), REFERENCE_MD: reference_markdown() + operations_markdown(),
+    return {SCHEMA: recipe_schema_json(), CLI_MD: cli_markdown(), REFERENCE_MD: reference_markdown() + operations_markdown(),
             RECIPES_MD: recipes_markdown(), ARCHITECTURE_MD: architecture_markdown(), PRECHECKED: prechecked_record(),
             RELEASES_MD: releases_markdown()}
 
@@ -542,6 +550,10 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a committed file differs")
     args = ap.parse_args(argv)
     stale = []
+    schema = recipe_schema_json()
+    if not args.check and SCHEMA.read_text(encoding="utf-8") != schema:  # first: the reference and the
+        SCHEMA.write_text(schema, encoding="utf-8")  # prechecked record are made from the schema file
+        print(f"wrote {SCHEMA.relative_to(ROOT)}")
     for path, text in generated().items():
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current == text:
