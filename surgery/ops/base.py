@@ -35,7 +35,7 @@ def arg(help: str, examples: list, *, default: Any = MISSING, key: str | None = 
     return field(metadata=metadata) if default is MISSING else field(default=default, metadata=metadata)
 
 
-def recipe_key(f) -> str:
+def key_of(f) -> str:
     """The key a step field has in a recipe."""
     return f.metadata.get("key") or f.name
 
@@ -53,8 +53,8 @@ class Args:
     def from_recipe(cls, data: dict) -> "Args":
         values = {}
         for f, hint in typed_fields(cls):
-            if recipe_key(f) in data:
-                values[f.name] = _typed(data[recipe_key(f)], item_class(hint))
+            if key_of(f) in data:
+                values[f.name] = _typed(data[key_of(f)], item_class(hint))
         return cls(**values)
 
 

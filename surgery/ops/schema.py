@@ -11,7 +11,7 @@ import json
 from dataclasses import MISSING, Field
 from typing import Any, Literal, get_args, get_origin
 
-from .base import Args, Step, item_class, recipe_key, typed_fields, without_none
+from .base import Args, Step, item_class, key_of, typed_fields, without_none
 from .registry import UNITS
 
 OP_HELP = "One operation: a mapping with exactly one key, the operation's name."
@@ -32,8 +32,8 @@ def args_schema(cls: type[Args]) -> dict:
     listed = typed_fields(cls)
     ordered = [p for p in listed if p[0].name not in _COMMON] + [p for p in listed if p[0].name in _COMMON]
     return {"description": cls.HELP, "examples": cls.EXAMPLES, "type": "object", "additionalProperties": False,
-            "required": [recipe_key(f) for f, _ in ordered if _required(f)],
-            "properties": {recipe_key(f): field_schema(f, hint) for f, hint in ordered}}
+            "required": [key_of(f) for f, _ in ordered if _required(f)],
+            "properties": {key_of(f): field_schema(f, hint) for f, hint in ordered}}
 
 
 def _required(f: Field) -> bool:
