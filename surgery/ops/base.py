@@ -65,6 +65,15 @@ def typed_fields(cls: type) -> tuple[tuple[Field, Any], ...]:
     return tuple((f, hints[f.name]) for f in fields(cls))
 
 
+def resolve_shape(cls: type) -> None:
+    """Resolve the field types of a step class and of the mappings it nests, once, when its op kind is
+    registered (at import): resolving a string annotation evaluates it (this package's own source),
+    which must never happen while a recipe is parsed (tests/test_security.py traps eval there)."""
+    for _, hint in typed_fields(cls):
+        if item_class(hint):
+            resolve_shape(item_class(hint))
+
+
 def without_none(hint: Any) -> Any:
     """`X | None` -> X (a field that may be left out); anything else as it is."""
     if get_origin(hint) in (Union, types.UnionType):

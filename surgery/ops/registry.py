@@ -22,7 +22,7 @@ from types import ModuleType
 
 from ..engines import ENGINES
 from . import capture_hidden_states, copy_attrs, keep, share_buffer, share_kv, share_module
-from .base import OpUnit, Step
+from .base import OpUnit, Step, resolve_shape
 
 UNITS: dict[str, OpUnit] = {}  # kind (= the step's key in a recipe) -> unit, in the order recipes' schema lists them
 
@@ -48,6 +48,7 @@ def register(unit: OpUnit) -> OpUnit:
     if not (isinstance(unit.step_class, type) and issubclass(unit.step_class, Step)):
         raise ValueError(f"op {unit.kind}: its step class must be a surgery.ops.base.Step (got {unit.step_class!r}); "
                          "the recipe schema's op part is generated from it")
+    resolve_shape(unit.step_class)
     unknown = set(unit.refused_by) - set(ENGINES)
     if unknown:
         raise ValueError(f"op {unit.kind} refuses unknown engine(s) {sorted(unknown)} (engines: {', '.join(ENGINES)})")
