@@ -89,8 +89,8 @@ def render_mermaid(plan) -> str:
     on_map: dict[str, list[str]] = {}
     for o in plan.operations:
         name = getattr(o, "map", None)
-        if name is not None and UNITS[o.op].recipe_key not in on_map.setdefault(name, []):
-            on_map[name].append(UNITS[o.op].recipe_key)
+        if name is not None and o.op not in on_map.setdefault(name, []):
+            on_map[name].append(o.op)
     for name, rows in plan.layer_maps.items():
         kinds = on_map.get(name) or ["no op"]
         types = {r.draft_type for r in rows} | {r.target_type for r in rows}
@@ -105,7 +105,7 @@ def render_mermaid(plan) -> str:
         by_step.setdefault(o.step, []).append(o)
     for step, ops in by_step.items():
         first = ops[0]
-        key = UNITS[first.op].recipe_key
+        key = first.op
         if getattr(first, "map", None) is not None:
             continue  # drawn with its map
         layers = [o.layer for o in ops if getattr(o, "layer", None) is not None]

@@ -11,6 +11,8 @@ from typing import Any
 from . import expr as expr_lang
 from .diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
+from .ops.base import Step
+from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
 from .schemacheck import Validator
 from .textfile import read_text_file
@@ -64,9 +66,13 @@ class LayerSetSpec:
 
 @dataclass(frozen=True)
 class OpSpec:
+    """One recipe step where it stands: its index, its op kind (a key of surgery.ops.registry.UNITS,
+    which the schema's op part is generated from), its arguments read into the kind's step class
+    (`surgery/ops/<kind>/__init__.py`), its parsed condition, and its path in the recipe."""
+
     index: int
-    kind: str  # a recipe key of surgery.ops.registry (the schema lists the same)
-    args: dict[str, Any]
+    kind: str
+    args: Step
     condition: Condition
     path: tuple
 
@@ -264,18 +270,21 @@ def _layer_set(loaded, name, spec, problems) -> LayerSetSpec:
 
 
 def _op(loaded, i, item, maps, problems, sets=None) -> OpSpec:
-    kind, step_args = next(iter(item.items()))
+    kind, raw = next(iter(item.items()))
     path = ("ops", i, kind)
-    when = _expression(loaded, path + ("when",), step_args["when"], problems) if "when" in step_args else None
-    if "otherwise" in step_args and "when" not in step_args:
+    step = UNITS[kind].step_class.from_recipe(raw)  # the schema check passed `raw`: it has the class's shape
+    when = _expression(loaded, path + ("when",), step.when, problems) if step.when is not None else None
+    if step.otherwise is not None and step.when is None:
         problems.append(diag("SRG107", "`otherwise` needs a `when` condition", loaded.location(path + ("otherwise",))))
-    if "map" in step_args and step_args["map"] not in maps:
+    layer_map = getattr(step, "map", None)
+    if layer_map is not None and layer_map not in maps:
         known = ", ".join(maps) or "none defined"
-        problems.append(diag("SRG120", f"operation {kind} refers to layer map {step_args['map']!r}",
+        problems.append(diag("SRG120", f"operation {kind} refers to layer map {layer_map!r}",
                              loaded.location(path + ("map",)), f"known maps: {known}"))
-    if "layers" in step_args and step_args["layers"] not in (sets or {}):
+    layer_set = getattr(step, "layers", None)
+    if layer_set is not None and layer_set not in (sets or {}):
         known = ", ".join(sets or {}) or "none defined"
-        problems.append(diag("SRG124", f"operation {kind} refers to layer set {step_args['layers']!r}",
+        problems.append(diag("SRG124", f"operation {kind} refers to layer set {layer_set!r}",
                              loaded.location(path + ("layers",)), f"known layer sets: {known}"))
-    cond = Condition(when, step_args.get("otherwise", "skip"), step_args.get("because"), step_args.get("code"), path)
-    return OpSpec(i, kind, step_args, cond, path)
+    cond = Condition(when, step.otherwise or "skip", step.because, step.code, path)
+    return OpSpec(i, kind, step, cond, path)

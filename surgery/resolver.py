@@ -1,9 +1,12 @@
 """Recipe + draft facts + target facts + runtime -> Plan.
 
-All checks happen here, from config.json alone: applies_to, requirements, every layer map
-expanded and each pair checked (head_dim, KV heads, window, type; target layer not KV-shared;
-a producer for every draft layer type), tensor- and pipeline-parallel constraints, and each
-operation's condition. Nothing here imports torch, transformers or vllm.
+All checks happen at plan time, from config.json alone: here applies_to, requirements, every layer
+map expanded and each pair checked (the map's `must_match`: head_dim, KV heads, window, type; a
+producer for every draft layer type), pipeline-parallel constraints, each operation's condition,
+contradictions and engine refusals; in each op kind's folder (`OpUnit.check_recipe` / `check`, called
+from here) what only that kind needs (share_kv: the target layer writes its own KV, splits over
+tensor parallelism, lives on the draft's stage; share_module: the shapes fit). Nothing here imports
+torch, transformers or vllm.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
 from .ops.base import Operation
 from .ops.common import MATCH_CODES, compact_ranges
+from .ops.registry import UNITS
 from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 
@@ -133,10 +137,7 @@ class _Resolver:
             self.maps[name] = self.expand_map(spec)
         for name, lset in self.recipe.layer_sets.items():
             self.sets[name] = self.expand_set(lset)
-        share_kv_maps = {op.args["map"] for op in self.recipe.ops if op.kind == "share_kv"}
-        for name in share_kv_maps:
-            if self.runtime.pp_size <= self.target.num_layers:
-                self.check_kv_map(name)
+        self.check_recipe_steps()
         for op in self.recipe.ops:
             self.expand_op(op)
         self.check_contradictions()
@@ -429,31 +430,13 @@ class _Resolver:
             rows.append(MapRow(d, t, dl.layer_type, tl.layer_type, tl.head_dim, tl.num_kv_heads, tl.sliding_window))
         return tuple(rows)
 
-    def check_kv_map(self, name: str) -> None:
-        """Checks on a map that KV sharing uses, reported once per target layer (with its draft layers)."""
-        spec = self.recipe.layer_maps[name]
-        loc = self.recipe.location(spec.path)
-        rt = self.runtime
-        start, end = pp_layer_range(self.target.num_layers, rt.pp_size - 1, rt.pp_size) if rt.pp_size > 1 else (0, 0)
-        readers: dict[int, list[int]] = {}
-        for row in self.maps[name]:
-            readers.setdefault(row.target, []).append(row.draft)
-        for t, drafts in readers.items():
-            who = f"draft layer{'s' if len(drafts) > 1 else ''} {compact_ranges(drafts)}"
-            tl = self.target.layers[t]
-            if tl.kv_shared:
-                self.add("SRG307", f"map {name}: {who} would read target layer {t}, which is in the target's "
-                         f"KV-shared tail (layers {self.target['num_unshared_layers']}..{self.target.num_layers - 1}) "
-                         f"and writes no KV of its own", loc)
-            kv, tp = tl.num_kv_heads, rt.tp_size
-            if tp > 1 and not (kv % tp == 0 or tp % kv == 0):
-                self.add("SRG310", f"map {name}: target layer {t} (read by {who}) has {kv} KV heads, not divisible "
-                         f"by tp_size {tp} (nor tp by it)", loc)
-            if rt.pp_size > 1 and not start <= t < end:
-                self.add("SRG316", f"map {name}: target layer {t} (read by {who}) lives on pipeline stage "
-                         f"{stage_of_layer(self.target.num_layers, t, rt.pp_size)} but the draft runs on the last "
-                         f"stage (target layers {start}..{end - 1}) with pp_size {rt.pp_size}", loc,
-                         "the draft cannot read a KV cache held by another stage")
+    def check_recipe_steps(self) -> None:
+        """Each op kind's plan-time check over all its steps (`OpUnit.check_recipe`: share_kv's KV maps),
+        in registry order, before any step expands and whatever their `when`."""
+        for kind, unit in UNITS.items():
+            steps = [op for op in self.recipe.ops if op.kind == kind]
+            if steps and unit.check_recipe is not None:
+                unit.check_recipe(self, steps)
 
     def _int(self, e: expr_lang.Expr | None, path: tuple, what: str) -> int | None:
         if e is None:
@@ -540,16 +523,16 @@ class _Resolver:
             if value is not True:
                 self.not_taken(op, f"`{cond.when.text}` is false ({self._values_of(cond.when)})")
                 return
-        from .ops.registry import BY_RECIPE_KEY
-
-        self.ops.extend(BY_RECIPE_KEY[op.kind].expand(self, op))
+        unit = UNITS[op.kind]
+        if unit.check is None or unit.check(self, op):  # the kind's own plan-time check (OpUnit.check)
+            self.ops.extend(unit.expand(self, op))
 
     def not_taken(self, op: OpSpec, why: str) -> None:
         cond = op.condition
         reason = f"{why}" + (f": {cond.because}" if cond.because else "")
         where = self.recipe.location(cond.path + ("when",))
-        role, m = op.args.get("role"), op.args.get("map")
-        attr, lset = op.args.get("attr"), op.args.get("layers")
+        role, m = getattr(op.args, "role", None), getattr(op.args, "map", None)
+        attr, lset = getattr(op.args, "attr", None), getattr(op.args, "layers", None)
         what = role or m or attr or lset or ""
         if cond.otherwise == "error":
             code = cond.code or "SRG311"
@@ -625,8 +608,6 @@ class _Resolver:
         """Operations the plan's engine declares it cannot perform (surgery/ops/ registry), said at
         plan time, once per recipe step: apply / engine start will stop on them (SRG322) unless the
         step says `otherwise: skip | warn` or the user opts out of strictness."""
-        from .ops.registry import UNITS
-
         seen: set[int] = set()
         for op in self.ops:
             reason = UNITS[op.op].refusal(self.runtime.engine)

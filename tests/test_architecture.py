@@ -313,9 +313,9 @@ def test_the_layer_checks_find_what_they_look_for():
 def test_each_op_kind_is_one_folder_with_its_performers(kind):
     """Spec, expansion, checks and rendering in the package; a performer per engine that performs it."""
     from surgery.engines import ENGINES
-    from surgery.ops.registry import BY_RECIPE_KEY
+    from surgery.ops.registry import UNITS
 
-    unit = BY_RECIPE_KEY[kind]
+    unit = UNITS[kind]
     folder = PKG / "ops" / kind
     for engine in ENGINES:
         assert (folder / f"{engine}.py").exists() == (unit.refusal(engine) is None), (kind, engine)

@@ -64,6 +64,11 @@ def test_the_layer_table_shows_every_module_in_its_layer():
     assert len(lm.placement()) == len(lm.package_files())
 
 
+def test_recipe_schema_op_part_is_generated():
+    """schemas/recipe.schema.json, byte for byte: its op part from the step classes (surgery/ops/schema.py)."""
+    _compare(GEN.SCHEMA, GEN.generated()[GEN.SCHEMA])
+
+
 def test_recipe_reference_is_generated():
     """Schema keys plus the op table generated from the op registry (surgery/ops/)."""
     _compare(GEN.REFERENCE_MD, GEN.generated()[GEN.REFERENCE_MD])

@@ -109,7 +109,7 @@ def test_every_plan_is_a_flowchart_naming_every_operation(name):
     text = render_mermaid(plan)
     check_flowchart(text)
     for o in plan.operations:
-        assert UNITS[o.op].recipe_key in text, (o.op, text)
+        assert UNITS[o.op].kind in text, (o.op, text)
     for s in plan.skipped:
         assert f"%% skipped [{s.step}] {s.op}" in text
     assert f"[{'OK' if plan.ok else 'NOT OK'}]" in text.split("\n")[1]

@@ -1,5 +1,23 @@
-"""Helpers the op units share (expansion bookkeeping, range rendering)."""
+"""Helpers the op units share (expansion bookkeeping, range rendering, the step fields several kinds take)."""
 from __future__ import annotations
+
+from typing import Literal
+
+from .base import arg
+
+# the module roles a recipe names (each engine card maps them to module paths: surgery/data/engines/)
+Role = Literal["input_embeddings", "lm_head", "final_norm", "rotary_emb", "per_layer_embeddings", "mtp_shared_head"]
+
+
+def map_arg():
+    """`map:` of a step that works per mapped layer pair."""
+    return arg("Name of a layer map.", ["kv_source"], minLength=1, maxLength=64)
+
+
+def layer_set_arg(examples: list[str], help: str = "Name of a layer set (see `layer_sets`): the operation is "
+                  "expanded once per layer index of the set.", **kw):
+    """`layers:` naming a layer set (recipe.py checks the name exists: SRG124)."""
+    return arg(help, examples, minLength=1, maxLength=64, **kw)
 
 
 # The code a KV map reports when a compared fact differs between a draft layer and the target layer
@@ -28,7 +46,7 @@ def _run(run: list[int]) -> str:
 
 def step_fields(step) -> dict:
     """The fields every spec takes from its recipe step."""
-    return {"step": step.index, "because": step.args.get("because"), "otherwise": step.args.get("otherwise")}
+    return {"step": step.index, "because": step.args.because, "otherwise": step.args.otherwise}
 
 
 def group_by_target(pairs: list[tuple[int, int]]) -> list[tuple[str, int]]:
@@ -45,6 +63,6 @@ def layers_note(ops: list) -> str:
 
 def op_layers(resolver, step) -> list[int | None]:
     """A per-layer op expands over its layer set; without `layers:` it is one op (layer None)."""
-    if "layers" not in step.args:
+    if step.args.layers is None:
         return [None]
-    return list(resolver.sets.get(step.args["layers"], ()))
+    return list(resolver.sets.get(step.args.layers, ()))

@@ -1,5 +1,6 @@
-"""The operation registry: the op kinds, each a folder (surgery/ops/<recipe key>/) that holds its
-spec, expansion, plan-time checks, rendering and one performer per engine that performs it.
+"""The operation registry: the op kinds, each a folder (surgery/ops/<kind>/, the kind being the
+step's key in a recipe) that holds its step class, spec, expansion, plan-time checks, rendering and
+one performer per engine that performs it.
 
     from surgery.ops.registry import UNITS, performer
     UNITS["share_kv"].refusal("hf")            # None: the HF performer exists
@@ -8,8 +9,9 @@ spec, expansion, plan-time checks, rendering and one performer per engine that p
 The registry sits above the op packages and imports them; nothing in an op package imports it,
 and it never imports a performer or an engine (performers are found by module name, on first
 use). Each unit is checked when it is registered: every engine either has a performer file or is
-named in the unit's `refused_by` with a reason, never both, never neither; and its spec declares
-what it decides (`DECIDES`), which the plan's contradiction check reads.
+named in the unit's `refused_by` with a reason, never both, never neither; its spec says the unit's
+kind and declares what it decides (`DECIDES`), which the plan's contradiction check reads; and its step
+class is a `Step` (the recipe schema's op part is generated from it, surgery/ops/schema.py).
 """
 from __future__ import annotations
 
@@ -20,14 +22,13 @@ from types import ModuleType
 
 from ..engines import ENGINES
 from . import capture_hidden_states, copy_attrs, keep, share_buffer, share_kv, share_module
-from .base import OpUnit
+from .base import OpUnit, Step, resolve_shape
 
-UNITS: dict[str, OpUnit] = {}
-BY_RECIPE_KEY: dict[str, OpUnit] = {}
+UNITS: dict[str, OpUnit] = {}  # kind (= the step's key in a recipe) -> unit, in the order recipes' schema lists them
 
 
 def performer_module(unit: OpUnit, engine: str) -> str:
-    return f"{__package__}.{unit.recipe_key}.{engine}"
+    return f"{__package__}.{unit.kind}.{engine}"
 
 
 def has_performer(unit: OpUnit, engine: str) -> bool:
@@ -40,10 +41,14 @@ def has_performer(unit: OpUnit, engine: str) -> bool:
 
 def register(unit: OpUnit) -> OpUnit:
     """Add an op kind, checking what it declares (as PEFT's `register_peft_method` does)."""
-    if unit.kind in UNITS or unit.recipe_key in BY_RECIPE_KEY:
-        raise ValueError(f"op kind {unit.kind!r} / recipe key {unit.recipe_key!r} registered twice")
+    if unit.kind in UNITS:
+        raise ValueError(f"op kind {unit.kind!r} registered twice")
     if unit.spec.kind != unit.kind:
         raise ValueError(f"op {unit.kind}: its spec {unit.spec.__name__} says kind {unit.spec.kind!r}")
+    if not (isinstance(unit.step_class, type) and issubclass(unit.step_class, Step)):
+        raise ValueError(f"op {unit.kind}: its step class must be a surgery.ops.base.Step (got {unit.step_class!r}); "
+                         "the recipe schema's op part is generated from it")
+    resolve_shape(unit.step_class)
     unknown = set(unit.refused_by) - set(ENGINES)
     if unknown:
         raise ValueError(f"op {unit.kind} refuses unknown engine(s) {sorted(unknown)} (engines: {', '.join(ENGINES)})")
@@ -61,14 +66,11 @@ def register(unit: OpUnit) -> OpUnit:
                          f"among its own non-bookkeeping fields (got {getattr(unit.spec, 'DECIDES', None)!r}); "
                          "the plan's contradiction check reads it")
     UNITS[unit.kind] = unit
-    BY_RECIPE_KEY[unit.recipe_key] = unit
     return unit
 
 
 for _package in (share_kv, copy_attrs, share_module, keep, capture_hidden_states, share_buffer):
     register(_package.UNIT)
-
-RECIPE_KEYS: tuple[str, ...] = tuple(BY_RECIPE_KEY)  # the op names a recipe may use, in registry order
 
 
 def implemented(engine: str, kind: str) -> bool:

@@ -18,7 +18,7 @@ from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
 from surgery.live.prepared import NotApplicable  # noqa: E402
 from surgery.live.sglang import SGLangContext  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
-from surgery.ops.registry import RECIPE_KEYS, UNITS, implemented, performer, performer_module, register  # noqa: E402
+from surgery.ops.registry import UNITS, implemented, performer, performer_module, register  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
 from surgery.ops.copy_attrs import CopyAttr  # noqa: E402
 from surgery.ops.keep import Keep  # noqa: E402
@@ -59,11 +59,10 @@ def test_registration_refuses_a_unit_that_declares_wrongly():
     """Checked when registered: a refusal for an engine that has a performer, or a unit with
     neither, is refused with what is wrong (no registry that lists a unit the engines ignore)."""
     share_kv = UNITS["share_kv"]
-    both = dataclasses.replace(share_kv, kind="share_kv2", recipe_key="share_kv",
-                               spec=type("S", (), {"kind": "share_kv2"}), refused_by={"hf": "x" * 30})
+    both = dataclasses.replace(share_kv, spec=type("S", (), {"kind": "share_kv"}), refused_by={"hf": "x" * 30})
     with pytest.raises(ValueError, match="registered twice"):
         register(both)
-    fresh = dataclasses.replace(share_kv, kind="brand_new", recipe_key="brand_new",
+    fresh = dataclasses.replace(share_kv, kind="brand_new",
                                 spec=type("S", (), {"kind": "brand_new"}), refused_by={})
     with pytest.raises(ValueError, match="neither a performer"):
         register(fresh)
@@ -78,7 +77,7 @@ def test_registration_refuses_a_spec_that_does_not_say_what_it_decides(decides):
     field (`map`, a name only), is refused when registered, not skipped by the check."""
     spec = dataclasses.make_dataclass("S", [], bases=(ShareKV,), frozen=True,
                                       namespace={"kind": "decides_test", "DECIDES": decides})
-    unit = dataclasses.replace(UNITS["share_kv"], kind="decides_test", recipe_key="decides_test", spec=spec,
+    unit = dataclasses.replace(UNITS["share_kv"], kind="decides_test", spec=spec,
                                refused_by={e: "a refusal for the test" for e in ENGINES})
     with pytest.raises(ValueError, match="DECIDES"):
         register(unit)
@@ -91,7 +90,7 @@ def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
 
     schema = load_schema("recipe.schema.json")
     keys = set(schema["$defs"]["op"]["properties"])  # an op is a mapping with exactly one of these keys
-    assert keys == set(RECIPE_KEYS) == {u.recipe_key for u in UNITS.values()}
+    assert keys == set(UNITS) == {u.kind for u in UNITS.values()}
     for unit in UNITS.values():
         assert dataclasses.is_dataclass(unit.spec) and unit.spec.__dataclass_params__.frozen
         assert unit.spec.kind == unit.kind
@@ -333,6 +332,10 @@ def test_surgery_apply_is_the_function_whatever_is_imported():
 
 
 def test_every_op_has_one_name_its_recipe_key():
-    """Issue 43: one name per op, equal to its recipe key (copy_attrs was also `copy_attr` in plans and ids)."""
-    for unit in UNITS.values() if isinstance(UNITS, dict) else UNITS:
-        assert unit.kind == unit.recipe_key == unit.spec.kind, unit
+    """Issue 43: one name per op, equal to its recipe key (copy_attrs was also `copy_attr` in plans and ids):
+    the unit has no second name to differ (no `recipe_key`), the registry is keyed by it once, and the
+    spec, the folder and the performers' module names all say it."""
+    assert not hasattr(UNITS["share_kv"], "recipe_key")
+    for kind, unit in UNITS.items():
+        assert kind == unit.kind == unit.spec.kind, unit
+        assert performer_module(unit, "vllm") == f"surgery.ops.{kind}.vllm"

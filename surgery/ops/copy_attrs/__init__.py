@@ -2,9 +2,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from ..base import Operation, OpUnit
-from ..common import group_by_target, step_fields
+from ..base import NAME_PATTERN, Args, Operation, OpUnit, Step, arg
+from ..common import group_by_target, map_arg, step_fields
+
+Mode = Literal["clone_keep_registration", "assign", "copy_inplace"]  # what `vllm.py` performs
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyRule(Args):
+    HELP = "One group of attributes copied the same way."
+    EXAMPLES = [{"attrs": ["_k_scale_cpu"], "mode": "copy_inplace"}]
+
+    attrs: tuple[str, ...] = arg("Attribute names on the engine's attention layer.", [["_k_scale", "_v_scale"]],
+                                 minItems=1, maxItems=32, uniqueItems=True, items={"pattern": NAME_PATTERN})
+    mode: Mode = arg("`clone_keep_registration`: clone the target tensor, keep the draft's registration kind (buffer / "
+                     "Parameter), shape follows the target; `assign`: plain value assignment; `copy_inplace`: copy "
+                     "into the draft's existing tensor.", ["assign"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyAttrsStep(Step):
+    HELP = ("Copy attributes (e.g. KV-cache quantisation scales) from each mapped target attention layer onto its "
+            "draft layer.")
+    EXAMPLES = [{"map": "kv_source", "rules": [{"attrs": ["_k_scale", "_v_scale"], "mode": "clone_keep_registration"}]}]
+
+    map: str = map_arg()
+    rules: tuple[CopyRule, ...] = arg("Attribute groups and how each is copied.",
+                                      [[{"attrs": ["_k_scale_float"], "mode": "assign"}]], minItems=1, maxItems=32)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,17 +43,17 @@ class CopyAttr(Operation):
     draft_layer: int
     target_layer: int
     attr: str
-    mode: str  # clone_keep_registration | assign | copy_inplace
+    mode: Mode
 
 
 def expand(resolver, step) -> list[CopyAttr]:
-    m = step.args["map"]
+    m = step.args.map
     out = []
-    for rule in step.args["rules"]:
-        for attr in rule["attrs"]:
+    for rule in step.args.rules:
+        for attr in rule.attrs:
             for row in resolver.maps.get(m, ()):
                 out.append(CopyAttr(id=f"copy_attrs:{m}:{attr}:{row.draft}<-{row.target}", map=m, draft_layer=row.draft,
-                                    target_layer=row.target, attr=attr, mode=rule["mode"], **step_fields(step)))
+                                    target_layer=row.target, attr=attr, mode=rule.mode, **step_fields(step)))
     return out
 
 
@@ -40,7 +66,7 @@ def render(step: int, ops: list[CopyAttr]) -> list[str]:
 
 
 UNIT = OpUnit(
-    kind="copy_attrs", recipe_key="copy_attrs", spec=CopyAttr, expand=expand, render=render,
+    kind="copy_attrs", step_class=CopyAttrsStep, spec=CopyAttr, expand=expand, render=render,
     label=lambda o: "copy_attrs",
     summary="copy attention attributes (KV-cache quantisation scales) from the mapped target layer",
     refused_by={"hf": "HF attention layers hold no KV-cache quantisation scales (a vLLM concept)",

@@ -1,15 +1,33 @@
 """keep: the draft keeps its own module for a role (optionally tied, optionally required in its checkpoint).
 
-Here: the spec, expansion, rendering, and `must_exist_problem` (what `must_exist: true` demands,
+Here: the step (what a recipe gives it), the spec, expansion, rendering, and `must_exist_problem` (what `must_exist: true` demands,
 the same for every engine); `hf.py`, `vllm.py`: the performers. No engine refuses it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ...diagnostics import SurgeryError, diag
 from ...live.prepared import Check, NotApplicable
-from ..base import Operation, OpUnit
-from ..common import layers_note, op_layers, step_fields
+from ..base import Operation, OpUnit, Step, arg
+from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
+
+Tie = Literal["draft_embeddings", "none"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeepStep(Step):
+    HELP = ("Declare that the draft keeps its own module for a role (recorded in the plan and verified: not replaced "
+            "by the target's).")
+    EXAMPLES = [{"role": "lm_head", "because": "draft width differs from the target's"}]
+
+    role: Role = arg("Module role kept by the draft.", ["lm_head"])
+    tied_to: Tie | None = arg("The draft's own tie that must stay intact (e.g. lm_head tied to the draft's own "
+                              "embedding weight).", ["draft_embeddings"], default=None)
+    must_exist: bool | None = arg("The draft checkpoint must bring its own weights for this role (checked at load "
+                                  "time); a missing one is an error, never silently replaced or left uninitialised.",
+                                  [True], default=None)
+    layers: str | None = layer_set_arg(["mtp_layers"], default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,19 +37,19 @@ class Keep(Operation):
     DECIDES = ("the module a draft role uses", ("role", "layer"))  # as `share_module` does
 
     role: str
-    tied_to: str | None = None  # draft_embeddings | none
+    tied_to: Tie | None = None
     layer: int | None = None
     layer_set: str | None = None
     must_exist: bool | None = None  # the draft checkpoint must bring its own weights for the role
 
 
 def expand(resolver, step) -> list[Keep]:
-    role = step.args["role"]
+    role = step.args.role
     out = []
     for layer in op_layers(resolver, step):
         suffix = f":{layer}" if layer is not None else ""
-        out.append(Keep(id=f"keep:{role}{suffix}", role=role, tied_to=step.args.get("tied_to"), layer=layer,
-                        layer_set=step.args.get("layers"), must_exist=step.args.get("must_exist") or None,
+        out.append(Keep(id=f"keep:{role}{suffix}", role=role, tied_to=step.args.tied_to, layer=layer,
+                        layer_set=step.args.layers, must_exist=step.args.must_exist or None,
                         **step_fields(step)))
     return out
 
@@ -71,5 +89,5 @@ def render(step: int, ops: list[Keep]) -> list[str]:
     return [f"  [{step}] keep {first.role}{layers_note(ops)}: draft keeps its own{tie}{must}"]
 
 
-UNIT = OpUnit(kind="keep", spec=Keep, expand=expand, render=render, label=lambda o: f"keep {o.role}",
+UNIT = OpUnit(kind="keep", step_class=KeepStep, spec=Keep, expand=expand, render=render, label=lambda o: f"keep {o.role}",
               summary="the draft keeps its own module (checked: not the target's; tie kept; present in the checkpoint)")

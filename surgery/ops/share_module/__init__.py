@@ -1,8 +1,9 @@
 """share_module: the draft uses the target's module for a role (embedding, lm_head, shared_head, ...).
 
 Everything about this op kind is in this folder:
-- here: the spec, how a recipe step expands into specs, the plan-time checks (`check_fits`:
-  the shapes must fit, from the two configs), how a step renders in the plan table;
+- here: the step (what a recipe gives it), the spec, how a recipe step expands into specs, the
+  plan-time check (`check`: the shapes must fit, from the two configs; what SGLang replaces anyway),
+  how a step renders in the plan table;
 - `decide.py`: the load-time decision `if_draft_has_own` takes on the live weights, and the
   reversible rebinding both engines perform once they found the two modules;
 - `hf.py`, `vllm.py`: the performers, one per engine (finding the modules, engine-specific checks).
@@ -11,10 +12,29 @@ No engine refuses it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ...engines import ENGINES, card
-from ..base import Operation, OpUnit
-from ..common import layers_note, op_layers, step_fields
+from ..base import Operation, OpUnit, Step, arg
+from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
+
+Policy = Literal["share", "share_if_identical", "keep"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareModuleStep(Step):
+    HELP = "Replace a draft module (by role) with the target's module object (no copy)."
+    EXAMPLES = [{"role": "input_embeddings", "from": "target", "when": "pp_size == 1", "otherwise": "error"}]
+
+    role: Role = arg("Module role, mapped to module paths per engine and architecture.", ["input_embeddings"])
+    source: Literal["target"] = arg("Where the module comes from.", ["target"], default="target", key="from")
+    if_draft_has_own: Policy | None = arg(
+        "Load-time policy when the draft checkpoint carries its own weights for the role (unknowable from "
+        "config.json): `share` replaces them anyway; `share_if_identical` shares only when the draft has none or "
+        "they equal the target's (vLLM's EAGLE rule, `_maybe_share_embeddings` / `_maybe_share_lm_head`); `keep` "
+        "keeps the draft's own and shares only when it has none.", ["share_if_identical"], default=None)
+    layers: str | None = layer_set_arg(["mtp_layers"], default=None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ShareModule(Operation):
@@ -26,21 +46,27 @@ class ShareModule(Operation):
     source: str = "target"
     layer: int | None = None  # per-layer roles (mtp_shared_head) expanded over a layer set
     layer_set: str | None = None
-    if_draft_has_own: str | None = None  # None = share
+    if_draft_has_own: Policy | None = None  # None = share
 
 
 def expand(resolver, step) -> list[ShareModule]:
-    role = step.args["role"]
-    if not check_fits(resolver, step, role):
-        return []
-    note_engine_replaces(resolver, step, role)
+    role = step.args.role
     out = []
     for layer in op_layers(resolver, step):
         suffix = f":{layer}" if layer is not None else ""
-        out.append(ShareModule(id=f"share_module:{role}{suffix}", role=role, source=step.args.get("from", "target"),
-                               layer=layer, layer_set=step.args.get("layers"),
-                               if_draft_has_own=step.args.get("if_draft_has_own"), **step_fields(step)))
+        out.append(ShareModule(id=f"share_module:{role}{suffix}", role=role, source=step.args.source,
+                               layer=layer, layer_set=step.args.layers,
+                               if_draft_has_own=step.args.if_draft_has_own, **step_fields(step)))
     return out
+
+
+def check(resolver, step) -> bool:
+    """Plan time, each step whose `when` holds: the shapes fit (else the step expands to nothing), and
+    what the plan's engine replaces whatever the step says."""
+    if not check_fits(resolver, step, step.args.role):
+        return False
+    note_engine_replaces(resolver, step, step.args.role)
+    return True
 
 
 def check_fits(resolver, step, role: str) -> bool:
@@ -82,7 +108,7 @@ def note_engine_replaces(resolver, step, role: str) -> None:
     (info) at the step's `if_draft_has_own`, so the difference is in the plan, not only in the
     hook's log line at load."""
     engine = resolver.runtime.engine
-    policy = step.args.get("if_draft_has_own")
+    policy = step.args.if_draft_has_own
     if engine not in ENGINES or policy not in ("share_if_identical", "keep") or role not in REPLACED_ROLES:
         return
     c = card(engine)
@@ -105,5 +131,6 @@ def render(step: int, ops: list[ShareModule]) -> list[str]:
     return [f"  [{step}] share_module {first.role}{layers_note(ops)}: draft uses the target's module{policy}"]
 
 
-UNIT = OpUnit(kind="share_module", spec=ShareModule, expand=expand, render=render,
+UNIT = OpUnit(kind="share_module", step_class=ShareModuleStep, spec=ShareModule, expand=expand, render=render,
+              check=check,
               label=lambda o: f"share_module {o.role}", summary="the draft uses the target's module for a role; `if_draft_has_own` decided on the live weights")
