@@ -438,7 +438,7 @@ def after_dummy_weights(model: Any) -> None:
     from ..live.paths import role_path
 
     flags, changes = {}, []
-    for role, flag in (card("vllm").get("has_own_flags") or {}).items():
+    for role, flag in card("vllm").has_own_flags.items():
         if not isinstance(getattr(model, flag, None), bool):
             continue
         try:

@@ -29,7 +29,8 @@ def check_capturable(resolver, step, layers: tuple[int, ...]) -> None:
     """Plan time: ids the engine's capture loop cannot return (the card's `wiring.capturable_ids`,
     `1..L-1` for SGLang: no embedding output, no final state), said before anything loads (SRG362)."""
     engine = resolver.runtime.engine
-    span = ((card(engine).get("wiring") or {}).get("capturable_ids") if engine in ENGINES else None)
+    wiring = card(engine).wiring if engine in ENGINES else None
+    span = wiring.capturable_ids if wiring is not None else None
     if span != "1..L-1":
         return
     n = resolver.target.num_layers
