@@ -47,7 +47,7 @@ def test_the_device_decides_whether_the_engine_runs():
     assert "not installed" in device_blocker("cuda", False) and "0.5.17" in device_blocker("cuda", False)
     releases = card("sglang").releases
     assert releases[card("sglang").release].device == "cpu"
-    assert {r for r, v in releases.items() if v["device"] == "cuda"} == {"0.5.16", "0.5.17"}
+    assert {r for r, v in releases.items() if v.device == "cuda"} == {"0.5.16", "0.5.17"}
 
 
 def test_an_eagle1_head_sglang_would_load_as_a_plain_llama_is_served_with_its_eagle_class(tmp_path):
