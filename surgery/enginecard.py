@@ -1,5 +1,5 @@
-"""Engine cards as typed models: what `surgery/data/engines/<engine>.yaml` may hold, one frozen
-dataclass per section, and the JSON Schema of a card generated from them.
+"""Engine cards as typed models: what `surgery/data/engines/<engine>.yaml` may hold, one immutable
+dataclass per section (`Model` says why not `frozen=True`), and the card's JSON Schema made from them.
 
 Why typed: code reads a card through attributes (`card("vllm").limits.cuda_dtypes`), so a section
 no model declares cannot be read anywhere. A key the models do not know is therefore refused when
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, FrozenInstanceError, dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 SCHEMA_FILE = "engine-card.schema.json"
@@ -36,9 +36,31 @@ def empty() -> Mapping:
 
 
 class Model:
-    """What every card model shares: one `__repr__`, `__eq__` and `__hash__` over the fields. The models
-    are `dataclass(frozen=True, repr=False, eq=False)`, because a dataclass compiles its own copy of
-    each method per class, about 0.5 ms apiece when `surgery validate` starts (bench/cold_start.py)."""
+    """What every card model shares: a keyword `__init__`, immutability (`FrozenInstanceError`, as a
+    frozen dataclass raises), `__repr__`, `__eq__` and `__hash__`, all over the dataclass fields. The
+    models are `dataclass(init=False, repr=False, eq=False)` with these instead of `frozen=True`
+    because a dataclass compiles its own copy of each of those methods per class: about 4 ms, 0.3 ms
+    this way, each time `surgery validate` starts (bench/cold_start.py)."""
+
+    def __init__(self, **values: Any) -> None:
+        for f in fields(self):
+            if f.name in values:
+                value = values.pop(f.name)
+            elif f.default is not MISSING:
+                value = f.default
+            elif f.default_factory is not MISSING:
+                value = f.default_factory()
+            else:
+                raise TypeError(f"{type(self).__name__}() missing {f.name!r}")
+            object.__setattr__(self, f.name, value)
+        if values:
+            raise TypeError(f"{type(self).__name__}() got unknown {', '.join(map(repr, values))}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))})"
@@ -53,7 +75,7 @@ class Model:
         return tuple(getattr(self, f.name) for f in fields(self))
 
 
-model = dataclass(frozen=True, repr=False, eq=False)
+model = dataclass(init=False, repr=False, eq=False)
 
 
 @model

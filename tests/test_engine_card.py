@@ -48,8 +48,23 @@ def test_a_shipped_card_loads_into_typed_models_once(engine):
     assert c.layers and c.attention and all(isinstance(r, RolePaths) for r in c.roles.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.attention = "x"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del c.limits
     with pytest.raises(TypeError):
         c.roles["lm_head"] = None  # type: ignore[index]
+
+
+def test_the_models_are_dataclasses_with_keyword_construction():
+    """The shared Model base stands in for dataclass's per-class methods (cold start): same behaviour."""
+    assert enginecard.Limits(cuda_dtypes=("bfloat16",)) == enginecard.Limits(cuda_dtypes=("bfloat16",))
+    assert enginecard.Limits() != enginecard.Limits(cuda_dtypes=("bfloat16",))
+    assert hash(enginecard.Limits()) == hash(enginecard.Limits())
+    assert repr(enginecard.Release(device="cpu", torch="2.13.0")) == "Release(device='cpu', torch='2.13.0')"
+    assert dataclasses.replace(enginecard.Limits(), cuda_dtypes=("x",)).cuda_dtypes == ("x",)
+    with pytest.raises(TypeError, match="missing 'torch'"):
+        enginecard.Release(device="cpu")
+    with pytest.raises(TypeError, match="unknown 'gpu'"):
+        enginecard.Release(device="cpu", torch="2", gpu=1)
 
 
 def test_typed_values_are_what_the_cards_say():
