@@ -203,3 +203,20 @@ def test_cards_load_at_cold_start_without_jsonschema():
              "print(rc, read, 'jsonschema' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.split() == ["1", "1", "False"], out.stderr
+
+
+def test_card_refuses_a_broken_shipped_card_naming_its_file(monkeypatch):
+    """`card(engine)` itself (not only the builder) stops on a card that does not fit, with the file."""
+    from surgery import engines
+
+    broken = raw("vllm")
+    broken["limit"] = broken.pop("limits")
+    monkeypatch.setattr(engines, "load_data", lambda relpath: broken)
+    engines.card.cache_clear()
+    try:
+        with pytest.raises(CardError) as exc:
+            engines.card("vllm")
+        assert str(exc.value).startswith(f"engine card {card_file('vllm')}: limit: unknown key"), str(exc.value)
+        assert str(card_file("vllm")).endswith("surgery/data/engines/vllm.yaml")
+    finally:
+        engines.card.cache_clear()
