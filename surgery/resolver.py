@@ -253,7 +253,7 @@ class _Resolver:
             return False
         from .engines import card
 
-        inverse = {v: k for k, v in (card("sglang")["wiring"].get("eagle_draft_architectures") or {}).items()}
+        inverse = {v: k for k, v in card("sglang").wiring.eagle_draft_architectures.items()}
         f = self.draft
         plain = [inverse.get(a, a) for a in f.architectures]
         if plain == list(f.architectures):
@@ -334,7 +334,7 @@ class _Resolver:
         runner, which GPUs with Triton do not run by default (config/vllm.py `use_v2_model_runner`), so
         an unknown device is no known risk, and a warning would fire on every `--pp 2`."""
         rt = self.runtime
-        devices = engine_limits(rt.engine).get("speculative_pp_fails_on_devices") or []
+        devices = engine_limits(rt.engine).speculative_pp_fails_on_devices
         if not devices or (rt.device is not None and rt.device not in devices):
             return
         where = f"on {rt.device}" if rt.device is not None else \
@@ -350,7 +350,7 @@ class _Resolver:
         per-layer inputs on later stages (the engine card's `limits.pp_loses_per_layer_inputs`) starts
         and then decodes wrongly, silently; the plan says so first (SRG352)."""
         rt, t = self.runtime, self.target
-        types = engine_limits(rt.engine).get("pp_loses_per_layer_inputs") or []
+        types = engine_limits(rt.engine).pp_loses_per_layer_inputs
         width = t.scalars.get("hidden_size_per_layer_input") or 0
         if not width or not ({t.model_type, t.text_model_type} & set(types)):
             return

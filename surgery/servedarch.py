@@ -16,6 +16,9 @@ EAGLE-3 fusion of 2-5 captured target hidden states (surgery/checks/weights.py t
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from .enginecard import ArchitectureRewrite
 from .engines import card
 
 # what shows a plain config is an EAGLE-3 head (config keys; the fc width is the weights-mode marker,
@@ -26,8 +29,8 @@ EAGLE3_MARKERS = ("draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "eagle
 FC_MARKER_AUX = (2, 5)
 
 
-def rewrite_rules() -> dict:
-    return card("vllm").get("draft_architecture_rewrite") or {}
+def rewrite_rules() -> Mapping[str, ArchitectureRewrite]:
+    return card("vllm").draft_architecture_rewrite
 
 
 def served_architecture(method: str | None, arch: str) -> str:
@@ -35,11 +38,11 @@ def served_architecture(method: str | None, arch: str) -> str:
     rule = rewrite_rules().get(method or "")
     if rule is None:
         return arch
-    keep = rule.get("keep") or {}
-    if arch in (rule.get("keep_names") or ()) or any(arch.startswith(p) for p in keep.get("startswith") or ()) \
-            or any(arch.endswith(s) for s in keep.get("endswith") or ()):
+    keep = rule.keep
+    if arch in rule.keep_names or any(arch.startswith(p) for p in keep.startswith) \
+            or any(arch.endswith(s) for s in keep.endswith):
         return arch
-    return f"{rule['prefix']}{arch}"
+    return f"{rule.prefix}{arch}"
 
 
 def served_architectures(method: str | None, archs) -> tuple[str, ...]:

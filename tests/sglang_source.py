@@ -24,7 +24,7 @@ from testpaths import ROOT
 def release() -> str:
     from surgery.engines import card
 
-    return card("sglang")["release"]
+    return card("sglang").release
 
 
 def wheel_path() -> Path:

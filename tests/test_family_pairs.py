@@ -116,7 +116,7 @@ def test_ablation_rows_name_pairs_and_roles_that_exist():
     from surgery.pairs import load_ablations
     from surgery.vllm.ablation import KINDS
 
-    pairs, roles = load_index(INDEX)["pairs"], card("vllm")["roles"]
+    pairs, roles = load_index(INDEX)["pairs"], card("vllm").roles
     for recipe, rows in load_ablations().items():
         assert recipe in pairs, recipe
         for row in rows:

@@ -14,6 +14,7 @@ import pytest
 from surgery import Runtime
 from surgery.facts import read_facts
 from surgery.recipe import load_recipe
+from surgery.enginecard import Limits
 from surgery.engines import engine_limits
 from surgery.resolver import resolve
 from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
@@ -25,8 +26,8 @@ def srg351(**runtime):
 
 
 def test_engine_fact_is_data():
-    assert engine_limits("vllm")["speculative_pp_fails_on_devices"] == ["cpu"]
-    assert engine_limits("hf") == {}
+    assert engine_limits("vllm").speculative_pp_fails_on_devices == ("cpu",)
+    assert engine_limits("hf") == engine_limits("no such engine") == Limits()
 
 
 @pytest.mark.parametrize("runtime,severity", [
@@ -84,4 +85,4 @@ def test_srg352_not_without_per_layer_inputs():
     cfg = json.loads(E2B.read_text())
     cfg["text_config"]["hidden_size_per_layer_input"] = 0  # Gemma 4 31B / 26B-A4B have none
     assert srg352(cfg, engine="vllm", pp_size=2) == []
-    assert engine_limits("vllm")["pp_loses_per_layer_inputs"][:2] == ["gemma4", "gemma4_text"]
+    assert engine_limits("vllm").pp_loses_per_layer_inputs[:2] == ("gemma4", "gemma4_text")

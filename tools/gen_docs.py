@@ -14,7 +14,8 @@
 - docs/recipes.md          the MTP coverage table between its `coverage` markers (and the speculative-method
                             table between its `methods` markers), from the shipped
                            recipes, surgery/data/vllm_mtp_rewrites.yaml, surgery/data/unsupported.yaml
-                           and the configs under tests/data/configs (no engine import).
+                           and the configs under tests/data/configs (no engine import);
+- schemas/engine-card.schema.json  from the engine-card models (surgery/enginecard.py `card_schema`).
 
     python tools/gen_docs.py           # rewrite both files
     python tools/gen_docs.py --check   # exit 1 (and say which) when a committed file differs
@@ -37,6 +38,7 @@ REFERENCE_MD = ROOT / "docs" / "recipe-reference.md"
 SCHEMA = ROOT / "schemas" / "recipe.schema.json"
 RECIPES_MD = ROOT / "docs" / "recipes.md"
 RELEASES_MD = ROOT / "docs" / "releases.md"
+ENGINE_CARD_SCHEMA = ROOT / "schemas" / "engine-card.schema.json"
 CONFIGS = ROOT / "tests" / "data" / "configs"
 # the configs tests/test_oracle_mtp_coverage.py compares with vLLM: the per-family folders + these
 ORACLE_ROOT_CONFIGS = ("DeepSeek-V3.json", "DeepSeek-V3.2-Exp.json", "GLM-4.5-Air.json", "MiMo-7B-RL.json",
@@ -536,7 +538,13 @@ def prechecked_record() -> str:
 def generated() -> dict[Path, str]:
     return {SCHEMA: recipe_schema_json(), CLI_MD: cli_markdown(), REFERENCE_MD: reference_markdown() + operations_markdown(),
             RECIPES_MD: recipes_markdown(), ARCHITECTURE_MD: architecture_markdown(), PRECHECKED: prechecked_record(),
-            RELEASES_MD: releases_markdown()}
+            RELEASES_MD: releases_markdown(), ENGINE_CARD_SCHEMA: engine_card_schema()}
+
+
+def engine_card_schema() -> str:
+    from surgery.enginecard import card_schema_text
+
+    return card_schema_text()
 
 
 def releases_markdown() -> str:

@@ -21,9 +21,10 @@ from ..engines import card
 
 def blocker(device: str | None = None) -> str:
     """Why `--engine sglang` cannot run here, in one sentence."""
-    release = card("sglang")["release"]
+    release = card("sglang").release
     if importlib.util.find_spec("sglang") is None:
-        installed = f"sglang is not installed (surgery pins {release}, beside torch 2.13.0, in its own venv)"
+        torch_pin = card("sglang").releases[release].torch
+        installed = f"sglang is not installed (surgery pins {release}, beside torch {torch_pin}, in its own venv)"
     else:
         installed = "sglang is installed"
     if device is None:
@@ -33,7 +34,7 @@ def blocker(device: str | None = None) -> str:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         except Exception:  # noqa: BLE001 - no torch: a CPU-only question anyway
             device = "cpu"
-    if device in (card("sglang").get("limits") or {}).get("speculative_fails_on_devices", ()):
+    if device in card("sglang").limits.speculative_fails_on_devices:
         return (f"{installed}; and on {device} SGLang {release} cannot start a speculative engine: the KV pool's "
                 "warm-up calls sgl_kernel.copy_all_layer_kv_cache_cpu, EAGLE needs an attention backend other than "
                 "torch_native (intel_amx falls back to torch_native without AMX) and the tree ops "
@@ -46,10 +47,10 @@ def blocker(device: str | None = None) -> str:
 def device_blocker(device: str, sglang_installed: bool) -> str | None:
     """None when `--engine sglang` runs the engine on `device`; else why not (SRG360). A device the
     card measured as failing (cpu) never runs; any other needs SGLang installed."""
-    if device in (card("sglang").get("limits") or {}).get("speculative_fails_on_devices", ()):
+    if device in card("sglang").limits.speculative_fails_on_devices:
         return blocker(device)
     if not sglang_installed:
-        known = [r for r, v in (card("sglang").get("releases") or {}).items() if v.get("device") == device]
+        known = [r for r, v in card("sglang").releases.items() if v.device == device]
         return f"sglang is not installed (on {device} surgery knows releases {', '.join(known) or 'none'})"
     return None
 
@@ -57,7 +58,7 @@ def device_blocker(device: str, sglang_installed: bool) -> str | None:
 def dtype_for(requested: str | None) -> str:
     """The engine dtype: the card's first CUDA dtype when none is asked for; a dtype SGLang's CUDA
     kernels do not take is refused before any engine starts (SRG367), not found at the first forward."""
-    allowed = list((card("sglang").get("limits") or {}).get("cuda_dtypes") or ())
+    allowed = list(card("sglang").limits.cuda_dtypes)
     spelled = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(requested or "", requested)
     if spelled is None:
         return allowed[0]

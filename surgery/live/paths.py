@@ -45,17 +45,16 @@ def split_parent(root: Any, dotted: str) -> tuple[Any, str]:
 def role_paths(engine: str, role: str, side: str, layer: int | None = None) -> list[str] | None:
     """Candidate module paths for a role on one side, `{i}` filled with the op's layer (per-layer
     roles such as an MTP layer's shared_head); None when the engine has no module for the role."""
-    roles = card(engine)["roles"]
-    if role not in roles:
+    entry = card(engine).roles.get(role)
+    if entry is None:
         return None
-    entry = roles[role]
-    if isinstance(entry, dict) and entry.get("one_module_for_every_layer"):
+    if entry.one_module_for_every_layer:
         # declared in the card: the engine keeps this per-layer role (numbered as vLLM numbers it) in
         # ONE module whatever the layer (SGLang's NextN draft holds its single MTP layer's shared head
         # as `lm_head`); the layer is then not silently ignored but said to mean nothing here
-        return list(entry[side])
-    candidates = entry[side] if isinstance(entry, dict) else entry
-    per_layer = any("{i}" in c for paths in (entry.values() if isinstance(entry, dict) else [entry]) for c in paths)
+        return list(entry.side(side))
+    candidates = list(entry.side(side))
+    per_layer = entry.per_layer()
     if any("{i}" in c for c in candidates):
         if layer is None:
             raise SurgeryError(diag("SRG121", f"role {role!r} is per layer on {engine} ({candidates[0]}) but the "
@@ -77,9 +76,9 @@ def role_path(engine: str, root: Any, role: str, side: str, layer: int | None = 
 
 
 def layers_path(engine: str, root: Any, side: str) -> str:
-    return first_path(root, card(engine)["layers"], "decoder layer list", side)
+    return first_path(root, list(card(engine).layers), "decoder layer list", side)
 
 
 def attention_path(engine: str, root: Any, index: int, side: str) -> str:
     base = layers_path(engine, root, side)
-    return f"{base}.{index}.{card(engine)['attention']}"
+    return f"{base}.{index}.{card(engine).attention}"

@@ -117,8 +117,8 @@ class VLLMContext(Context):
         vllm = card("vllm")
         if self.dummy_load:  # load_format="dummy": every declared parameter is initialised (SRG512)
             return True
-        if self.method and self.method in (vllm.get("loader_requires_all_weights") or ()):
+        if self.method and self.method in vllm.loader_requires_all_weights:
             return True
-        flag = (vllm.get("has_own_flags") or {}).get(role)
+        flag = vllm.has_own_flags.get(role)
         value = getattr(draft, flag, None) if flag else None
         return bool(value) if isinstance(value, bool) else None

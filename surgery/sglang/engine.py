@@ -79,7 +79,7 @@ def served_draft(draft, algorithm: str | None, dest) -> tuple[Path, dict | None]
     SGLang's EAGLE class (weights linked, config edited); (folder, what was changed or None)."""
     draft = Path(draft)
     cfg = json.loads((draft / "config.json").read_text())
-    renames = card("sglang")["wiring"].get("eagle_draft_architectures") or {}
+    renames = card("sglang").wiring.eagle_draft_architectures
     arch = (cfg.get("architectures") or [None])[0]
     if algorithm not in ("EAGLE", "NEXTN") or arch not in renames or not _has_tensor(draft, "fc.weight"):
         return draft, None

@@ -41,7 +41,7 @@ _state: dict[str, Any] = {"recipe": None, "applied": {}, "loaded": {}, "own": {}
 
 
 def draft_load_points() -> list[tuple[str, str, str]]:
-    return [tuple(p) for p in card("sglang")["wiring"]["draft_load_points"]]
+    return list(card("sglang").wiring.draft_load_points)
 
 
 def _class(module: str, name: str):

@@ -8,27 +8,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..enginecard import Wiring
 from ..engines import card
 
 
-def wiring_card() -> dict:
-    return card("sglang")["wiring"]
+def wiring_card() -> Wiring:
+    return card("sglang").wiring
 
 
 def aux_ids_read(draft_config: dict) -> list[int] | None:
     """The aux ids SGLang reads from a draft config: the nested `eagle_config` ones only
-    (spec_aux_hidden_state.py `_resolve_eagle_aux_hidden_state`); None -> its default."""
-    nested = draft_config.get("eagle_config")
-    if not isinstance(nested, dict) or "eagle_aux_hidden_state_layer_ids" not in nested:
+    (spec_aux_hidden_state.py `_resolve_eagle_aux_hidden_state`; card `aux_ids_read_from`); None -> its
+    default."""
+    *parents, key = wiring_card().aux_ids_read_from.split(".")
+    nested = draft_config
+    for part in parents:
+        nested = nested.get(part) if isinstance(nested, dict) else None
+    if not isinstance(nested, dict) or key not in nested:
         return None
-    return nested["eagle_aux_hidden_state_layer_ids"]
+    return nested[key]
 
 
 def layers_to_capture(target_model_type: str, num_layers: int, layer_ids: list[int] | None) -> list[int]:
     """What the target's `set_eagle3_layers_to_capture(layer_ids)` stores in `layers_to_capture`."""
     if layer_ids is None:
         return [2, num_layers // 2, num_layers - 3]
-    rule = wiring_card()["aux_shift"].get(target_model_type, wiring_card()["aux_shift"]["default"])
+    rule = wiring_card().aux_shift.get(target_model_type, wiring_card().aux_shift["default"])
     if rule == "first_id_is_1":
         return [v + 1 for v in layer_ids] if layer_ids and layer_ids[0] == 1 else list(layer_ids)
     return [v + 1 for v in layer_ids]
@@ -54,7 +59,7 @@ def head_calls(algorithm: str, load_from_target: bool) -> str:
     """Which wiring call EagleDraftWorker.init_lm_head makes: `set_embed_and_head`, `set_embed`, or
     `none` (the standalone worker overrides it with a no-op)."""
     cards = wiring_card()
-    if algorithm in cards["head_never_touched_for"]:
+    if algorithm in cards.head_never_touched_for:
         return "none"
     if algorithm == "EAGLE3":
         return "set_embed_and_head" if load_from_target else "set_embed"

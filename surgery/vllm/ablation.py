@@ -36,11 +36,11 @@ def _first(root: Any, candidates: list[str]) -> str | None:
 def role_sites(draft: Any, target: Any, role: str) -> list[tuple[str, str]]:
     """(draft path, target path) of every place the role lives on the live models; per-layer roles
     give one site per layer the draft has."""
-    entry = card("vllm")["roles"].get(role)
+    entry = card("vllm").roles.get(role)
     if entry is None:
         raise SurgeryError(diag("SRG460", f"ablation rewires role {role!r}, which has no vLLM module "
                                 "(the vLLM engine card's roles, surgery/data/engines/vllm.yaml)", hint="use a role listed there"))
-    per_layer = any("{i}" in c for c in (entry["draft"] if isinstance(entry, dict) else entry))
+    per_layer = any("{i}" in c for c in entry.draft)
     layers = range(MAX_LAYER) if per_layer else (None,)
     sites = []
     for i in layers:

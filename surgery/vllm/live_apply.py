@@ -289,7 +289,7 @@ def after_dummy_weights(model: Any) -> None:
     if selected_recipe(vllm_config) is None or audit_mode(vllm_config):
         return  # stock vLLM (and audit mode, which observes stock vLLM) keep their own dummy behaviour
     flags, changes = {}, []
-    for role, flag in (card("vllm").get("has_own_flags") or {}).items():
+    for role, flag in card("vllm").has_own_flags.items():
         if not isinstance(getattr(model, flag, None), bool):
             continue
         try:

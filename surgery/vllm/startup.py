@@ -22,6 +22,7 @@ import functools
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from ..checks.release_rules import rejection_finding
@@ -85,10 +86,10 @@ def install() -> bool:
     return True
 
 
-def accepted_methods() -> dict[str, list[str]]:
+def accepted_methods() -> Mapping[str, tuple[str, ...]]:
     """Recipe `engine.vllm.method` hint -> vLLM methods (after vLLM's normalisation) that run it
     (the vLLM engine card's `methods`)."""
-    return card("vllm")["methods"]
+    return card("vllm").methods
 
 
 def _warn(d: Diagnostic) -> None:

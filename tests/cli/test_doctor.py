@@ -164,4 +164,4 @@ def test_the_cards_versions_are_the_readme_rows(engine, label):
     rows = [r.split("|") for r in table.splitlines() if r.startswith("| ")]
     readme = {cells[2].strip().split()[0] for cells in rows
               if cells[1].strip().split()[0] == label and cells[4].strip() != "-"}
-    assert set(card(engine)["ran_versions"]) == readme
+    assert set(card(engine).ran_versions) == readme

@@ -13,7 +13,7 @@ from surgery.pairs import builtin_pair
 
 def test_sglang_is_an_engine_from_its_card(run_cli):
     """The card makes the engine: listed in ENGINES, accepted by --engine, planned with its refusals."""
-    assert "sglang" in ENGINES and card("sglang")["release"] == "0.5.21"
+    assert "sglang" in ENGINES and card("sglang").release == "0.5.21"
     pair = builtin_pair("eagle")
     code, out, _ = run_cli("plan", "eagle", "--engine", "sglang", "--target", pair.target, "--draft", pair.draft)
     assert code == 0 and "engine=sglang" in out
@@ -45,9 +45,9 @@ def test_the_device_decides_whether_the_engine_runs():
     assert "sgl-kernel's CPU build" in device_blocker("cpu", True)
     assert device_blocker("cuda", True) is None
     assert "not installed" in device_blocker("cuda", False) and "0.5.17" in device_blocker("cuda", False)
-    releases = card("sglang")["releases"]
-    assert releases[card("sglang")["release"]]["device"] == "cpu"
-    assert {r for r, v in releases.items() if v["device"] == "cuda"} == {"0.5.16", "0.5.17"}
+    releases = card("sglang").releases
+    assert releases[card("sglang").release].device == "cpu"
+    assert {r for r, v in releases.items() if v.device == "cuda"} == {"0.5.16", "0.5.17"}
 
 
 def test_an_eagle1_head_sglang_would_load_as_a_plain_llama_is_served_with_its_eagle_class(tmp_path):
@@ -225,7 +225,7 @@ def test_sglang_runs_the_cards_first_cuda_dtype_and_refuses_float32_before_any_e
     from surgery.diagnostics import SurgeryError
     from surgery.commands.sglang_apply import dtype_for
 
-    dtypes = card("sglang")["limits"]["cuda_dtypes"]
+    dtypes = card("sglang").limits.cuda_dtypes
     assert dtype_for(None) == dtypes[0] == "bfloat16" and dtype_for("fp16") == "float16"
     with pytest.raises(SurgeryError) as exc:
         dtype_for("float32")
@@ -263,7 +263,7 @@ def test_the_plan_says_where_sglang_would_replace_what_the_recipe_keeps():
     from surgery import Runtime, load_recipe, read_facts, resolve
     from surgery.engines import card
 
-    assert {"EAGLE", "NEXTN"} <= set(card("sglang")["wiring"]["head_always_replaced_for"])
+    assert {"EAGLE", "NEXTN"} <= set(card("sglang").wiring.head_always_replaced_for)
     pair = builtin_pair("eagle")
 
     def notes(recipe, p, engine):

@@ -39,7 +39,8 @@ def check(resolver, step) -> bool:
     `wiring.capturable_ids`, `1..L-1` for SGLang: no embedding output, no final state), said before
     anything loads (SRG362). The step expands whatever it finds (the engine start refuses them)."""
     engine = resolver.runtime.engine
-    span = ((card(engine).get("wiring") or {}).get("capturable_ids") if engine in ENGINES else None)
+    wiring = card(engine).wiring if engine in ENGINES else None
+    span = wiring.capturable_ids if wiring is not None else None
     if span != "1..L-1":
         return True
     layers = resolver.sets.get(step.args.layers, ())

@@ -24,7 +24,7 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
                                     "forward context (another pipeline stage?)"))
         if d_attn.layer_name not in sfc:
             raise SurgeryError(diag("SRG402", f"{op.id}: draft layer {d_attn.layer_name} is not registered"))
-    for attr, fact in card("vllm")["attention_facts"].items():
+    for attr, fact in card("vllm").attention_facts.items():
         dv, tv = getattr(d_attn, attr, None), getattr(t_attn, attr, None)
         if dv != tv:
             raise SurgeryError(diag(MATCH_CODES.get(fact, "SRG402"), f"{op.id}: draft {d_attn.layer_name} {attr}={dv!r} "

@@ -113,8 +113,8 @@ def note_engine_replaces(resolver, step, role: str) -> None:
         return
     c = card(engine)
     method = ((resolver.recipe.engine or {}).get("vllm") or {}).get("method")
-    algorithms = (c.get("methods") or {}).get(method or "") or []
-    replaced = (c.get("wiring") or {}).get("head_always_replaced_for") or []
+    algorithms = c.methods.get(method or "") or []
+    replaced = c.wiring.head_always_replaced_for if c.wiring is not None else []
     if not algorithms or not set(algorithms) <= set(replaced):
         return
     resolver.add("SRG368", f"{engine} ({'/'.join(algorithms)}) replaces the draft's {role} by the target's whatever "
