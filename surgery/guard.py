@@ -30,8 +30,10 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+import difflib
 
 from .diagnostics import Location, SurgeryError, diag
+from .resources import load_data
 
 KINDS = ("collapse", "break_even", "shape", "drift", "expectation")
 CODES = {"collapse": "SRG470", "break_even": "SRG471", "shape": "SRG472", "drift": "SRG473",
@@ -42,15 +44,11 @@ WHERE = "additional_config.surgery.guard"
 
 
 def defaults() -> dict[str, Any]:
-    from .resources import load_data
-
     return dict(load_data("data/guard.yaml")["defaults"])
 
 
 def cost_table() -> tuple[dict[str, float], dict[str, float]]:
     """(sequential draft cost per method, parallel draft cost per method), data/guard.yaml."""
-    from .resources import load_data
-
     data = load_data("data/guard.yaml")
     return dict(data["draft_cost"]), dict(data["parallel_draft_cost"])
 
@@ -147,8 +145,6 @@ def parse_config(raw: Any) -> GuardConfig:
         raise _bad("", f"guard must be true, false or a mapping, got {type(raw).__name__} {raw!r}")
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        import difflib
-
         close = difflib.get_close_matches(unknown[0], KEYS, n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}?" if close else None
         raise _bad(unknown[0], f"unknown guard key {unknown[0]!r} (known: {', '.join(KEYS)})", hint)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+import json
+import difflib
 
 _BY_KEYWORD = {"type": "SRG102", "required": "SRG103", "enum": "SRG104", "const": "SRG104",
                "minimum": "SRG105", "maximum": "SRG105", "exclusiveMinimum": "SRG105", "exclusiveMaximum": "SRG105",
@@ -41,8 +43,6 @@ class SchemaError:
 
 @lru_cache(maxsize=8)
 def _validator(schema_json: str):
-    import json
-
     import jsonschema
 
     schema = json.loads(schema_json)
@@ -51,8 +51,6 @@ def _validator(schema_json: str):
 
 class Validator:
     def __init__(self, schema: dict):
-        import json
-
         self.root = schema
         self._key = json.dumps(schema, sort_keys=True)
 
@@ -204,7 +202,5 @@ def _shown(value) -> str:
 
 
 def _closest(key: str, candidates) -> str | None:
-    import difflib
-
     match = difflib.get_close_matches(str(key), list(candidates), n=1, cutoff=0.75)
     return match[0] if match else None

@@ -17,6 +17,7 @@ EAGLE-3 fusion of 2-5 captured target hidden states (surgery/checks/weights.py t
 from __future__ import annotations
 
 from .engines import card
+from .resources import load_data
 
 # what shows a plain config is an EAGLE-3 head (config keys; the fc width is the weights-mode marker,
 # surgery/checks/weights.py)
@@ -86,8 +87,6 @@ def speculative_class(architectures, raw: dict) -> str | None:
     EAGLE-3 markers (`draft_vocab_size`, aux ids: no standalone model writes them); a draft class
     unsupported.yaml lists as served by no vLLM release counts too; else None. A plain
     `LlamaForCausalLM` (an EAGLE-1 head or a small model alike) is None: only the method tells them apart."""
-    from .resources import load_data
-
     data = load_data("data/vllm_methods.yaml")
     table = {a["architecture"]: f"{a['class']} ({a['method']}, vLLM {a['module']})"
              for a in data.get("draft_architectures") or ()}
@@ -112,8 +111,6 @@ def vllm_class_of(archs, *, draft: bool) -> str | None:
     it does not list (a target: vLLM's text-generation registry, not kept offline)."""
     if not draft:
         return None
-    from .resources import load_data
-
     data = load_data("data/vllm_methods.yaml")
     rows = {r["architecture"]: r for r in (data.get("draft_architectures") or []) + (data.get("block_draft_architectures") or [])}
     for arch in archs:

@@ -23,6 +23,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+import hashlib
 
 from .diagnostics import Location, fail
 from .folders import is_complete, staged_dir
@@ -59,8 +60,6 @@ def make_configs():
 
 
 def _digest(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

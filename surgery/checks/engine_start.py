@@ -19,10 +19,12 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from typing import Any
+import difflib  # a typo gets the nearest name
 
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
+from ..resources import load_data
 
 
 def limits() -> dict:
@@ -31,8 +33,6 @@ def limits() -> dict:
 
 @lru_cache(maxsize=1)
 def cache_dtypes() -> tuple[str, ...]:
-    from ..resources import load_data
-
     return tuple(load_data("data/vllm_engine_options.yaml")["cache_dtypes"]["values"])
 
 
@@ -172,8 +172,6 @@ def cache_dtype_check(kv_cache_dtype: str | None, draft_kv_cache_dtype: str | No
     for flag, value in (("--kv-cache-dtype", kv_cache_dtype), ("--draft-kv-cache-dtype", draft_kv_cache_dtype)):
         if value is None or value in known:
             continue
-        import difflib  # a typo gets the nearest name
-
         near = next(iter(difflib.get_close_matches(str(value), known, n=1, cutoff=0.6)), None)
         out.append(diag(rule["code"], f"{flag} {value!r} is not one of vLLM's CacheDType values; vLLM refuses it at "
                         f"start (CacheConfig validation, {rule['source']})", Location(key_path=flag),

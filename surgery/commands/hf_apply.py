@@ -6,8 +6,19 @@ from __future__ import annotations
 import json
 import sys
 import time
+import os
+from pathlib import Path
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..options import ApplyOptions
+from ..pairs import DEFAULT_PROMPTS, builtin_pair, held_out_prompts
+from ..recipe import load_recipe
+from ..tinypair import ensure_tiny_pair
+from ..bytevocab import encode
+from ..facts import read_facts
+from ..plan import Runtime, render_table
+from ..resolver import resolve
+from ..applier import apply_plan, verify_plan
+from ..modelref import local_snapshot
 
 
 class Progress:
@@ -27,8 +38,6 @@ class Progress:
 
 
 def _color() -> bool:
-    import os
-
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
@@ -53,8 +62,6 @@ def _dtype(name: str):
 
 
 def _model_folder(path):
-    from pathlib import Path
-
     p = Path(path)
     return p.parent if p.is_file() else p
 
@@ -148,9 +155,6 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
     """`surgery apply RECIPE` (HF) without model folders runs the built-in Gemma 4 pair, which only
     `gemma4-mtp` fits; for a family whose built-in pair is a vLLM pair, say so (SRG453) instead of
     resolving the recipe against the wrong models."""
-    from ..pairs import builtin_pair
-    from ..recipe import load_recipe
-
     name = load_recipe(recipe_ref).name
     if name == "gemma4-mtp":
         return
@@ -165,8 +169,6 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
 
 def _pair_folders(options: ApplyOptions, progress) -> tuple:
     """(target, draft) as given, or the built-in tiny Gemma 4 pair's folders (built once, cached)."""
-    from ..tinypair import ensure_tiny_pair
-
     if (options.target is None) != (options.draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
     if options.target is None:
@@ -179,8 +181,6 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
     """(prompts, where their ids came from, the prompt set, the decoding check): the built-in pair is
     measured on text it never trained on, a user's pair on generic code openings; a standalone draft
     through transformers' assisted generation."""
-    from ..bytevocab import encode
-    from ..pairs import DEFAULT_PROMPTS
     from ..hf.specdec import decode_check
     from ..hf.standalone import assisted_check, prompts_for
 
@@ -195,14 +195,8 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
 def run_apply(options: ApplyOptions, out) -> int:
     import torch  # fail early with the real import error if the apply extra is missing
 
-    from ..facts import read_facts
-    from ..pairs import held_out_prompts
     from ..hf.loader import load_pair
     from ..hf.standalone import is_standalone, load_standalone_pair
-    from ..plan import Runtime, render_table
-    from ..recipe import load_recipe
-    from ..resolver import resolve
-    from ..applier import apply_plan, verify_plan
     from ..hf.ablation import ablation
 
     progress = Progress(options.progress)
@@ -221,8 +215,6 @@ def run_apply(options: ApplyOptions, out) -> int:
     if not plan.ok:
         raise SurgeryError(plan.errors)
     if options.target is not None:  # hub ids: the whole checkpoint, at the commits the plan was resolved at
-        from ..modelref import local_snapshot
-
         target_dir = local_snapshot(target_facts.model, "apply --engine hf", download=True)
         draft_dir = local_snapshot(draft_facts.model, "apply --engine hf", download=True)
     check_loadable(target_facts, draft_facts, plan.recipe)
