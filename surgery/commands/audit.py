@@ -4,15 +4,16 @@ recipe (surgery/vllm/audit.py). Exit 1 when a finding can change outputs or acce
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-import logging
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, diag, fail
-from ..options import AuditOptions
+from ..extras import require
+from ..options import AuditOptions, fields_from
 from ..facts import read_facts
 from ..recipe import find_recipe, load_recipe
 from ..checks.field import expected_methods
@@ -170,3 +171,8 @@ def _write_result(out, options: AuditOptions, recipe, method: str, report: dict,
                                       for f in findings], verbose=True))
         out.write("".join(f"{side}: {describe_pin(p)}\n" for side, p in result["models"].items()))
     return EXIT_INVALID if errors else EXIT_OK
+
+
+def cmd_audit(args, out) -> int:
+    require("audit")
+    return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)

@@ -4,10 +4,12 @@ per step, surgery/hf/ablation.py). `--engine vllm` is surgery/commands/vllm_appl
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-import os
+from dataclasses import replace
 from pathlib import Path
+
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..options import ApplyOptions
 from ..pairs import DEFAULT_PROMPTS, builtin_pair, held_out_prompts
@@ -190,6 +192,16 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
         prompts, source = prompts_for(target_dir, texts, target.config.get_text_config().vocab_size)
         return prompts, source, prompt_set, assisted_check
     return [encode(p) for p in texts], "built-in tiny tokenizer", prompt_set, decode_check
+
+
+def run_apply_hf(options: ApplyOptions, out) -> int:
+    """`surgery apply --engine hf`: three draft tokens unless told, the built-in pair only for a recipe that has one."""
+    if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
+        options = replace(options, num_draft_tokens=3)
+    if options.target is None and options.draft is None:
+        refuse_hf_without_pair(options.recipe)
+
+    return run_apply(options, out)
 
 
 def run_apply(options: ApplyOptions, out) -> int:
