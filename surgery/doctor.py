@@ -14,7 +14,9 @@ import importlib.util
 import json
 import os
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
+
 import surgery
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
@@ -75,8 +77,6 @@ def dist_package_dir(dist) -> Path | None:
 
 def check_entry_point(engine: str) -> Diagnostic:
     """The engine's entry point is visible here and runs this interpreter's `surgery` (SRG040/SRG041)."""
-    from importlib.metadata import entry_points
-
     group = ENTRY_POINT_GROUPS[engine]
     found = [ep for ep in entry_points(group=group) if ep.name == ENTRY_POINT_NAME]
     if not found:

@@ -32,7 +32,7 @@ from ..resources import load_data
 from ..formats import original_config
 from .inherit import derived_max_len
 from .field import normalise_method
-from .config_spelling import installed_vllm_version
+from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
 SEVERITY_ORDER = {INFO: 0, "note": 0, WARNING: 1, ERROR: 2}
 RUNNER = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}
@@ -319,6 +319,6 @@ def served_method(options: CheckOptions, recipe) -> tuple[str, bool]:
 def cli_catalogue3(options: CheckOptions, plan, recipe, draft, target) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM."""
     method, parallel = served_method(options, recipe)
-    version = options.engine_version or installed_vllm_version()
+    version = options.engine_version or config_spelling.installed_vllm_version()
     return catalogue3_findings(plan, recipe, draft, target, method=method, parallel=parallel, version=version,
                                max_model_len=options.max_model_len)

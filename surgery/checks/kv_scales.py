@@ -23,7 +23,8 @@ from typing import Any
 from ..diagnostics import Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..resources import load_data
-from .config_spelling import installed_vllm_version, release_version
+from . import config_spelling  # installed_vllm_version read when called (tests set it)
+from .config_spelling import release_version
 
 FOLLOW_TARGET = "follow_target"
 
@@ -96,7 +97,7 @@ def cli_kv_scales_check(options: CheckOptions, plan: Any) -> list[Diagnostic]:
     """`surgery validate/plan --calculate-kv-scales`: against `--engine-version`, else the installed vLLM."""
     if options.engine != "vllm" or not options.calculate_kv_scales:
         return []
-    version = options.engine_version or installed_vllm_version()
+    version = options.engine_version or config_spelling.installed_vllm_version()
     dtype = options.draft_kv_cache_dtype or options.kv_cache_dtype
     return kv_scales_findings(plan, calculate=True, version=version,
                               follow_target=bool(options.kv_scales_follow_target),

@@ -19,7 +19,7 @@ from ..bytevocab import encode
 from ..facts import read_facts
 from ..plan import Runtime, render_table
 from ..resolver import resolve
-from ..applier import apply_plan, verify_plan
+from .. import applier  # applier.verify_plan read when called: tests wrap it (tests/cli/test_apply_cli.py)
 from ..modelref import local_snapshot
 
 
@@ -248,10 +248,10 @@ def run_apply(options: ApplyOptions, out) -> int:
 
     try:
         t = time.perf_counter()
-        report = apply_plan(plan, draft, target, strict=options.strict)
+        report = applier.apply_plan(plan, draft, target, strict=options.strict)
         timings["apply_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        verification = verify_plan(plan, draft, target, report=report)
+        verification = applier.verify_plan(plan, draft, target, report=report)
         timings["verify_s"] = time.perf_counter() - t
 
         prompts, prompt_source, prompt_set, check = _prompts_and_check(options, held_out, standalone, target_dir,
