@@ -12,7 +12,6 @@ from .commands import load_entry
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 from .engines import ENGINES
 from .extras import from_import_error
-from .hub import settings as hub_settings
 from .render import counts, render_diagnostics
 from .version import __version__
 
@@ -369,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         handler = load_entry(COMMANDS[args.command])
         if getattr(args, "refresh", False):
+            from .hub import settings as hub_settings  # surgery.hub only for --refresh or a hub id
+
             hub_settings.set_refresh(True)
             try:
                 return handler(args, out)

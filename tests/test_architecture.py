@@ -449,8 +449,9 @@ LAZY_DEPENDENCIES = {
 
 #: Our modules an import inside a function may import besides the engine modules, each with why.
 LAZY_MODULES = {
-    "surgery.hub.source": "the network client (urllib.request, http.client, email: ~40 ms): only a hub id pays "
-                          "for it (modelref.open_model); a local path never imports surgery.hub's client",
+    "surgery.hub": "the hub client (urllib.request, http.client, email: ~40 ms): only a hub id (modelref.open_model) "
+                   "or --refresh (cli.main) imports surgery.hub; tests/hub/test_hub_validate.py "
+                   "test_local_paths_import_no_hub_client holds local paths to that",
     "surgery.checks.weights": "--weights only: the safetensors header reader (threading, array) stays out of "
                               "`surgery validate` without it (commands/checks.py)",
 }
