@@ -26,11 +26,11 @@ threshold (collapse: position 0 at 1.5 x the floor; break-even: 0.1 above it): t
 """
 from __future__ import annotations
 
+import difflib
 import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-import difflib
 
 from .diagnostics import Location, SurgeryError, diag
 from .resources import load_data

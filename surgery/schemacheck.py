@@ -9,11 +9,11 @@ pays ~0.1 s for it; bench/cold_start.py holds the budget).
 """
 from __future__ import annotations
 
+import difflib
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-import json
-import difflib
 
 _BY_KEYWORD = {"type": "SRG102", "required": "SRG103", "enum": "SRG104", "const": "SRG104",
                "minimum": "SRG105", "maximum": "SRG105", "exclusiveMinimum": "SRG105", "exclusiveMaximum": "SRG105",

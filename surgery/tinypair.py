@@ -18,12 +18,12 @@ installed package should not have; a missing pair is SRG001, whose hint names th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-import hashlib
 
 from .diagnostics import Location, fail
 from .folders import is_complete, staged_dir

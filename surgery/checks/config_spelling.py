@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from functools import lru_cache
 from typing import Any
-import sys
 
 from ..diagnostics import INFO, Diagnostic, Location, diag
 from ..options import CheckOptions

@@ -16,10 +16,10 @@ one `vllm serve` would print. tests/vllm/test_engine_start_oracle.py builds vLLM
 """
 from __future__ import annotations
 
+import difflib  # a typo gets the nearest name
 import os
 from functools import lru_cache
 from typing import Any
-import difflib  # a typo gets the nearest name
 
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions

@@ -11,10 +11,10 @@ config.json alone (no torch):
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from dataclasses import replace
 
 import yaml
 

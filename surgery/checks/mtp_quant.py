@@ -17,10 +17,10 @@ shared_head, ...) have no counterpart and are counted, not judged.
 """
 from __future__ import annotations
 
+import json
 import re
 from fnmatch import fnmatch
 from functools import lru_cache
-import json
 from pathlib import Path
 
 from ..diagnostics import ERROR, INFO, Diagnostic, Location, diag

@@ -13,9 +13,9 @@ applied in SGLang's scheduler by surgery's entry point (`SURGERY_RECIPE`), the h
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag

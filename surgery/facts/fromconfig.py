@@ -8,9 +8,9 @@ record it, so the plan can say "head_dim: default 256 used".
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import lru_cache
 from typing import Any
-import json
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config

@@ -8,10 +8,10 @@ so what a run read can be read again exactly, offline.
 """
 from __future__ import annotations
 
-import json
-import urllib.parse
-import sys
 import hashlib
+import json
+import sys
+import urllib.parse
 
 from ..diagnostics import Location, fail
 from ..modelsource import HubRef, ModelSource
