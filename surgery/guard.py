@@ -26,7 +26,6 @@ threshold (collapse: position 0 at 1.5 x the floor; break-even: 0.1 above it): t
 """
 from __future__ import annotations
 
-import difflib
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -145,6 +144,8 @@ def parse_config(raw: Any) -> GuardConfig:
         raise _bad("", f"guard must be true, false or a mapping, got {type(raw).__name__} {raw!r}")
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
+        import difflib
+
         close = difflib.get_close_matches(unknown[0], KEYS, n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}?" if close else None
         raise _bad(unknown[0], f"unknown guard key {unknown[0]!r} (known: {', '.join(KEYS)})", hint)

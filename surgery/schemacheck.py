@@ -9,7 +9,6 @@ pays ~0.1 s for it; bench/cold_start.py holds the budget).
 """
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -202,5 +201,7 @@ def _shown(value) -> str:
 
 
 def _closest(key: str, candidates) -> str | None:
+    import difflib
+
     match = difflib.get_close_matches(str(key), list(candidates), n=1, cutoff=0.75)
     return match[0] if match else None

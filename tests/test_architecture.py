@@ -444,6 +444,8 @@ LAZY_DEPENDENCIES = {
     "prometheus_client": "vLLM's metrics client, present only where vLLM is (surgery/vllm/guard.py)",
     "concurrent.futures": "threads for hub reads only (sidebyside.py, safetensors_header.py): threading and queue "
                           "are ~7 ms that `surgery validate` on local files does not pay (bench/cold_start.py)",
+    "difflib": "a did-you-mean on a typo only (guard.py, schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
+               "(heapq) that every `surgery validate` would pay (bench/cold_start.py)",
     "fcntl": "POSIX only: the tiny pair's cache lock (tinypair.py); the module must import on every platform",
 }
 

@@ -16,7 +16,6 @@ one `vllm serve` would print. tests/vllm/test_engine_start_oracle.py builds vLLM
 """
 from __future__ import annotations
 
-import difflib  # a typo gets the nearest name
 import os
 from functools import lru_cache
 from typing import Any
@@ -172,6 +171,8 @@ def cache_dtype_check(kv_cache_dtype: str | None, draft_kv_cache_dtype: str | No
     for flag, value in (("--kv-cache-dtype", kv_cache_dtype), ("--draft-kv-cache-dtype", draft_kv_cache_dtype)):
         if value is None or value in known:
             continue
+        import difflib  # a typo gets the nearest name
+
         near = next(iter(difflib.get_close_matches(str(value), known, n=1, cutoff=0.6)), None)
         out.append(diag(rule["code"], f"{flag} {value!r} is not one of vLLM's CacheDType values; vLLM refuses it at "
                         f"start (CacheConfig validation, {rule['source']})", Location(key_path=flag),

@@ -1,6 +1,7 @@
 """Command runners: the top layer, which may import every layer below it and is imported by none
 but the CLI (docs/architecture.md, surgery/data/layers.yaml). Issue 43 moves every command's runner
-here; `convert_folder` is the first."""
+here, and each command's handler (`<command>.py`, named by cli.COMMANDS as "module:function" and imported
+when that command runs)."""
 from __future__ import annotations
 
 import importlib
