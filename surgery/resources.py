@@ -6,8 +6,6 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 _PKG = Path(__file__).resolve().parent
 
 
@@ -36,6 +34,8 @@ def load_data(relpath: str):
     """A packaged YAML data file by its path under the `surgery` package (`data/codes.yaml`,
     `data/engines/vllm.yaml`): the one loader for data files, parsed once per process. Callers
     must not mutate what it returns (it is shared)."""
+    import yaml
+
     with open(_PKG / relpath, encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from .diagnostics import Location, fail
 
 MAX_BYTES = 1 << 20
@@ -50,6 +48,8 @@ def format_path(path: tuple) -> str:
 
 
 def load_yaml_text(text: str, file: str | None = None) -> Loaded:
+    import yaml
+
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:  # a lone surrogate ('\udc80'): libyaml would raise it uncoded
@@ -136,6 +136,8 @@ def _check_flow_depth(text: str, file: str | None) -> None:
 
 class _Builder:
     def __init__(self, file: str | None):
+        import yaml
+
         self.file = file
         self.positions: dict[tuple, tuple[int, int]] = {}
         self.text_offsets: dict[tuple, int] = {}

@@ -446,6 +446,8 @@ LAZY_DEPENDENCIES = {
                           "are ~7 ms that `surgery validate` on local files does not pay (bench/cold_start.py)",
     "difflib": "a did-you-mean on a typo only (guard.py, schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
                "(heapq) that every `surgery validate` would pay (bench/cold_start.py)",
+    "yaml": "PyYAML and its C loader, ~12 ms: the base modules that read YAML (resources.py, yamlload.py) import it "
+            "when they first read, so `import surgery`, `surgery --help` and `--version` do not pay for it",
     "fcntl": "POSIX only: the tiny pair's cache lock (tinypair.py); the module must import on every platform",
 }
 
@@ -527,13 +529,13 @@ def test_imports_inside_functions_only_for_heavy_dependencies_and_engine_modules
 def test_the_function_import_finder_finds_them():
     """The check itself, on code it must flag and code it must let pass."""
     code = ("import json\n"
-            "def f():\n    import yaml\n    from surgery.recipe import load_recipe\n    import torch\n"
+            "def f():\n    import csv\n    from surgery.recipe import load_recipe\n    import torch\n"
             "    from surgery.vllm import plugin\n    from surgery.ops.keep import hf\n"
             "    from surgery.ops.keep import spec\n"
             "class C:\n    def m(self):\n        from concurrent.futures import ThreadPoolExecutor\n"
             "        import importlib.util\n")
     found = function_imports({"surgery.x": ast.parse(code)})
-    assert found == [("surgery.x", 3, "yaml"), ("surgery.x", 4, "surgery.recipe"),
+    assert found == [("surgery.x", 3, "csv"), ("surgery.x", 4, "surgery.recipe"),
                      ("surgery.x", 8, "surgery.ops.keep"), ("surgery.x", 12, "importlib.util")]
 
 
