@@ -140,17 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spec-surgery {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    _parser_validate_plan(sub)
-    _parser_releases(sub)
-    _parser_explain(sub)
-    _parser_recipes(sub)
-    _parser_new(sub)
-    _parser_apply(sub)
-    _parser_audit(sub)
-    _parser_doctor(sub)
-    _parser_convert(sub)
-    _parser_pair(sub)
+    for add_parser in PARSERS:
+        add_parser(sub)
     return parser
 
 
@@ -340,6 +331,10 @@ def _parser_pair(sub) -> None:
 
 
 PLAN_FORMATS = ("table", "json", "mermaid")
+
+#: each command's arguments, in `surgery --help`'s order; its handler is in COMMANDS
+PARSERS = (_parser_validate_plan, _parser_releases, _parser_explain, _parser_recipes, _parser_new, _parser_apply,
+           _parser_audit, _parser_doctor, _parser_convert, _parser_pair)
 
 #: command -> its handler, "module:function" (pip's `commands_dict`): imported when that command runs, so
 #: the parser above is all `surgery --help` loads, and `validate` never imports what `apply` needs
