@@ -9,6 +9,8 @@ Applying to live models (imports torch lazily): `surgery.apply` / `surgery.verif
 `surgery.applier.apply_plan` / `surgery.applier.verify_plan`), with an engine context from
 `surgery.live.hf` / `surgery.live.vllm`.
 """
+import importlib
+
 from .version import __version__
 from .diagnostics import Diagnostic, SurgeryError
 from .facts import ModelFacts, facts_from_config, read_facts
@@ -24,16 +26,12 @@ def apply(plan, draft, target, context=None, **kwargs):
     """Apply a plan to live models (atomic; see surgery.applier.core). Imports torch lazily.
     `context`: the engine's (surgery.live.hf.HFContext, the default for an `hf` plan, or
     surgery.live.vllm.VLLMContext)."""
-    from .applier import apply_plan
-
-    return apply_plan(plan, draft, target, context=context, **kwargs)
+    return importlib.import_module("surgery.applier").apply_plan(plan, draft, target, context=context, **kwargs)
 
 
 def verify(plan, draft, target, context=None, **kwargs):
     """Check the plan's invariants on live models; returns a VerifyReport."""
-    from .applier import verify_plan
-
-    return verify_plan(plan, draft, target, context=context, **kwargs)
+    return importlib.import_module("surgery.applier").verify_plan(plan, draft, target, context=context, **kwargs)
 
 
 def __getattr__(name):

@@ -8,8 +8,12 @@ import os
 import sys
 from typing import Sequence
 
-from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, Location, SurgeryError, diag
+from .commands import load_entry
+from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 from .engines import ENGINES
+from .extras import from_import_error
+from .render import counts, render_diagnostics
+from .version import __version__
 
 EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"
 EXIT_CODES_MAIN = EXIT_CODES.format(one="recipe or configs invalid (for each other), apply/verify failed, "
@@ -131,24 +135,13 @@ def _json_object(text: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .version import __version__
-
     parser = _Parser(prog="surgery", description="Wire speculative-decoding draft models into their targets, "
                      "from declarative recipes.", epilog=EPILOG_MAIN,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spec-surgery {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    _parser_validate_plan(sub)
-    _parser_releases(sub)
-    _parser_explain(sub)
-    _parser_recipes(sub)
-    _parser_new(sub)
-    _parser_apply(sub)
-    _parser_audit(sub)
-    _parser_doctor(sub)
-    _parser_convert(sub)
-    _parser_pair(sub)
+    for add_parser in PARSERS:
+        add_parser(sub)
     return parser
 
 
@@ -337,386 +330,20 @@ def _parser_pair(sub) -> None:
     q.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _runtime(args, engine: str):
-    from .plan import Runtime
-
-    return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
-                   attention_backend=args.attention_backend, device=getattr(args, "device", None))
-
-
-#: diagnostics that are part of the result, not findings: printed on stdout with it (SRG058: which target the
-#: speculators verifier resolved to)
-RESULT_CODES = ("SRG058",)
-
-
-def verdict_line(plan, name: str, verbose: bool = False) -> str:
-    """validate's first line: the verdict, what was checked, and how many findings follow on stderr."""
-    from .render import counts
-
-    maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows)
-                     for n, rows in plan.layer_maps.items() if rows)
-    said = counts([d for d in plan.diagnostics if d.code not in RESULT_CODES], verbose=verbose)
-    return (f"{'valid' if plan.ok else 'INVALID'}: {name} for {plan.draft['model_type']} -> "
-            f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
-            f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
-
-
-def check_options(args, target: str | None, target_from_verifier: bool, engine_version: str | None):
-    """The checks' inputs (surgery/options.py), built once from the parsed flags: the target that was read
-    (the speculators verifier when --target was left out) instead of writing it back into `args`."""
-    from .options import CheckOptions, fields_from
-
-    return fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
-                       engine_version=engine_version)
-
-
-def cmd_plan(args, out, err=None, release: str | None = None) -> int:
-    """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
-    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything.
-    `release`: `surgery releases`' run for one vLLM release (validate --engine-version RELEASE --json)."""
-    from .facts import read_facts
-    from .modelref import target_ref_for, verifier_note
-    from .plan import render_table
-    from .recipe import load_recipe
-    from .render import Line, render_diagnostics
-    from .resolver import resolve
-
-    err = err or sys.stderr
-
-    from .sidebyside import any_remote, side_by_side
-
-    recipe = load_recipe(args.recipe)
-    if args.target is not None:  # both named: read side by side (by hub id each read is a round trip)
-        draft, target = side_by_side(lambda: read_facts(args.draft), lambda: read_facts(args.target),
-                                     threaded=any_remote(args.draft, args.target))
-        target_ref, from_verifier = args.target, False
-    else:
-        draft = read_facts(args.draft)
-        target_ref, from_verifier = target_ref_for(args.target, draft)
-        target = read_facts(target_ref)
-    # from_verifier: the head is served as the model (`vllm serve <head>`)
-    options = check_options(args, target_ref, from_verifier, release or getattr(args, "engine_version", None))
-    plan = resolve(recipe, draft, target, _runtime(args, args.engine))
-    from .commands.checks import run_checks, weights_text
-    from .checks.field import with_findings
-
-    plan, weights = run_checks(options, recipe, draft, target, plan)
-    if from_verifier:
-        plan = with_findings(plan, [verifier_note(draft, target)])
-    fmt = "json" if release else plan_format(args)
-    command = "validate" if release else args.command
-    if fmt == "json":
-        data = plan.to_dict()
-        if weights is not None:
-            data["weights"] = weights.to_dict()
-        data["fetched"] = fetched_summary()
-        out.write(json.dumps(data, indent=2) + "\n")
-    elif fmt == "mermaid":
-        from .mermaid import render_mermaid
-
-        out.write(render_mermaid(plan) + "\n")
-        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
-    elif command == "validate":
-        out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
-        out.flush()
-        err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
-                                     verbose=args.verbose))
-        err.flush()
-        for d in plan.diagnostics:
-            if d.code in RESULT_CODES:
-                out.write(Line(d, 1).render() + "\n")
-        if weights is not None:
-            out.write(weights_text(weights) + "\n")
-        out.write(pins_text(plan))
-    else:
-        out.write(render_table(plan, verbose=args.verbose, inline_diagnostics=False) + "\n")
-        out.flush()
-        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))
-        err.flush()
-        if weights is not None:
-            out.write("\n" + weights_text(weights) + "\n")
-        out.write(pins_text(plan))
-    return EXIT_OK if plan.ok else EXIT_INVALID
-
-
 PLAN_FORMATS = ("table", "json", "mermaid")
 
+#: each command's arguments, in `surgery --help`'s order; its handler is in COMMANDS
+PARSERS = (_parser_validate_plan, _parser_releases, _parser_explain, _parser_recipes, _parser_new, _parser_apply,
+           _parser_audit, _parser_doctor, _parser_convert, _parser_pair)
 
-def plan_format(args) -> str:
-    """validate / plan: the output format from `--format` and `--json` (`--json` is `--format json`;
-    with another --format it is a usage error)."""
-    fmt = getattr(args, "format", None)
-    if args.json and fmt not in (None, "json"):
-        raise SurgeryError(diag("SRG011", f"--json and --format {fmt} ask for two formats",
-                                hint="give one: --format json (or --json), --format table or --format mermaid"))
-    return "json" if args.json else (fmt or "table")
-
-
-def fetched_summary() -> dict:
-    """What this process fetched from the hub (surgery.hub.ledger), without importing it when no hub
-    reference was given."""
-    ledger = sys.modules.get("surgery.hub.ledger")
-    if ledger is None:
-        return {"requests": 0, "bytes": 0, "files": [], "cache_hits": 0, "hosts": []}
-    return ledger.LEDGER.summary()
-
-
-def pins_text(plan) -> str:
-    """The models' pins, for text output, when one came from the hub or its cache (a local path is
-    already named in the lines above); then what was fetched."""
-    from .modelref import describe_pin
-
-    pins = {side: getattr(plan, side).get("pin") for side in ("target", "draft")}
-    if not any(p and p.get("commit") for p in pins.values()):
-        return ""
-    lines = [f"{side}: {describe_pin(p)}" for side, p in pins.items()]
-    f = fetched_summary()
-    lines.append(f"fetched: {f['requests']} requests, {f['bytes']:,} bytes ({len(f['files'])} files; "
-                 f"{f['cache_hits']} reads from the cache)")
-    return "\n".join(lines) + "\n"
-
-
-def cmd_explain(args, out) -> int:
-    from .diagnostics import catalogue
-
-    cat = catalogue()
-    if args.code is None:
-        if args.json:
-            out.write(json.dumps(cat, indent=2) + "\n")
-        else:
-            for code, entry in cat.items():
-                out.write(f"{code}  {entry['title']}\n")
-        return EXIT_OK
-    code = args.code.upper()
-    if code not in cat:
-        raise SurgeryError(diag("SRG012", f"unknown code {args.code!r}"))
-    entry = cat[code]
-    if args.json:
-        out.write(json.dumps({"code": code, **entry}, indent=2) + "\n")
-        return EXIT_OK
-    out.write(f"{code}: {entry['title']}  (severity {entry.get('severity', 'error')}, exit {entry.get('exit', 1)})\n\n")
-    out.write(entry.get("explain", "") + "\n")
-    if entry.get("hint"):
-        out.write(f"\nhint: {entry['hint']}\n")
-    return EXIT_OK
-
-
-def cmd_recipes(args, out) -> int:
-    from .coverage import eagle3_without_model_type, method_coverage, summary
-    from .recipe import load_recipe
-    from .resources import shipped_recipes
-
-    recipes = [load_recipe(path) for path in shipped_recipes()]
-    rows = []
-    for path, r in zip(shipped_recipes(), recipes):
-        t, d = r.applies_to["target"], r.applies_to["draft"]
-        rows.append({"name": r.name, "file": str(path), "summary": r.summary, "target": t, "draft": d,
-                     "covers": {"target_model_types": list(t.get("model_type") or []),
-                                "target_architectures": list(t.get("architectures") or []),
-                                "draft_model_types": list(d.get("model_type") or []),
-                                "draft_architectures": list(d.get("architectures") or [])}})
-    cov = summary(recipes)
-    eagle3_gap = eagle3_without_model_type()
-    methods = method_coverage(recipes)
-    if args.json:
-        out.write(json.dumps({"recipes": rows, "coverage": cov, "unsupported": cov["unsupported"],
-                              "eagle3_architectures_without_model_type": eagle3_gap,
-                              "method_coverage": methods}, indent=2) + "\n")
-        return EXIT_OK
-    width = max((len(r["name"]) for r in rows), default=0)
-    for r in rows:
-        out.write(f"{r['name']:<{width}}  {r['summary']}\n")
-        for side in ("target", "draft"):
-            types = r["covers"][f"{side}_model_types"] + r["covers"][f"{side}_architectures"]
-            out.write(f"{'':<{width}}    {side}s: {', '.join(types)}\n")
-    out.write(f"\n{cov['engine']} MTP coverage ({cov['source']}): {cov['covered']} of {cov['rewritten']} model types / "
-              f"architectures it turns into MTP drafts are covered by a shipped recipe ({cov['percent']}%)\n")
-    if cov["unsupported"]:
-        out.write("not covered (surgery/data/unsupported.yaml):\n")
-        for u in cov["unsupported"]:
-            out.write(f"  {u['value']}: {u['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}\n")
-    if eagle3_gap.get("architectures"):
-        out.write(f"eagle3: {len(eagle3_gap['architectures'])} SupportsEagle3 architectures not selectable: "
-                  f"{eagle3_gap['reason']} ({', '.join(eagle3_gap['architectures'])})\n")
-    out.write(f"\n{methods['engine']} speculative methods that load a draft model ({methods['source']}): "
-              f"{methods['covered']} of {methods['total']} methods / speculators algorithms covered by a shipped recipe "
-              f"(no draft model, nothing to wire: {', '.join(methods['without_draft_model'])})\n")
-    for m in methods["methods"] + methods["speculators_algorithms"]:
-        name = m.get("method") if "speculators_model_type" not in m else \
-            f"speculators {m['speculators_model_type']} (method {m['method']}" + \
-            (", parallel drafting" if m["parallel_drafting"] else "") + ")"
-        said = ", ".join(m["covered_by"]) if m["covered_by"] else \
-            f"not covered: {m['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
-        out.write(f"  {name}: {said}\n")
-    archs = methods["block_draft_architectures"]
-    out.write(f"block / parallel drafter architectures in vLLM's registry: {methods['block_architectures_covered']} of "
-              f"{len(archs)} listed by a shipped recipe\n")
-    for a in archs:
-        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
-            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
-        out.write(f"  {a['architecture']} ({a['module']}): {said}\n")
-    drafts = methods["draft_architectures"]
-    out.write(f"draft architectures vLLM's registry loads with method eagle / eagle3 / dflash: "
-              f"{sum(1 for a in drafts if a['covered_by'])} of {len(drafts)} listed by a recipe of that method\n")
-    for a in drafts:
-        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
-            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
-        plain = [w for w in a["written_as"] if w != a["architecture"]]
-        out.write(f"  {a['architecture']} (method {a['method']}" + (f"; written {', '.join(plain)}" if plain else "") +
-                  f"): {said}\n")
-    return EXIT_OK
-
-
-def cmd_new(args, out) -> int:
-    from .new import label, new_recipe, no_fit_diagnostic
-
-    result = new_recipe(args.target, args.draft, out=args.out, name=args.name, force=args.force,
-                        runtime=_runtime(args, args.engine))
-    if args.json:
-        out.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    if not result.ok:
-        from .render import render_diagnostics
-
-        sys.stderr.write(render_diagnostics([no_fit_diagnostic(result)]))
-        return EXIT_INVALID
-    if args.json:
-        return EXIT_OK
-    c = result.chosen
-    said = (f"{'wrote ' + result.out + ': ' if result.out else ''}starting recipe from shipped `{c.name}` for draft "
-            f"{label(result.draft)} -> target {label(result.target)} (validates: {c.operations} operations, "
-            f"{c.skipped} skipped{'; also fits: ' + ', '.join(result.alternatives) if result.alternatives else ''})")
-    if result.out:
-        out.write(said + "\n")
-    else:
-        out.write(result.text)
-        sys.stderr.write(said + "\n")
-    return EXIT_OK
-
-
-def cmd_apply(args, out) -> int:
-    from .extras import require
-
-    if args.engine in ("hf", "vllm"):  # sglang: its own coded blocker (SRG360) names what is missing
-        require(f"apply --engine {args.engine}")
-    from .options import ApplyOptions, fields_from
-
-    options = fields_from(ApplyOptions, args, strict=not args.no_strict, progress=not args.no_progress)
-    if options.engine == "sglang":
-        from .commands.sglang_apply import run_apply_sglang
-
-        return run_apply_sglang(options, out)
-    if options.engine == "vllm":
-        from .commands.vllm_apply import run_apply_vllm
-
-        return run_apply_vllm(options, out)
-    from dataclasses import replace
-
-    from .commands.hf_apply import refuse_hf_without_pair, run_apply
-
-    if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
-        options = replace(options, num_draft_tokens=3)
-    if options.target is None and options.draft is None:
-        refuse_hf_without_pair(options.recipe)
-
-    return run_apply(options, out)
-
-
-def cmd_audit(args, out) -> int:
-    from .extras import require
-
-    require("audit")
-    from .options import AuditOptions, fields_from
-    from .commands.audit import run_audit
-
-    return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)
-
-
-def cmd_pair(args, out) -> int:
-    from . import pairs
-
-    if args.pair_command == "list":
-        rows = [{"name": n, "summary": e.get("summary", "")} for n, e in sorted(pairs.builtin_pairs().items())]
-        if args.json:
-            out.write(json.dumps(rows, indent=2) + "\n")
-        else:
-            for r in rows:
-                out.write(f"{r['name']}  {r['summary']}\n")
-        return EXIT_OK
-    from .extras import require
-
-    require("pair export")
-    result = pairs.export(args.name, args.dir, force=args.force)
-    if args.json:
-        out.write(json.dumps({"ok": True, **result}, indent=2) + "\n")
-    else:
-        out.write(f"wrote {result['target']} and {result['draft']} (pair {result['pair']})\n")
-    return EXIT_OK
-
-
-def cmd_doctor(args, out) -> int:
-    from .doctor import ENTRY_POINT_GROUPS, render, run_doctor
-
-    engines = list(ENTRY_POINT_GROUPS) if args.engine == "all" else [args.engine]
-    checks = run_doctor(engines, args.recipe, {"target": args.target, "draft": args.draft})
-    ok = not any(c.status == "error" for c in checks)
-    if args.json:
-        out.write(json.dumps({"ok": ok, "checks": [c.to_dict() for c in checks]}, indent=2) + "\n")
-    else:  # the verdict first, then the checks worst first (errors, warnings, the ones that passed)
-        out.write(f"{'ok' if ok else 'FAILED'}: {sum(c.status == 'error' for c in checks)} errors, "
-                  f"{sum(c.status == 'warning' for c in checks)} warnings\n")
-        for status in ("error", "warning", "ok"):
-            for c in checks:
-                if c.status == status:
-                    out.write(render(c) + "\n")
-    return EXIT_OK if ok else EXIT_INVALID
-
-
-def cmd_releases(args, out) -> int:
-    from .release_matrix import matrix_markdown, run_across
-
-    if args.recipe is None:
-        if args.json:
-            from .engine_releases import release_data
-
-            out.write(json.dumps({e: release_data(e) for e in ("vllm", "sglang")}, indent=1) + "\n")
-        else:
-            out.write(matrix_markdown())
-        return EXIT_OK
-    if args.draft is None:
-        raise SurgeryError(diag("SRG011", "surgery releases RECIPE needs --draft (and --target, unless the draft is "
-                                "a speculators head naming its verifier)", Location("--draft")))
-    import io
-
-    def validate_at(version: str) -> tuple[int, dict]:
-        buf = io.StringIO()
-        rc = cmd_plan(args, buf, release=version)
-        return rc, json.loads(buf.getvalue())
-
-    return run_across(validate_at, args.json, out)
-
-
-def cmd_convert(args, out) -> int:
-    from .commands.convert_folder import convert_folder
-
-    result = convert_folder(args.draft_dir, args.to, args.out_dir, target=args.target, producer=args.producer,
-                            k=args.num_speculative_tokens, force=args.force, config_only=args.config_only)
-    for d in result["diagnostics"]:  # write-time warnings (SRG023, SRG024), on stderr as validate's are
-        sys.stderr.write(f"{d['location']}: {d['severity']} {d['code']}: {d['message']}\n" +
-                         (f"    hint: {d['hint']}\n" if d["hint"] else ""))
-    if args.json:
-        out.write(json.dumps(result, indent=2) + "\n")
-        return EXIT_OK
-    what = "config only (--config-only)" if result["config_only"] else \
-        f"{len(result['files'])} files copied byte for byte"
-    out.write(f"wrote {result['out']} ({result['from']} -> {result['format']}; {what}; provenance in "
-              "surgery-provenance.json)\n")
-    if result["verifier"]:
-        out.write(f"verifier: {result['verifier']}\n")
-    return EXIT_OK
-
-
-COMMANDS = {"releases": cmd_releases, "doctor": cmd_doctor, "convert": cmd_convert, "audit": cmd_audit, "validate": cmd_plan, "plan": cmd_plan, "explain": cmd_explain, "recipes": cmd_recipes,
-            "new": cmd_new, "apply": cmd_apply, "pair": cmd_pair}
+#: command -> its handler, "module:function" (pip's `commands_dict`): imported when that command runs, so
+#: the parser above is all `surgery --help` loads, and `validate` never imports what `apply` needs
+COMMANDS = {"validate": "surgery.commands.validate:cmd_plan", "plan": "surgery.commands.validate:cmd_plan",
+            "releases": "surgery.commands.releases:cmd_releases", "explain": "surgery.commands.explain:cmd_explain",
+            "recipes": "surgery.commands.recipes:cmd_recipes", "new": "surgery.commands.new_recipe:cmd_new",
+            "apply": "surgery.commands.apply:cmd_apply", "audit": "surgery.commands.audit:cmd_audit",
+            "doctor": "surgery.commands.doctor:cmd_doctor", "convert": "surgery.commands.convert:cmd_convert",
+            "pair": "surgery.commands.pair:cmd_pair"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -734,18 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help(out)
             return EXIT_USAGE
+        handler = load_entry(COMMANDS[args.command])
         if getattr(args, "refresh", False):
-            from .hub import settings as hub_settings
+            from .hub import settings as hub_settings  # surgery.hub only for --refresh or a hub id
 
             hub_settings.set_refresh(True)
             try:
-                return COMMANDS[args.command](args, out)
+                return handler(args, out)
             finally:
                 hub_settings.set_refresh(False)
-        return COMMANDS[args.command](args, out)
+        return handler(args, out)
     except SurgeryError as exc:
-        from .render import counts, render_diagnostics
-
         if wants_json:
             out.write(json.dumps({"ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]}, indent=2) + "\n")
         elif args is not None and args.command == "validate":  # validate's first line is always its verdict
@@ -755,9 +381,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(render_diagnostics(exc.diagnostics, verbose=True))
         return exc.exit_code
     except ImportError as exc:  # an optional dependency missing deeper down than `require` looks (SRG070 / SRG071)
-        from .extras import from_import_error
-        from .render import render_diagnostics
-
         command = " ".join(a for a in given[:2] if not a.startswith("-")) or "surgery"
         found = from_import_error(exc, command)
         if found is None:

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
+from .engines import card
+
 _DATA = Path(__file__).parent / "data"
 
 
 def _load(name: str) -> dict:
-    import yaml
-
     with open(_DATA / name, encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 
@@ -140,8 +142,6 @@ def summary(recipes) -> dict:
 def _recipe_methods(recipe) -> tuple[set[str], bool]:
     """The vLLM methods (after vLLM's normalisation, engine card `methods`) a recipe runs, and whether
     it drafts in parallel (`engine.vllm.parallel_drafting`)."""
-    from .engines import card
-
     hints = recipe.engine.get("vllm") or {}
     hint = hints.get("method")
     accepted = set(card("vllm").methods.get(hint, [hint])) if hint else set()

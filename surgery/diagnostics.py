@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .resources import load_data
+
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
@@ -83,8 +85,6 @@ class SurgeryError(Exception):
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, dict[str, Any]]:
     """The code catalogue, loaded once: {code: {title, exit, severity, explain, hint}}."""
-    from .resources import load_data
-
     return load_data("data/codes.yaml")
 
 

@@ -14,10 +14,18 @@ import importlib.util
 import json
 import os
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
+
+import surgery
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
 from .engines import card
+from .version import __version__
+from .engine_releases import release, span
+from .modelref import describe_pin, open_model
+from .hub import settings
+from .render import short_location
 
 ENTRY_POINT_GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
 ENTRY_POINT_NAME = "spec_surgery"
@@ -45,8 +53,6 @@ def _ok(message: str) -> Diagnostic:
 
 
 def _surgery_dir() -> Path:
-    import surgery
-
     return Path(surgery.__file__).resolve().parent
 
 
@@ -71,10 +77,6 @@ def dist_package_dir(dist) -> Path | None:
 
 def check_entry_point(engine: str) -> Diagnostic:
     """The engine's entry point is visible here and runs this interpreter's `surgery` (SRG040/SRG041)."""
-    from importlib.metadata import entry_points
-
-    from .version import __version__
-
     group = ENTRY_POINT_GROUPS[engine]
     found = [ep for ep in entry_points(group=group) if ep.name == ENTRY_POINT_NAME]
     if not found:
@@ -113,8 +115,6 @@ def _engine_version(engine: str) -> str:
 
 def check_release_data(engine: str) -> Diagnostic:
     """The installed release is one whose wheel surgery's per-release data was read from (SRG047 if not)."""
-    from .engine_releases import release, span
-
     version = _engine_version(engine)
     rel, note = release(engine, version, engine)
     return note if note is not None else _ok(f"{engine} {version}: covered by surgery's per-release data "
@@ -192,16 +192,12 @@ def check_report_path(raw: str) -> Diagnostic:
 def check_model(side: str, ref: str) -> Diagnostic:
     """A model the server will be started with: it resolves (path, HF cache or hub, pinned to a
     commit), and a server started with HF_HUB_OFFLINE finds every file of it in the cache."""
-    from .modelref import describe_pin, open_model
-
     src = open_model(ref)
     said = f"{side} {describe_pin(src.pin())}"
     if src.is_local:
         return _ok(said)
     if src.full_snapshot() is not None:
         return _ok(said + "; every file is in the HF cache")
-    from .hub import settings
-
     if settings.offline():
         return diag("SRG061", f"{said}: HF_HUB_OFFLINE is set and the HF cache does not hold every file of it: "
                     "the engine cannot load it", Location(src.location()),
@@ -245,8 +241,6 @@ def render(check: Check) -> str:
     head = f"{check.status:<7} {check.name}{' (' + check.engine + ')' if check.engine else ''}: "
     if check.status == "ok":
         return head + d.message
-    from .render import short_location
-
     where = short_location(d.location)
     return head + f"{d.code} {d.message}" + (f" ({where})" if where != "<input>" else "") + \
         (f"\n        hint: {d.hint}" if d.hint else "")

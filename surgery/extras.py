@@ -20,12 +20,11 @@ import importlib.util
 from functools import lru_cache
 
 from .diagnostics import Diagnostic, SurgeryError, diag
+from .resources import load_data
 
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    from .resources import load_data
-
     return load_data("data/extras.yaml")
 
 

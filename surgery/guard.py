@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnostics import Location, SurgeryError, diag
+from .resources import load_data
 
 KINDS = ("collapse", "break_even", "shape", "drift", "expectation")
 CODES = {"collapse": "SRG470", "break_even": "SRG471", "shape": "SRG472", "drift": "SRG473",
@@ -42,15 +43,11 @@ WHERE = "additional_config.surgery.guard"
 
 
 def defaults() -> dict[str, Any]:
-    from .resources import load_data
-
     return dict(load_data("data/guard.yaml")["defaults"])
 
 
 def cost_table() -> tuple[dict[str, float], dict[str, float]]:
     """(sequential draft cost per method, parallel draft cost per method), data/guard.yaml."""
-    from .resources import load_data
-
     data = load_data("data/guard.yaml")
     return dict(data["draft_cost"]), dict(data["parallel_draft_cost"])
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from .ops.common import compact_ranges
+from .ops.registry import UNITS
 
 EDGE_MAP = "-->"
 EDGE_SHARE = "==>"
@@ -79,8 +80,6 @@ class _Chart:
 
 def render_mermaid(plan) -> str:
     """The plan as a Mermaid flowchart (text starting `flowchart LR`)."""
-    from .ops.registry import UNITS
-
     chart = _Chart()
     rt = plan.runtime
     t, d = plan.target, plan.draft

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .diagnostics import Location, fail
+from .diagnostics import INFO, Location, diag, fail
 from .modelsource import LocalSource, ModelSource, parse_hub_ref
+from .formats import original_config
 
 
 def _looks_local(text: str) -> bool:
@@ -40,8 +41,6 @@ def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") ->
 def verifier_of(draft_facts) -> str | None:
     """The target a speculators head names (`speculators_config.verifier.name_or_path`), as vLLM
     reads it when the head is served as the model; None for any other draft."""
-    from .formats import original_config
-
     spec = original_config(draft_facts.raw or {}).get("speculators_config")
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     name = verifier.get("name_or_path") if isinstance(verifier, dict) else None
@@ -62,8 +61,6 @@ def target_ref_for(target_ref, draft_facts) -> tuple[str | os.PathLike, bool]:
 
 def verifier_note(draft_facts, target_facts):
     """SRG058: the info line saying the target is the draft's verifier, and where it was found."""
-    from .diagnostics import INFO, diag
-
     pin = target_facts.pin() or {}
     where = pin.get("commit") and f"{pin.get('repo_id')}@{pin['commit']} ({pin['source']})" or pin.get("path", "")
     return diag("SRG058", f"no --target: the target is the draft's verifier {verifier_of(draft_facts)!r}, as vLLM "

@@ -27,6 +27,7 @@ from .plan import Runtime
 from .recipe import Recipe, load_recipe, parse_recipe, read_text
 from .resolver import resolve
 from .resources import schemas_dir, shipped_recipes
+from .formats import format_of
 
 SCHEMA_LINE = "# yaml-language-server: $schema="
 
@@ -134,8 +135,6 @@ def format_method(draft: ModelFacts) -> tuple[dict | None, str | None]:
     """(the draft's published format, the speculative method it states): a speculators file names
     its method (`speculators_model_type` as vLLM maps it), ModelOpt and EAGLE-3 configs are EAGLE-3
     heads (surgery/data/formats.yaml); a plain config states none."""
-    from .formats import format_of
-
     fmt = format_of(draft)
     if fmt.name == "hf":
         return None, None

@@ -8,7 +8,7 @@ its default and its type in one place, and cannot be mutated half-way through a 
 Config-only: no torch, no engine import."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 
@@ -83,8 +83,6 @@ class AuditOptions:
 def fields_from(cls: Any, ns: Any, **given: Any) -> Any:
     """Build `cls` from an argparse namespace: each field from the attribute of its name when the parser
     defined it, else the field's default; `given` wins. Only surgery/cli.py calls this."""
-    from dataclasses import MISSING, fields
-
     kw: dict[str, Any] = {}
     for f in fields(cls):
         if f.name in given:

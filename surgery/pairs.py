@@ -22,6 +22,10 @@ from pathlib import Path
 
 from .diagnostics import Location, SurgeryError, diag
 from .folders import is_complete, staged_dir
+from .yamlload import load_yaml_text
+from .tinypair import ensure_tiny_pair
+from .resources import shipped_recipes
+from .bytetokenizer import FILES as TOKENIZER_FILES, write_tokenizer
 
 PAIRS_DIR = Path(__file__).resolve().parent / "data" / "pairs"
 INDEX = PAIRS_DIR / "index.yaml"
@@ -78,8 +82,6 @@ class BuiltinPair:
 
 
 def load_index(path: Path = INDEX) -> dict:
-    from .yamlload import load_yaml_text
-
     return load_yaml_text(path.read_text(encoding="utf-8"), str(path)).data or {}
 
 
@@ -126,8 +128,6 @@ def held_out_prompts() -> tuple[str, ...]:
 
 
 def _tiny_gemma4_cache():
-    from .tinypair import ensure_tiny_pair
-
     return ensure_tiny_pair()
 
 
@@ -142,8 +142,6 @@ def builtin_pairs() -> dict[str, dict]:
 
 
 def _unknown(name: str) -> SurgeryError:
-    from .resources import shipped_recipes
-
     pairs = sorted(builtin_pairs())
     others = sorted(p.stem for p in shipped_recipes() if p.stem not in pairs)
     msg = f"no built-in pair for {name!r}; built-in pairs: {', '.join(pairs) or 'none'}"
@@ -171,9 +169,6 @@ def source_folders(name: str) -> tuple[Path, Path, dict]:
 
 def export(name: str, dest: str | Path, force: bool = False) -> dict:
     """Write the built-in pair `name` as DEST/target and DEST/draft; returns what was written."""
-    from .bytetokenizer import FILES as TOKENIZER_FILES
-    from .bytetokenizer import write_tokenizer
-
     target, draft, entry = source_folders(name)
     dest = Path(dest)
     outs = {side: dest / side for side in SIDES}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location
+from .resources import data_dir, recipes_dir
 
 SEVERITY_ORDER = (ERROR, WARNING, INFO)
 #: how the text output names a severity (``info`` diagnostics are "notes" to a reader)
@@ -38,8 +39,6 @@ _PLURAL = {" is ": " are ", " has ": " have ", " does ": " do ", " reads ": " re
 def short_location(loc: Location) -> str:
     """A location for people: shipped recipes by name and line, packaged data by its path in the package,
     files under the working directory relative to it; everything else as given."""
-    from .resources import data_dir, recipes_dir
-
     if not loc.file:
         return str(loc)
     path = Path(loc.file)

@@ -9,6 +9,7 @@ pays ~0.1 s for it; bench/cold_start.py holds the budget).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -41,8 +42,6 @@ class SchemaError:
 
 @lru_cache(maxsize=8)
 def _validator(schema_json: str):
-    import json
-
     import jsonschema
 
     schema = json.loads(schema_json)
@@ -51,8 +50,6 @@ def _validator(schema_json: str):
 
 class Validator:
     def __init__(self, schema: dict):
-        import json
-
         self.root = schema
         self._key = json.dumps(schema, sort_keys=True)
 

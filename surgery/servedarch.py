@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from .enginecard import ArchitectureRewrite
 from .engines import card
+from .resources import load_data
 
 # what shows a plain config is an EAGLE-3 head (config keys; the fc width is the weights-mode marker,
 # surgery/checks/weights.py)
@@ -89,8 +90,6 @@ def speculative_class(architectures, raw: dict) -> str | None:
     EAGLE-3 markers (`draft_vocab_size`, aux ids: no standalone model writes them); a draft class
     unsupported.yaml lists as served by no vLLM release counts too; else None. A plain
     `LlamaForCausalLM` (an EAGLE-1 head or a small model alike) is None: only the method tells them apart."""
-    from .resources import load_data
-
     data = load_data("data/vllm_methods.yaml")
     table = {a["architecture"]: f"{a['class']} ({a['method']}, vLLM {a['module']})"
              for a in data.get("draft_architectures") or ()}
@@ -115,8 +114,6 @@ def vllm_class_of(archs, *, draft: bool) -> str | None:
     it does not list (a target: vLLM's text-generation registry, not kept offline)."""
     if not draft:
         return None
-    from .resources import load_data
-
     data = load_data("data/vllm_methods.yaml")
     rows = {r["architecture"]: r for r in (data.get("draft_architectures") or []) + (data.get("block_draft_architectures") or [])}
     for arch in archs:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .modelsource import ModelSource, is_hub_ref
+
 
 def side_by_side(*thunks: Callable[[], Any], threaded: bool = True) -> list[Any]:
     """The thunks' results, in order; run concurrently when `threaded` and there is more than one."""
@@ -31,8 +33,6 @@ def side_by_side(*thunks: Callable[[], Any], threaded: bool = True) -> list[Any]
 
 def any_remote(*refs: Any) -> bool:
     """True when one of the references is a hub id (a path that exists locally is never one)."""
-    from .modelsource import ModelSource, is_hub_ref
-
     for ref in refs:
         if ref is None:
             continue

@@ -18,6 +18,7 @@ installed package should not have; a missing pair is SRG001, whose hint names th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -59,8 +60,6 @@ def make_configs():
 
 
 def _digest(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

@@ -124,11 +124,12 @@ def test_a_deeper_import_is_coded_too(monkeypatch, capsys):
     """The CLI's net: a module imported by a path `require` does not list (here: a command made to import
     torch) is the same SRG070; an ImportError of ours stays a traceback (a bug, not an install problem)."""
     from surgery import cli
+    from surgery.commands import recipes
 
     def needs_torch(args, out):
         raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
-    monkeypatch.setitem(cli.COMMANDS, "recipes", needs_torch)
+    monkeypatch.setattr(recipes, "cmd_recipes", needs_torch)  # cli.COMMANDS names it
     assert cli.main(["recipes"]) == 2
     err = capsys.readouterr().err
     assert "SRG070" in err and "`surgery recipes` needs torch" in err and "spec-surgery[apply]" in err
@@ -136,7 +137,7 @@ def test_a_deeper_import_is_coded_too(monkeypatch, capsys):
     def too_old(args, out):
         raise ImportError("cannot import name 'Gemma4AssistantConfig' from 'transformers'", name="transformers")
 
-    monkeypatch.setitem(cli.COMMANDS, "recipes", too_old)
+    monkeypatch.setattr(recipes, "cmd_recipes", too_old)  # cli.COMMANDS names it
     assert cli.main(["recipes"]) == 2
     err = capsys.readouterr().err
     assert "SRG071" in err and "Gemma4AssistantConfig" in err
@@ -144,6 +145,6 @@ def test_a_deeper_import_is_coded_too(monkeypatch, capsys):
     def ours(args, out):
         raise ModuleNotFoundError("No module named 'surgery.nowhere'", name="surgery.nowhere")
 
-    monkeypatch.setitem(cli.COMMANDS, "recipes", ours)
+    monkeypatch.setattr(recipes, "cmd_recipes", ours)  # cli.COMMANDS names it
     with pytest.raises(ModuleNotFoundError):
         cli.main(["recipes"])

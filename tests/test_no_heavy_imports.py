@@ -79,3 +79,18 @@ def test_probe_detects_heavy_imports():
     proc = subprocess.run([sys.executable, "-c", "import safetensors\n" + PROBE, "null", json.dumps(HEAVY)],
                           cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     assert "safetensors" in json.loads(proc.stdout.strip().splitlines()[-1])["loaded"]
+
+
+def test_a_command_imports_its_own_handler_only():
+    """cli.COMMANDS names each handler as "module:function", imported when that command runs: `explain`
+    loads surgery/commands/explain.py and no other command's module (validate's checks, apply's runners);
+    `import surgery` reads no YAML until it loads a file."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    probe = ("import io, sys, contextlib\nfrom surgery.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(['explain', 'SRG302'])\n"
+             "print(rc, sorted(m for m in sys.modules if m.startswith('surgery.commands')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert proc.stdout.strip() == "0 ['surgery.commands', 'surgery.commands.explain']", proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-c", "import sys, surgery; print('yaml' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr

@@ -238,6 +238,9 @@ DYNAMIC_IMPORT_OK = {
     ("surgery/vllm/lazy.py", "exec_module"),  # the import system's own loader, for modules Python is importing
     ("surgery/sglang/hooks.py", "_class"),  # sglang.* only: the sglang card's draft_load_points + two literals
     ("surgery/vllm/guard.py", "_scheduler_class"),  # TARGET, a literal ("vllm.v1.core.sched.scheduler", ...)
+    ("surgery/__init__.py", "apply"),  # the literal "surgery.applier" (import surgery stays config-only)
+    ("surgery/__init__.py", "verify"),  # the same
+    ("surgery/commands/__init__.py", "load_entry"),  # "module:function" literals of cli.COMMANDS and apply's RUNNERS
 }
 
 

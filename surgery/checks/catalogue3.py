@@ -28,6 +28,11 @@ from typing import Any
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..engine_releases import known, version_key
 from ..options import CheckOptions
+from ..resources import load_data
+from ..formats import original_config
+from .inherit import derived_max_len
+from .field import normalise_method
+from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
 SEVERITY_ORDER = {INFO: 0, "note": 0, WARNING: 1, ERROR: 2}
 RUNNER = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}
@@ -35,15 +40,11 @@ RUNNER = {"v1": "legacy runner", "v2": "V2 runner", "any": "every runner"}
 
 @lru_cache(maxsize=1)
 def data() -> dict:
-    from ..resources import load_data
-
     return load_data("data/catalogue3.yaml")
 
 
 @lru_cache(maxsize=1)
 def releases() -> dict:
-    from ..resources import load_data
-
     return load_data("data/engine_releases.yaml")
 
 
@@ -158,8 +159,6 @@ def _rope_severity(scope: str, raw: dict) -> str:
     failure (speculators#574)."""
     if scope == "all":
         return WARNING
-    from ..formats import original_config
-
     own = original_config(raw or {})
     states_scaling = any(k in own for k in ("rope_scaling", "rope_parameters"))
     return WARNING if states_scaling or "speculators_config" in own else INFO
@@ -200,8 +199,6 @@ def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
 
 def draft_length_check(draft, target, *, method: str, parallel: bool, version: str | None,
                        max_model_len: int | None) -> list[Diagnostic]:
-    from .inherit import derived_max_len
-
     if method not in ("eagle", "eagle3", "dflash", "dspark") or draft.source == target.source:
         return []
     serving = max_model_len or derived_max_len(target.raw)
@@ -313,8 +310,6 @@ def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: b
 
 
 def served_method(options: CheckOptions, recipe) -> tuple[str, bool]:
-    from .field import normalise_method
-
     hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
     given = options.method
     method = normalise_method(given) if given else (hints.get("method") or "draft_model")
@@ -323,23 +318,7 @@ def served_method(options: CheckOptions, recipe) -> tuple[str, bool]:
 
 def cli_catalogue3(options: CheckOptions, plan, recipe, draft, target) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM."""
-    from .config_spelling import installed_vllm_version
-
     method, parallel = served_method(options, recipe)
-    version = options.engine_version or installed_vllm_version()
+    version = options.engine_version or config_spelling.installed_vllm_version()
     return catalogue3_findings(plan, recipe, draft, target, method=method, parallel=parallel, version=version,
                                max_model_len=options.max_model_len)
-
-
-def weights_catalogue3(draft, target, dckpt, tckpt) -> list[Diagnostic]:
-    """`--weights`: the quantised target's own MTP block (SRG616 / SRG617, mtp_quant.py) and a DFlash 2
-    checkpoint that carries a d2t map under a full vocabulary (a reduced one is said from the config)."""
-    from .mtp_quant import mtp_quant_check
-
-    out = mtp_quant_check(target, tckpt, same_checkpoint=dckpt is tckpt)
-    if is_dflash2(draft) and draft["output_vocab_size"] == draft["vocab_size"]:
-        from ..resources import load_data  # weights_layout.yaml's d2t names (weights.py imports this module)
-
-        if dckpt.first(load_data("data/weights_layout.yaml")["eagle3"]["d2t"]) is not None:
-            out += dflash2_check(draft, has_d2t=True)
-    return out

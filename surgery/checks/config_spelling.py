@@ -19,19 +19,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import INFO, Diagnostic, Location, diag
 from ..options import CheckOptions
+from ..resources import load_data
 
 _MISSING = object()
 
 
 @lru_cache(maxsize=1)
 def spelling_rules() -> dict:
-    from ..resources import load_data
-
     return load_data("data/vllm_config_spelling.yaml")
 
 
@@ -39,8 +39,6 @@ def installed_vllm_version() -> str | None:
     """The installed vLLM's version, from the name of its `.dist-info` folder on sys.path (vLLM is not
     imported). importlib.metadata gives the same answer (tests/test_config_spelling.py) but costs
     ~20 ms of `surgery validate`'s cold start (bench/cold_start.py) to import."""
-    import sys
-
     for name in spelling_rules()["distributions"]:
         wanted = re.sub(r"[-_.]+", "_", name).lower()
         for entry in sys.path:

@@ -23,6 +23,7 @@ from typing import Any
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
+from ..resources import load_data
 
 
 def limits() -> dict:
@@ -31,8 +32,6 @@ def limits() -> dict:
 
 @lru_cache(maxsize=1)
 def cache_dtypes() -> tuple[str, ...]:
-    from ..resources import load_data
-
     return tuple(load_data("data/vllm_engine_options.yaml")["cache_dtypes"]["values"])
 
 

@@ -11,19 +11,23 @@ config.json alone (no torch):
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..diagnostics import Diagnostic, INFO, Location, diag
+from .head import head_checks
+from .inherit import inheritance_checks
+from .tokenizer_identity import tokenizer_check
 
 _EAGLE_METHODS = ("eagle", "eagle3")
 
 
 @lru_cache(maxsize=1)
 def field_data() -> dict:
-    import yaml
-
     with open(Path(__file__).resolve().parent.parent / "data" / "field_checks.yaml", encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
@@ -147,10 +151,6 @@ def second_catalogue(plan, recipe, draft, target, *, method: str, max_model_len:
                      hf_overrides: dict | None = None, num_speculative_tokens: int | None = None,
                      draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
     """SRG645-649, SRG670-671: what the draft inherits, what the engine's code reaches, the tokenizers."""
-    from .head import head_checks
-    from .inherit import inheritance_checks
-    from .tokenizer_identity import tokenizer_check
-
     return (inheritance_checks(plan, recipe, draft, target, method=method, hf_overrides=hf_overrides,
                                max_model_len=max_model_len, num_speculative_tokens=num_speculative_tokens,
                                draft_kv_cache_dtype=draft_kv_cache_dtype)
@@ -160,6 +160,4 @@ def second_catalogue(plan, recipe, draft, target, *, method: str, max_model_len:
 
 def with_findings(plan, findings: list[Diagnostic]) -> Any:
     """The plan with extra diagnostics (the Plan is frozen)."""
-    from dataclasses import replace
-
     return replace(plan, diagnostics=tuple(plan.diagnostics) + tuple(findings)) if findings else plan

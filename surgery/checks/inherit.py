@@ -12,12 +12,11 @@ import copy
 from functools import lru_cache
 
 from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..resources import load_data
 
 
 @lru_cache(maxsize=1)
 def engine_rules() -> dict:
-    from ..resources import load_data
-
     return load_data("data/engine_rules.yaml")
 
 

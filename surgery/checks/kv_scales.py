@@ -22,14 +22,15 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, Location, diag
 from ..options import CheckOptions
+from ..resources import load_data
+from . import config_spelling  # installed_vllm_version read when called (tests set it)
+from .config_spelling import release_version
 
 FOLLOW_TARGET = "follow_target"
 
 
 @lru_cache(maxsize=1)
 def option_rules() -> dict:
-    from ..resources import load_data
-
     return load_data("data/vllm_engine_options.yaml")["calculate_kv_scales"]
 
 
@@ -37,8 +38,6 @@ def release_has_option(version: str | None) -> bool | None:
     """True / False for a release the data knows; None for one it does not (or no version)."""
     if version is None:
         return None
-    from .config_spelling import release_version
-
     v = release_version(version)
     rules = option_rules()
     if v in rules["has"]:
@@ -98,9 +97,7 @@ def cli_kv_scales_check(options: CheckOptions, plan: Any) -> list[Diagnostic]:
     """`surgery validate/plan --calculate-kv-scales`: against `--engine-version`, else the installed vLLM."""
     if options.engine != "vllm" or not options.calculate_kv_scales:
         return []
-    from .config_spelling import installed_vllm_version
-
-    version = options.engine_version or installed_vllm_version()
+    version = options.engine_version or config_spelling.installed_vllm_version()
     dtype = options.draft_kv_cache_dtype or options.kv_cache_dtype
     return kv_scales_findings(plan, calculate=True, version=version,
                               follow_target=bool(options.kv_scales_follow_target),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .inherit import engine_rules
+from ..formats import format_of
+from ..formats.conventions import trained_on
 
 
 def last_slot_check(plan, draft, target, producer: str | None = None) -> list[Diagnostic]:
@@ -17,9 +19,6 @@ def last_slot_check(plan, draft, target, producer: str | None = None) -> list[Di
     convention it reads id L, which vLLM fills pre-norm."""
     if plan.runtime.engine != "vllm":
         return []
-    from ..formats import format_of
-    from ..formats.conventions import trained_on
-
     L = target.num_layers
     read = {i for op in plan.ops("capture_hidden_states") for i in (op.layers or ())}
     fmt = format_of(draft, producer)

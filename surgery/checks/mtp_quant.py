@@ -17,12 +17,15 @@ shared_head, ...) have no counterpart and are counted, not judged.
 """
 from __future__ import annotations
 
+import json
 import re
 from fnmatch import fnmatch
 from functools import lru_cache
+from pathlib import Path
 
 from ..diagnostics import ERROR, INFO, Diagnostic, Location, diag
 from .inherit import text_part
+from ..resources import load_data
 
 LAYER = re.compile(r"^(.*?)(?:^|\.)?layers\.(\d+)\.(.+)$")
 SHOWN = 3  # tensors named per finding
@@ -31,8 +34,6 @@ MAX_MTP_LAYERS = 64  # a larger count is not a config's MTP stack (bounds the pr
 
 @lru_cache(maxsize=1)
 def rules() -> dict:
-    from ..resources import load_data
-
     return load_data("data/mtp_quant.yaml")
 
 
@@ -58,9 +59,6 @@ HF_QUANT_CONFIG_MAX = 1 << 20
 def side_quant_config(folder) -> dict | None:
     """A local checkpoint's hf_quant_config.json, which vLLM reads when config.json has no
     quantization_config (transformers_utils/config.py: ModelOpt 0.29 and before). Hub sources: not read."""
-    import json
-    from pathlib import Path
-
     p = Path(str(folder)) / HF_QUANT_CONFIG
     try:
         if not p.is_file() or p.stat().st_size > HF_QUANT_CONFIG_MAX:

@@ -23,6 +23,8 @@ from typing import Any
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..engine_releases import all_architectures, first_with, known, no_release, release, release_data
+from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
+from .config_spelling import NO_VERSION, serving
 
 LOSSY = {"fly": "lossy: it accepts draft tokens the target's distribution would reject, so outputs are not "
                 "the target's (greedy or sampled)",
@@ -43,8 +45,6 @@ def _is_local_verifier(name: Any) -> bool:
 
 
 def verifier_finding(rel, raw: dict, source: str, served_as_model: bool) -> Diagnostic | None:
-    from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
-
     raw = original_config(raw or {})
     spec = raw.get("speculators_config") if isinstance(raw, dict) else None
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
@@ -71,8 +71,6 @@ def verifier_finding(rel, raw: dict, source: str, served_as_model: bool) -> Diag
 def speculators_type_finding(rel, raw: dict, source: str) -> Diagnostic | None:
     """SRG725: a speculators file of a type the release's reader does not register (speculators 0.9.0
     writes `xpress` and `mtp`; vLLM 0.33 refuses them: speculators/base.py)."""
-    from ..formats import original_config
-
     raw = original_config(raw or {})
     kind = raw.get("speculators_model_type") if isinstance(raw, dict) else None
     if kind is None or "speculators_config" not in raw:
@@ -187,8 +185,6 @@ def cli_release_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
     if options.engine != "vllm":
         return []
-    from .config_spelling import NO_VERSION, serving
-
     method, version, _ = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
                             rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION)

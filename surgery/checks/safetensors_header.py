@@ -25,12 +25,10 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from ..diagnostics import Location, fail
-
-if TYPE_CHECKING:
-    from ..modelsource import ModelSource
+from ..modelsource import LocalSource, ModelSource
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well
@@ -392,8 +390,6 @@ def _index_weight_map(src: ModelSource) -> dict:
 def find_weight_files(folder) -> tuple[list[str], dict | None]:
     """The checkpoint's .safetensors file names (through the index when there is one) and the
     index's weight map. `folder`: a model folder or a ModelSource."""
-    from ..modelsource import LocalSource, ModelSource
-
     src = folder if isinstance(folder, ModelSource) else LocalSource(folder)
     if src.has(INDEX_FILE):
         if (src.size(INDEX_FILE) or 0) > MAX_INDEX_BYTES:
@@ -415,8 +411,6 @@ def find_weight_files(folder) -> tuple[list[str], dict | None]:
 def read_checkpoint(folder) -> Checkpoint:
     """Every tensor of a model (folder or ModelSource), from the headers only. SRG601 when there are
     no weights."""
-    from ..modelsource import LocalSource, ModelSource
-
     src = folder if isinstance(folder, ModelSource) else None
     if src is None:
         d = Path(folder)

@@ -11,7 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..diagnostics import INFO, Diagnostic, Location, diag
+from ..diagnostics import INFO, Diagnostic, Location, SurgeryError, diag
+from ..modelsource import LocalSource, ModelSource
 
 MAX_TOKENIZER_BYTES = 64 << 20
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -21,8 +22,6 @@ def model_of(facts):
     """The model source whose tokenizer files go with these facts: the facts' own (a folder, a hub
     commit), else the folder of the config path; None for a lone config file in a folder that is no
     model folder."""
-    from ..modelsource import LocalSource
-
     src = getattr(facts, "model", None)
     if src is None:
         p = Path(facts.source)
@@ -35,8 +34,6 @@ def model_of(facts):
 
 def _json_file(src, name: str):
     """(parsed JSON, why-not) of a tokenizer file, bounded."""
-    from ..diagnostics import SurgeryError
-
     size = src.size(name)
     if size is not None and size > MAX_TOKENIZER_BYTES:
         return None, f"{name} larger than {MAX_TOKENIZER_BYTES >> 20} MiB"
@@ -51,8 +48,6 @@ def _json_file(src, name: str):
 def tokenizer_summary(folder) -> tuple[dict | None, str]:
     """({'vocab': digest, 'size': n, 'special': {...}}, why-not). Only tokenizer.json is compared by
     content. `folder`: a model folder or a ModelSource."""
-    from ..modelsource import LocalSource, ModelSource
-
     src = folder if isinstance(folder, ModelSource) else LocalSource(folder)
     if not src.has("tokenizer.json"):
         found = sorted(n for n in src.names() if n in ("tokenizer.model", "vocab.json", "vocab.txt"))

@@ -25,8 +25,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..diagnostics import ERROR, Diagnostic, Location, SurgeryError, diag
 from .safetensors_header import Checkpoint, TensorInfo, read_checkpoint, read_raw, read_values
+from .catalogue3 import dflash2_check, is_dflash2  # the field's third catalogue (issue 45)
+from .mtp_quant import mtp_quant_check
+from ..sidebyside import any_remote, side_by_side
+from .. import servedarch
+from ..modelref import open_model
+from ..modelsource import LocalSource
+from ..resources import load_data
 
 D2T_READ_LIMIT = 1 << 16  # elements; a 32k draft vocabulary is read whole
 EQUAL_READ_BYTES = 1 << 16  # bytes compared at the start and the end of two tensors
@@ -34,8 +43,6 @@ EQUAL_READ_BYTES = 1 << 16  # bytes compared at the start and the end of two ten
 
 @lru_cache(maxsize=1)
 def layout() -> dict:
-    import yaml
-
     with open(Path(__file__).resolve().parent.parent / "data" / "weights_layout.yaml", encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
@@ -92,8 +99,6 @@ class _Checker:
         self.check_draft_layer_sets()
         self.check_kv_scales()
         self.check_kv_shared_layers()
-        from .catalogue3 import weights_catalogue3  # the field's third catalogue (issue 45)
-
         self.report.findings += weights_catalogue3(self.draft, self.target, self.d, self.t)
         return self.report
 
@@ -170,8 +175,6 @@ class _Checker:
             return
         size = own.end - own.start
         tail_at = max(0, size - EQUAL_READ_BYTES)
-        from ..sidebyside import any_remote, side_by_side
-
         # the four ranges are independent: side by side when a model is on the hub (each is a round trip)
         mine_head, their_head, mine_tail, their_tail = side_by_side(
             lambda: read_raw(own, 0, EQUAL_READ_BYTES), lambda: read_raw(theirs, 0, EQUAL_READ_BYTES),
@@ -197,8 +200,6 @@ class _Checker:
         """A plain config that vLLM renames to an EAGLE-3 head (SRG207 from the config alone): the
         checkpoint's fc is the marker the config lacks. An fc of 2-5 x hidden input width accepts it
         (SRG206 naming the fc); no fc, or another width, keeps the refusal with what the weights showed."""
-        from .. import servedarch
-
         refused = [d for d in self.plan.diagnostics if d.code == "SRG207"]
         if not refused:
             return
@@ -354,12 +355,19 @@ class _Checker:
                          "the engine builds this tensor and would leave it uninitialised")
 
 
+def weights_catalogue3(draft, target, dckpt, tckpt) -> list[Diagnostic]:
+    """`--weights`: the quantised target's own MTP block (SRG616 / SRG617, mtp_quant.py) and a DFlash 2
+    checkpoint that carries a d2t map under a full vocabulary (a reduced one is said from the config)."""
+    out = mtp_quant_check(target, tckpt, same_checkpoint=dckpt is tckpt)
+    if is_dflash2(draft) and draft["output_vocab_size"] == draft["vocab_size"]:
+        if dckpt.first(load_data("data/weights_layout.yaml")["eagle3"]["d2t"]) is not None:
+            out += dflash2_check(draft, has_d2t=True)
+    return out
+
+
 def _source(facts, path):
     """The model source the facts were read from (a hub commit, a folder), else the path given; a
     config file stands for its folder here."""
-    from ..modelref import open_model
-    from ..modelsource import LocalSource
-
     src = facts.model if getattr(facts, "model", None) is not None else open_model(path)
     if src.is_local and src.is_config_file:
         return LocalSource(_folder(src.ref))
@@ -373,8 +381,6 @@ def check_weights(plan, recipe, draft, target, draft_dir, target_dir, *, read_da
     if dsrc.same_model(tsrc):
         dckpt = tckpt = read_checkpoint(dsrc)
     else:  # the two headers side by side (hub round trips; local reads stay in this thread)
-        from ..sidebyside import any_remote, side_by_side
-
         dckpt, tckpt = side_by_side(lambda: read_checkpoint(dsrc), lambda: read_checkpoint(tsrc),
                                     threaded=any_remote(dsrc, tsrc))
     return _Checker(plan, recipe, draft, target, dckpt, tckpt, read_data).run()

@@ -4,14 +4,21 @@ recipe (surgery/vllm/audit.py). Exit 1 when a finding can change outputs or acce
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag, fail
-from ..options import AuditOptions
+from ..diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, diag, fail
+from ..extras import require
+from ..options import AuditOptions, fields_from
+from ..facts import read_facts
+from ..recipe import find_recipe, load_recipe
+from ..checks.field import expected_methods
+from ..modelref import describe_pin, engine_model
+from ..render import render_diagnostics
 
 PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
 
@@ -43,8 +50,6 @@ def _spec_metrics(llm) -> dict:
 
 def _logs_to_stderr() -> list:
     """Point vLLM's stdout log handlers at stderr for the run; returns (handler, old stream) to restore."""
-    import logging
-
     moved = []
     for name in ("vllm", ""):
         for h in logging.getLogger(name).handlers:
@@ -54,9 +59,6 @@ def _logs_to_stderr() -> list:
 
 
 def run_audit(options: AuditOptions, out) -> int:
-    from ..facts import read_facts
-    from ..recipe import find_recipe, load_recipe
-
     recipe_path = str(find_recipe(options.recipe).resolve())
     recipe = load_recipe(recipe_path)
     target, draft = read_facts(options.target), read_facts(options.draft)
@@ -120,8 +122,6 @@ def run_audit(options: AuditOptions, out) -> int:
 
 def _recipe_method(recipe, draft, target) -> str:
     """The speculative method the recipe's engine hints accept for this pair (the first), else SRG011."""
-    from ..checks.field import expected_methods
-
     accept, _ = expected_methods(recipe, draft, target)
     if not accept:
         raise fail("SRG011", f"no speculative method known for recipe {recipe.name}", hint="pass --method")
@@ -131,8 +131,6 @@ def _recipe_method(recipe, draft, target) -> str:
 def _engine_kwargs(options: AuditOptions, target, draft, method: str, recipe_path: str, engine_args: dict) -> dict:
     """vLLM's LLM(...) arguments: hub ids go to vLLM as ids, pinned to the commits the facts were read at
     (surgery.modelref); mode and recipe travel in the engine's own config (additional_config)."""
-    from ..modelref import engine_model
-
     (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
     kwargs = dict(model=t_model, revision=t_rev,
                   speculative_config={"method": method, "model": d_model, "revision": d_rev,
@@ -150,8 +148,6 @@ def _engine_kwargs(options: AuditOptions, target, draft, method: str, recipe_pat
 def _write_result(out, options: AuditOptions, recipe, method: str, report: dict, generated: int, metrics,
                   kept_report: str | None, target, draft) -> int:
     """The audit's result: JSON, or the verdict first, then the findings (errors first, each once)."""
-    from ..modelref import describe_pin
-
     findings = report.get("findings", [])
     # the KV-cache comparisons ran once the report reached stage kv_cache, or warmed (written after it)
     if report.get("stage") not in ("kv_cache", "warmed") and not any(f.get("code") == "SRG708" for f in findings):
@@ -166,9 +162,6 @@ def _write_result(out, options: AuditOptions, recipe, method: str, report: dict,
     if options.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
     else:  # the verdict first, then the findings (the audit's product, so on stdout): errors first, each once
-        from ..diagnostics import Diagnostic, Location
-        from ..render import render_diagnostics
-
         na = result["not_applicable"]
         out.write(f"audit {recipe.name} (method {method}): {len(findings)} finding(s), {len(errors)} that can change "
                   f"outputs or acceptance; checked {', '.join(f'{k} x{v}' for k, v in result['checked'].items()) or 'nothing'}"
@@ -178,3 +171,8 @@ def _write_result(out, options: AuditOptions, recipe, method: str, report: dict,
                                       for f in findings], verbose=True))
         out.write("".join(f"{side}: {describe_pin(p)}\n" for side, p in result["models"].items()))
     return EXIT_INVALID if errors else EXIT_OK
+
+
+def cmd_audit(args, out) -> int:
+    require("audit")
+    return run_audit(fields_from(AuditOptions, args, engine_arg=tuple(args.engine_arg or ())), out)

@@ -2,8 +2,17 @@
 resolved plan, and render what they found. Kept out of cli.py so the command stays a thin switch."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..options import CheckOptions
 from ..checks.field import field_checks, with_findings
+from ..formats.findings import format_findings  # the draft's published format (issue 24)
+from ..checks.last_slot import last_slot_check
+from ..checks.config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
+from ..checks.release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
+from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
+from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
+from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 
 
 def run_checks(options: CheckOptions, recipe, draft, target, plan):
@@ -11,7 +20,7 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     report = None
     own = None
     if options.weights:
-        from ..checks.weights import check_weights
+        from ..checks.weights import check_weights  # --weights only: the safetensors reader stays out of validate
 
         report = check_weights(plan, recipe, draft, target, options.draft, options.target)
         own = report.own
@@ -23,31 +32,15 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     if report is not None:
         findings = list(report.findings) + findings
         if report.superseded:  # the weights answered a config-only finding (SRG207): theirs replaces it
-            from dataclasses import replace
-
             plan = replace(plan, diagnostics=tuple(d for d in plan.diagnostics if d.code not in report.superseded))
-    from ..formats.findings import format_findings  # the draft's published format (issue 24)
-
     findings += format_findings(draft, target, producer=options.producer,
                                 num_speculative_tokens=options.num_speculative_tokens,
                                 method=options.method or recipe.engine.get("vllm", {}).get("method"))
-    from ..checks.last_slot import last_slot_check
-
     findings += last_slot_check(plan, draft, target, producer=options.producer)
-    from ..checks.config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
-
     findings += cli_spelling_check(options, recipe, draft)
-    from ..checks.release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
-
     findings += cli_release_check(options, recipe, draft)
-    from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
-
     findings += cli_kv_scales_check(options, plan)
-    from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
-
     findings += cli_engine_start_check(options, plan, draft, target)
-    from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
-
     findings += cli_catalogue3(options, plan, recipe, draft, target)
     return with_findings(plan, findings), report
 

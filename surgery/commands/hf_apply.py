@@ -4,10 +4,24 @@ per step, surgery/commands/hf_ablation.py). `--engine vllm` is surgery/commands/
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
+
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..options import ApplyOptions
+from ..pairs import DEFAULT_PROMPTS, builtin_pair, held_out_prompts
+from ..recipe import load_recipe
+from ..tinypair import ensure_tiny_pair
+from ..bytevocab import encode
+from ..facts import read_facts
+from ..plan import Runtime, render_table
+from ..resolver import resolve
+from .. import applier  # applier.verify_plan read when called: tests wrap it (tests/cli/test_apply_cli.py)
+from ..modelref import local_snapshot
+from .hf_ablation import ablation
 
 
 class Progress:
@@ -27,8 +41,6 @@ class Progress:
 
 
 def _color() -> bool:
-    import os
-
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
@@ -53,8 +65,6 @@ def _dtype(name: str):
 
 
 def _model_folder(path):
-    from pathlib import Path
-
     p = Path(path)
     return p.parent if p.is_file() else p
 
@@ -148,9 +158,6 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
     """`surgery apply RECIPE` (HF) without model folders runs the built-in Gemma 4 pair, which only
     `gemma4-mtp` fits; for a family whose built-in pair is a vLLM pair, say so (SRG453) instead of
     resolving the recipe against the wrong models."""
-    from ..pairs import builtin_pair
-    from ..recipe import load_recipe
-
     name = load_recipe(recipe_ref).name
     if name == "gemma4-mtp":
         return
@@ -165,8 +172,6 @@ def refuse_hf_without_pair(recipe_ref: str) -> None:
 
 def _pair_folders(options: ApplyOptions, progress) -> tuple:
     """(target, draft) as given, or the built-in tiny Gemma 4 pair's folders (built once, cached)."""
-    from ..tinypair import ensure_tiny_pair
-
     if (options.target is None) != (options.draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (built-in tiny pair)"))
     if options.target is None:
@@ -179,8 +184,6 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
     """(prompts, where their ids came from, the prompt set, the decoding check): the built-in pair is
     measured on text it never trained on, a user's pair on generic code openings; a standalone draft
     through transformers' assisted generation."""
-    from ..bytevocab import encode
-    from ..pairs import DEFAULT_PROMPTS
     from ..hf.specdec import decode_check
     from ..hf.standalone import assisted_check, prompts_for
 
@@ -192,18 +195,21 @@ def _prompts_and_check(options: ApplyOptions, held_out, standalone: bool, target
     return [encode(p) for p in texts], "built-in tiny tokenizer", prompt_set, decode_check
 
 
+def run_apply_hf(options: ApplyOptions, out) -> int:
+    """`surgery apply --engine hf`: three draft tokens unless told, the built-in pair only for a recipe that has one."""
+    if options.num_draft_tokens is None:  # unset: 3 (the vLLM path may take a speculators file's k instead)
+        options = replace(options, num_draft_tokens=3)
+    if options.target is None and options.draft is None:
+        refuse_hf_without_pair(options.recipe)
+
+    return run_apply(options, out)
+
+
 def run_apply(options: ApplyOptions, out) -> int:
     import torch  # fail early with the real import error if the apply extra is missing
 
-    from ..facts import read_facts
-    from ..pairs import held_out_prompts
     from ..hf.loader import load_pair
     from ..hf.standalone import is_standalone, load_standalone_pair
-    from ..plan import Runtime, render_table
-    from ..recipe import load_recipe
-    from ..resolver import resolve
-    from ..applier import apply_plan, verify_plan
-    from .hf_ablation import ablation
 
     progress = Progress(options.progress)
     timings: dict[str, float] = {}
@@ -221,8 +227,6 @@ def run_apply(options: ApplyOptions, out) -> int:
     if not plan.ok:
         raise SurgeryError(plan.errors)
     if options.target is not None:  # hub ids: the whole checkpoint, at the commits the plan was resolved at
-        from ..modelref import local_snapshot
-
         target_dir = local_snapshot(target_facts.model, "apply --engine hf", download=True)
         draft_dir = local_snapshot(draft_facts.model, "apply --engine hf", download=True)
     check_loadable(target_facts, draft_facts, plan.recipe)
@@ -244,10 +248,10 @@ def run_apply(options: ApplyOptions, out) -> int:
 
     try:
         t = time.perf_counter()
-        report = apply_plan(plan, draft, target, strict=options.strict)
+        report = applier.apply_plan(plan, draft, target, strict=options.strict)
         timings["apply_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        verification = verify_plan(plan, draft, target, report=report)
+        verification = applier.verify_plan(plan, draft, target, report=report)
         timings["verify_s"] = time.perf_counter() - t
 
         prompts, prompt_source, prompt_set, check = _prompts_and_check(options, held_out, standalone, target_dir,

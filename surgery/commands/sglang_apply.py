@@ -13,10 +13,17 @@ applied in SGLang's scheduler by surgery's entry point (`SURGERY_RECIPE`), the h
 from __future__ import annotations
 
 import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
 
-from ..diagnostics import SurgeryError, diag
+from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..engines import card
+from ..pairs import DEFAULT_PROMPTS, builtin_pair
+from ..bytevocab import encode
+from ..recipe import load_recipe
 
 
 def blocker(device: str | None = None) -> str:
@@ -79,8 +86,6 @@ def pair_for(recipe_name: str, target=None, draft=None):
     """(target, draft, prompt texts, engine variant or None): the folders given, or the built-in pair
     as SGLang gets it: where the index names an SGLang variant (the EAGLE-3 head trained on ids SGLang
     can capture), that one, and the variant says why."""
-    from ..pairs import DEFAULT_PROMPTS, builtin_pair
-
     if (target is None) != (draft is None):
         raise SurgeryError(diag("SRG011", "--engine sglang needs both --target and --draft, or neither (built-in pair)"))
     if target is not None:
@@ -95,11 +100,6 @@ def pair_for(recipe_name: str, target=None, draft=None):
 def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int | None = None,
                      progress=lambda _m: None, dtype: str = "bfloat16") -> dict:
     """The whole `--engine sglang` check on a CUDA device; the report dict (module doc)."""
-    import tempfile
-    from pathlib import Path
-
-    from ..bytevocab import encode
-    from ..recipe import load_recipe
     from ..sglang import engine, report
     from ..sglang.live_apply import plan_for
 
@@ -169,10 +169,6 @@ def render(result: dict) -> str:
 
 
 def run_apply_sglang(options: ApplyOptions, out) -> int:
-    import json
-    import sys
-
-    from ..diagnostics import EXIT_INVALID, EXIT_OK
     from ..sglang.engine import cuda_available
 
     device = "cuda" if cuda_available() else "cpu"

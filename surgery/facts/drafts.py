@@ -6,6 +6,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from .model import DefaultUsed
+from ..resources import load_data
 
 
 def _lookup(cfg: dict, dotted: str):
@@ -148,8 +149,6 @@ def nested_mask_token(cfg: dict) -> str | None:
     """The dotted key of a mask token written inside a nested config object where no vLLM release
     known to surgery/data/vllm_config_spelling.yaml reads it (e.g. `eagle_config.mask_token_id`), or
     None. SpecForge's own nested spelling, `dflash_config.mask_token_id`, is read by every one of them."""
-    from ..resources import load_data
-
     rules = load_data("data/vllm_config_spelling.yaml")
     read = {k for entry in rules["releases"] for k in (entry.get("mask_token") or {}).get("reads", ())}
     nested = rules["nested_mask_token"]

@@ -8,6 +8,7 @@ record it, so the plan can say "head_dim: default 256 used".
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import lru_cache
 from typing import Any
 
@@ -18,6 +19,7 @@ from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nes
                      parallel_drafting_token_id)
 from .jsonread import check_depth, read_config_from, strip_annotations
 from .model import FULL, SLIDING, DefaultUsed, LayerFacts, ModelFacts
+from ..resources import data_dir, load_data
 
 MAX_SANE = 1 << 31  # any layer count / width / vocab above this is a corrupted config
 # written as null, transformers' config classes derive these in __post_init__ (head_dim = hidden_size //
@@ -27,8 +29,6 @@ CLASS_DERIVED = ("head_dim", "num_key_value_heads")
 
 @lru_cache(maxsize=1)
 def defaults_table() -> dict[str, dict[str, Any]]:
-    from ..resources import load_data
-
     return load_data("data/config_defaults.yaml")
 
 
@@ -37,10 +37,6 @@ def class_defaults() -> dict[str, dict[str, Any]]:
     """model_type -> the declared defaults of its transformers config class for the fields the facts
     read (data/config_class_defaults.json, generated from the installed transformers by
     tools/gen_config_class_defaults.py): what transformers sets when config.json omits the key (issue 42)."""
-    import json
-
-    from ..resources import data_dir
-
     with open(data_dir() / "config_class_defaults.json", encoding="utf-8") as fh:
         return json.load(fh)["defaults"]
 

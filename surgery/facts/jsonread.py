@@ -7,6 +7,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..textfile import decode_text, read_text_file
+from ..modelref import open_model
 
 MAX_CONFIG_BYTES = 8 << 20
 MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
@@ -34,8 +35,6 @@ def read_config(ref) -> tuple[dict, str]:
 
 def read_config_from(ref):
     """(config dict, its location, the ModelSource it came from)."""
-    from ..modelref import open_model
-
     src = open_model(ref)
     if src.is_local:
         p = src.local_path(src.config_name)

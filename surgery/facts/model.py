@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import Location
+from ..pipeline import last_unshared_of_type
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
@@ -68,8 +69,6 @@ class ModelFacts:
         The one place of the "last unshared layer of its type" rule: transformers' Gemma 4
         (`Gemma4TextAttention`, `kv_shared_layer_index`) and vLLM's gemma4 model point every layer of
         the KV-shared tail there, and the draft-side map rule `last_unshared_of_type` reuses it."""
-        from ..pipeline import last_unshared_of_type
-
         unshared = sum(1 for layer in self.layers if not layer.kv_shared)
         return last_unshared_of_type([layer.layer_type for layer in self.layers], unshared)
 

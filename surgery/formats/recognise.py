@@ -9,6 +9,7 @@ from typing import Any
 from ..diagnostics import Location, fail
 from .speculators import SpeculatorsFields, speculators_fields
 from .table import algorithm, conventions, formats
+from ..servedarch import served_architecture
 
 NESTED = "eagle_config"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -142,8 +143,6 @@ def _marked_producer(spec: dict, cfg: dict) -> tuple[str | None, str | None]:
 def _served_as_eagle3(cfg: dict) -> bool:
     """A config vLLM serves under eagle3 by the name it states (Eagle3DeepseekV2ForCausalLM, ...): vLLM's
     draft hf_config is EAGLEConfig (model_type eagle) whatever the format."""
-    from ..servedarch import served_architecture
-
     archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
     return bool(archs) and all(isinstance(a, str) and "Eagle3" in a and served_architecture("eagle3", a) == a
                                for a in archs)

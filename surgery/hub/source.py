@@ -8,7 +8,9 @@ so what a run read can be read again exactly, offline.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 import urllib.parse
 
 from ..diagnostics import Location, fail
@@ -194,8 +196,6 @@ class HubSource(ModelSource):
         huggingface_hub joins the server's ETag to `blobs/` unchecked (file_download.py, 2.4), so the
         download runs with its ETag normaliser fenced by `names.check_blob_id`: a hostile ETag stops
         the download (SRG063) before the blob path exists."""
-        import sys
-
         from huggingface_hub import file_download, snapshot_download
         from huggingface_hub.utils import disable_progress_bars
 
@@ -226,8 +226,6 @@ class HubSource(ModelSource):
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 

@@ -204,7 +204,8 @@ def test_the_verifier_target_reaches_the_checks_without_touching_args(hubenv):
     (surgery/options.py CheckOptions.target); the parsed namespace is left as given (issue 43)."""
     import io
 
-    from surgery.cli import build_parser, cmd_plan
+    from surgery.cli import build_parser
+    from surgery.commands.validate import cmd_plan
 
     args = build_parser().parse_args(["validate", "eagle3", "--draft", EAGLE3, "--weights", "--json"])
     given = dict(vars(args))

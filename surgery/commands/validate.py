@@ -1,0 +1,132 @@
+"""`surgery validate` / `surgery plan` (and each release of `surgery releases`): read the pair, resolve the
+recipe, run the checks, print the verdict, the plan or JSON."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..checks.field import with_findings
+from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+from ..facts import read_facts
+from ..mermaid import render_mermaid
+from ..modelref import describe_pin, target_ref_for, verifier_note
+from ..options import CheckOptions, fields_from
+from ..plan import Runtime, render_table
+from ..recipe import load_recipe
+from ..render import Line, counts, render_diagnostics
+from ..resolver import resolve
+from ..sidebyside import any_remote, side_by_side
+from .checks import run_checks, weights_text
+
+
+def runtime(args, engine: str):
+    return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
+                   attention_backend=args.attention_backend, device=getattr(args, "device", None))
+
+
+#: diagnostics that are part of the result, not findings: printed on stdout with it (SRG058: which target the
+#: speculators verifier resolved to)
+RESULT_CODES = ("SRG058",)
+
+
+def verdict_line(plan, name: str, verbose: bool = False) -> str:
+    """validate's first line: the verdict, what was checked, and how many findings follow on stderr."""
+    maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows)
+                     for n, rows in plan.layer_maps.items() if rows)
+    said = counts([d for d in plan.diagnostics if d.code not in RESULT_CODES], verbose=verbose)
+    return (f"{'valid' if plan.ok else 'INVALID'}: {name} for {plan.draft['model_type']} -> "
+            f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
+            f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
+
+
+def check_options(args, target: str | None, target_from_verifier: bool, engine_version: str | None):
+    """The checks' inputs (surgery/options.py), built once from the parsed flags: the target that was read
+    (the speculators verifier when --target was left out) instead of writing it back into `args`."""
+    return fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
+                       engine_version=engine_version)
+
+
+def cmd_plan(args, out, err=None, release: str | None = None) -> int:
+    """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
+    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything.
+    `release`: `surgery releases`' run for one vLLM release (validate --engine-version RELEASE --json)."""
+    err = err or sys.stderr
+    recipe = load_recipe(args.recipe)
+    if args.target is not None:  # both named: read side by side (by hub id each read is a round trip)
+        draft, target = side_by_side(lambda: read_facts(args.draft), lambda: read_facts(args.target),
+                                     threaded=any_remote(args.draft, args.target))
+        target_ref, from_verifier = args.target, False
+    else:
+        draft = read_facts(args.draft)
+        target_ref, from_verifier = target_ref_for(args.target, draft)
+        target = read_facts(target_ref)
+    # from_verifier: the head is served as the model (`vllm serve <head>`)
+    options = check_options(args, target_ref, from_verifier, release or getattr(args, "engine_version", None))
+    plan = resolve(recipe, draft, target, runtime(args, args.engine))
+    plan, weights = run_checks(options, recipe, draft, target, plan)
+    if from_verifier:
+        plan = with_findings(plan, [verifier_note(draft, target)])
+    fmt = "json" if release else plan_format(args)
+    command = "validate" if release else args.command
+    if fmt == "json":
+        data = plan.to_dict()
+        if weights is not None:
+            data["weights"] = weights.to_dict()
+        data["fetched"] = fetched_summary()
+        out.write(json.dumps(data, indent=2) + "\n")
+    elif fmt == "mermaid":
+        out.write(render_mermaid(plan) + "\n")
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
+    elif command == "validate":
+        out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
+        out.flush()
+        err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
+                                     verbose=args.verbose))
+        err.flush()
+        for d in plan.diagnostics:
+            if d.code in RESULT_CODES:
+                out.write(Line(d, 1).render() + "\n")
+        if weights is not None:
+            out.write(weights_text(weights) + "\n")
+        out.write(pins_text(plan))
+    else:
+        out.write(render_table(plan, verbose=args.verbose, inline_diagnostics=False) + "\n")
+        out.flush()
+        err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))
+        err.flush()
+        if weights is not None:
+            out.write("\n" + weights_text(weights) + "\n")
+        out.write(pins_text(plan))
+    return EXIT_OK if plan.ok else EXIT_INVALID
+
+
+def plan_format(args) -> str:
+    """validate / plan: the output format from `--format` and `--json` (`--json` is `--format json`;
+    with another --format it is a usage error)."""
+    fmt = getattr(args, "format", None)
+    if args.json and fmt not in (None, "json"):
+        raise SurgeryError(diag("SRG011", f"--json and --format {fmt} ask for two formats",
+                                hint="give one: --format json (or --json), --format table or --format mermaid"))
+    return "json" if args.json else (fmt or "table")
+
+
+def fetched_summary() -> dict:
+    """What this process fetched from the hub (surgery.hub.ledger), without importing it when no hub
+    reference was given."""
+    ledger = sys.modules.get("surgery.hub.ledger")
+    if ledger is None:
+        return {"requests": 0, "bytes": 0, "files": [], "cache_hits": 0, "hosts": []}
+    return ledger.LEDGER.summary()
+
+
+def pins_text(plan) -> str:
+    """The models' pins, for text output, when one came from the hub or its cache (a local path is
+    already named in the lines above); then what was fetched."""
+    pins = {side: getattr(plan, side).get("pin") for side in ("target", "draft")}
+    if not any(p and p.get("commit") for p in pins.values()):
+        return ""
+    lines = [f"{side}: {describe_pin(p)}" for side, p in pins.items()]
+    f = fetched_summary()
+    lines.append(f"fetched: {f['requests']} requests, {f['bytes']:,} bytes ({len(f['files'])} files; "
+                 f"{f['cache_hits']} reads from the cache)")
+    return "\n".join(lines) + "\n"
