@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .enginecard import EngineCard, Limits, card_from_data
 from .resources import data_dir, load_data
+from .diagnostics import Location
 
 CARDS = "data/engines"
 
@@ -48,6 +49,5 @@ def engine_limits(engine: str) -> Limits:
 
 def card_location(engine: str, key_path: str):
     """Where a card entry is, for diagnostics that cite engine data."""
-    from .diagnostics import Location
 
     return Location(str(data_dir() / "engines" / f"{engine}.yaml"), key_path=key_path)

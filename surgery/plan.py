@@ -13,6 +13,10 @@ from typing import Any
 from .diagnostics import ERROR, Diagnostic
 from .ops.base import Operation
 from .ops.common import compact_ranges
+from .ops.registry import UNITS
+from .render import counts, render_diagnostics
+from .engines import ENGINES, card
+from .hints import unchecked_hints
 
 PLAN_FORMAT = 1
 
@@ -37,7 +41,6 @@ class Runtime:
         if name == "backend_head_sizes":
             if not self.attention_backend:
                 return None
-            from .engines import ENGINES, card
 
             if self.engine not in ENGINES:  # an engine without a card knows no backend sizes
                 return None
@@ -121,7 +124,6 @@ class Plan:
     @property
     def unchecked_hints(self) -> list[str]:
         """The recipe's hints for this plan's engine that the engine does not check (surgery/hints.py)."""
-        from .hints import unchecked_hints
 
         return unchecked_hints(self.engine_hints, self.runtime.engine)
 
@@ -155,7 +157,6 @@ def render_table(plan: Plan, verbose: bool = False, inline_diagnostics: bool = T
     """The plan for people. First line: the verdict ([OK] / [NOT OK]) and the runtime, with how many findings there
     are. inline_diagnostics: the findings follow the plan (errors, then warnings, each once; notes with verbose;
     surgery/render.py); `surgery plan` prints them on stderr instead, as every command does."""
-    from .render import counts
 
     lines = []
     status = "OK" if plan.ok else "NOT OK"
@@ -186,7 +187,6 @@ def render_table(plan: Plan, verbose: bool = False, inline_diagnostics: bool = T
     by_step: dict[int, list[Operation]] = {}
     for o in plan.operations:
         by_step.setdefault(o.step, []).append(o)
-    from .ops.registry import UNITS
 
     for step, ops in by_step.items():
         lines.extend(UNITS[ops[0].op].render(step, ops))
@@ -204,7 +204,6 @@ def render_table(plan: Plan, verbose: bool = False, inline_diagnostics: bool = T
             lines.append(f"  not checked by {plan.runtime.engine}: {', '.join(plan.unchecked_hints)} "
                          "(recorded only; surgery/hints.py)")
     if inline_diagnostics:
-        from .render import counts, render_diagnostics
 
         block = render_diagnostics(plan.diagnostics, verbose=verbose)
         if block:

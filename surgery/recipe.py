@@ -17,6 +17,7 @@ from .resources import load_schema, recipes_dir
 from .schemacheck import Validator
 from .textfile import read_text_file
 from .yamlload import MAX_BYTES, Loaded, load_yaml_text
+from .prechecked import already_checked
 
 SUPPORTED_VERSION = 1
 RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank",
@@ -156,7 +157,6 @@ def parse_recipe_checked(text: str, file: str | None, force_schema: bool = False
 
 
 def parse_recipe(text: str, file: str | None = "<recipe>", force_schema: bool = False) -> Recipe:
-    from .prechecked import already_checked
 
     loaded = load_yaml_text(text, file)
     data = loaded.data

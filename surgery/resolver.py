@@ -24,6 +24,9 @@ from .ops.common import MATCH_CODES, compact_ranges
 from .ops.registry import UNITS
 from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
+from .recipe import load_recipe
+from .resources import shipped_recipes
+from .engines import card
 
 
 MAX_PARALLEL = 4096
@@ -78,8 +81,6 @@ UNKNOWN_RUNTIME = {"device": "--device"}
 
 @lru_cache(maxsize=1)
 def _shipped() -> tuple[Recipe, ...]:
-    from .recipe import load_recipe
-    from .resources import shipped_recipes
 
     return tuple(load_recipe(path) for path in shipped_recipes())
 
@@ -251,7 +252,6 @@ class _Resolver:
         plain name; matched as that (SRG206), so the recipe resolves on the config SGLang is given."""
         if self.runtime.engine != "sglang":
             return False
-        from .engines import card
 
         inverse = {v: k for k, v in card("sglang").wiring.eagle_draft_architectures.items()}
         f = self.draft

@@ -461,8 +461,7 @@ LAZY_MODULES = {
 }
 
 #: Files other helpers of issue 43 restructure in parallel; the lead empties this after merging them.
-LAZY_IMPORTS_PENDING = ("ops/**", "resolver.py", "recipe.py", "plan.py", "engines.py", "vllm/**", "sglang/**",
-                        "hf/**", "live/**", "applier/**")
+LAZY_IMPORTS_PENDING = ()
 
 
 def _engine_module(dotted: str) -> bool:

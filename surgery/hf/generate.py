@@ -32,6 +32,7 @@ import torch
 from ..diagnostics import SurgeryError, diag
 from . import fastdraft
 from ..live.kvrouting import publisher_key
+from ..live.paths import get_path, layers_path
 
 
 @dataclass
@@ -127,7 +128,6 @@ def check_wired(target, draft) -> None:
     if want is not None and getattr(emb, "embedding_dim", None) != want:
         raise _refuse("SRG432", f"draft input embedding has width {getattr(emb, 'embedding_dim', None)}, expected the "
                       f"target's ({want}): the draft still has its placeholder embedding (apply the recipe first)")
-    from ..live.paths import get_path, layers_path
 
     target_layers = get_path(target, layers_path("hf", target, "target"))  # also multimodal targets
     published = {publisher_key(layer.self_attn) for layer in target_layers} - {None}

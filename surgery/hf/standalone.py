@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..diagnostics import SurgeryError, diag
+from ..bytevocab import VOCAB_SIZE, encode
 
 # Draft model types that are NOT standalone: they read the target's K/V or hidden states and run in
 # our MTP loop (surgery/hf/generate.py) instead of transformers' standard assisted generation.
@@ -51,7 +52,6 @@ def prompts_for(target_dir, texts, vocab_size: int) -> tuple[list[list[int]], st
 
         tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         return [tok(t).input_ids for t in texts], f"tokenizer of {folder}"
-    from ..bytevocab import VOCAB_SIZE, encode
 
     if vocab_size < VOCAB_SIZE:
         raise SurgeryError(diag("SRG011", f"{folder} has no tokenizer and a vocabulary of {vocab_size} ids: the built-in "

@@ -15,6 +15,8 @@ as an independent reference.
 """
 
 from __future__ import annotations
+from ..pipeline import last_unshared_of_type
+from ..diagnostics import SurgeryError, diag
 
 KV_KEY_PREFIX = "surgery.kv."
 
@@ -48,7 +50,6 @@ def default_kv_sources(target_config) -> dict[str, int]:
     This is what transformers' target itself publishes under the type keys (the layer with
     ``store_full_length_kv``) and what vLLM wires assistant layers to.
     """
-    from ..pipeline import last_unshared_of_type  # the one place of this rule
 
     cfg = text_config(target_config)
     return last_unshared_of_type(list(cfg.layer_types), first_kv_shared_layer(cfg))
@@ -140,7 +141,6 @@ def published_kv(target, n_tokens: int = 3):
                      return_shared_kv_states=True, logits_to_keep=1)
     states = getattr(out, "shared_kv_states", None)
     if states is None:
-        from ..diagnostics import SurgeryError, diag
 
         raise SurgeryError(diag("SRG433", f"{type(target).__name__} returned no shared_kv_states: this transformers "
                                 "version does not publish the target's K/V the way Gemma 4 assisted generation needs"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from .context import Context
+from .paths import get_path
 
 
 def capture_holder(target: Any) -> Any | None:
@@ -50,7 +51,6 @@ class SGLangContext(Context):
 
     def own_weight(self, draft: Any, path: str) -> Any:
         """The draft's own weight at `path`: the one SGLang's wiring replaced, else the current one."""
-        from .paths import get_path
 
         return self.own_weights.get(path, getattr(get_path(draft, path), "weight", None))
 

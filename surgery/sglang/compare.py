@@ -8,10 +8,15 @@ gives the draft its own, different weights for every role (what a checkpoint wit
 random head / embedding brings: TorchSpec#38, sglang#27908's opposite)."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from . import rules
+from ..facts import read_facts
+from ..plan import Runtime
+from ..recipe import load_recipe
+from ..resolver import resolve
 
 ROLE_KEYS = {"input_embeddings": ("model.embed_tokens.weight", "embed_tokens.weight"),
              "lm_head": ("lm_head.weight",)}
@@ -61,10 +66,6 @@ def _shared(policy: str | None, has_own: bool, identical: bool) -> bool:
 
 
 def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is") -> dict:
-    from ..facts import read_facts
-    from ..plan import Runtime
-    from ..recipe import load_recipe
-    from ..resolver import resolve
 
     draft_dir, target_dir = Path(draft_dir), Path(target_dir)
     recipe = load_recipe(recipe_ref)
@@ -101,7 +102,6 @@ def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is") 
 
 def main(argv=None) -> int:
     """`python -m surgery.sglang.compare RECIPE --target T --draft D [--variant own_different]`: JSON."""
-    import argparse
 
     p = argparse.ArgumentParser(prog="python -m surgery.sglang.compare", description=__doc__.splitlines()[0])
     p.add_argument("recipe")

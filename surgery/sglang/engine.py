@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..engines import card
@@ -44,7 +45,6 @@ MAX_TOKENS = 48
 
 def plugin_registered() -> bool:
     """Whether an installed distribution already registers surgery's SGLang plugin."""
-    from importlib.metadata import entry_points
 
     return any(ep.value == PLUGIN_VALUE for ep in entry_points(group=PLUGIN_GROUP))
 

@@ -29,6 +29,7 @@ from ..engines import card
 from . import report
 from .log import get_logger
 from .selection import selected_recipe, strict
+from ..applier.core import prepare_op
 
 _MARK = "__surgery_hook__"
 RUNNER_POINT = ("sglang.srt.model_executor.model_runner", "ModelRunner", "init_attention_backends")
@@ -219,7 +220,6 @@ def after_attention_backends(runner: Any) -> None:
     if applied is None:
         _no_silent_gap(runner)
         return
-    from ..applier.core import prepare_op
 
     from ..live.sglang import capture_holder
 

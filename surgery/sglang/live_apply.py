@@ -14,6 +14,12 @@ from typing import Any
 from ..diagnostics import SurgeryError, diag
 from ..live.sglang import SGLangContext
 from .log import APPLIED, get_logger
+from ..live.paths import get_path, role_path
+from ..facts import read_facts
+from ..plan import Runtime
+from ..recipe import load_recipe
+from ..resolver import resolve
+from .. import applier  # read when called: tests wrap applier.verify_plan (tests/sglang_engine/test_hooks.py)
 
 
 @dataclass
@@ -37,7 +43,6 @@ def wiring(draft: Any, target: Any) -> dict[str, str]:
     """Where the draft's embedding and head point on the live models: `target` (the draft's weight IS
     the target's tensor), `own`, or `absent`. Read before and after the recipe: the live oracle that
     the recipe's wiring equals SGLang's own where the two must agree."""
-    from ..live.paths import get_path, role_path
 
     out = {}
     for role in ("input_embeddings", "lm_head"):
@@ -54,7 +59,6 @@ def wiring(draft: Any, target: Any) -> dict[str, str]:
 def snapshot_own_weights(draft: Any) -> dict[str, Any]:
     """Role path -> the draft's weight tensor now (before SGLang's wiring), for every role SGLang's
     init_lm_head may replace."""
-    from ..live.paths import get_path, role_path
 
     out = {}
     for role in ("input_embeddings", "lm_head"):
@@ -69,10 +73,6 @@ def snapshot_own_weights(draft: Any) -> dict[str, Any]:
 
 
 def plan_for(recipe_ref: str, draft_path: str, target_path: str):
-    from ..facts import read_facts
-    from ..plan import Runtime
-    from ..recipe import load_recipe
-    from ..resolver import resolve
 
     plan = resolve(load_recipe(recipe_ref), read_facts(draft_path), read_facts(target_path),
                    Runtime(engine="sglang"))
@@ -86,15 +86,14 @@ def apply_recipe(recipe_ref: str, draft: Any, target: Any, draft_path: str, targ
                  own_weights: dict[str, Any] | None = None, strict: bool = True) -> Applied:
     """Apply, verify, roll back on failure (then SRG501 when strict). Never leaves a wiring that
     failed its own checks in place."""
-    from ..applier import apply_plan, rollback, verify_plan
 
     plan = plan_for(recipe_ref, draft_path, target_path)
     context = SGLangContext(algorithm=algorithm, loaded_names=loaded_names, own_weights=own_weights)
     stock = wiring(draft, target)  # SGLang's own init_lm_head has run
-    report = apply_plan(plan, draft, target, context, strict=strict)
-    verification = verify_plan(plan, draft, target, context, report=report)
+    report = applier.apply_plan(plan, draft, target, context, strict=strict)
+    verification = applier.verify_plan(plan, draft, target, context, report=report)
     if not verification.ok:
-        rollback(report)
+        applier.rollback(report)
     after = wiring(draft, target)
     get_logger().info(
         APPLIED.fmt, plan.recipe, algorithm or "?",

@@ -33,6 +33,10 @@ from . import report, state
 from .log import get_logger
 from .selection import ENV_MODE, plan_from_config
 from .wiring import get_layer_maps, kv_cache_groups_of, role_module
+from ..checks.kv_scales import engine_step
+from ..checks.catalogue3 import catalogue3_findings
+from ..checks.field import field_checks, normalise_method
+from ..diagnostics import SurgeryError
 
 REPORT_FORMAT = 1
 
@@ -156,7 +160,6 @@ def own_scale_calculation(audit: Audit, proposer: Any, maps: Any) -> None:
     audit.count("calculate_kv_scales")
     if not flagged:
         return
-    from ..checks.kv_scales import engine_step
 
     cache = getattr(getattr(proposer, "vllm_config", None), "cache_config", None)
     dtype = str(getattr(cache, "cache_dtype", None) or audit.plan.runtime.kv_cache_dtype)
@@ -322,7 +325,6 @@ def engine_check_options(proposer: Any) -> CheckOptions:
 def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
     """Field checks of surgery/checks/field.py with what the engine really runs (its method), on
     the facts the plan was resolved from."""
-    from ..checks.field import field_checks
 
     options = engine_check_options(proposer)
     flags = {"hf_overrides": options.hf_overrides, "num_speculative_tokens": options.num_speculative_tokens,
@@ -331,8 +333,6 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
                           method=options.method, method_given=True,  # the engine runs it: as if given
                           max_model_len=options.max_model_len, serving_flags=flags):
         audit.findings.append(("load", d))
-    from ..checks.catalogue3 import catalogue3_findings  # the third catalogue, with the running release
-    from ..checks.field import normalise_method
     from .hooks import engine_version
 
     for d in catalogue3_findings(audit.plan, selection.recipe, selection.draft, selection.target,
@@ -387,7 +387,6 @@ def _write(audit: Audit, stage: str) -> None:
 
 
 def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
-    from ..diagnostics import SurgeryError
 
     try:
         selection = plan_from_config(proposer.vllm_config, proposer.speculative_config)

@@ -12,6 +12,7 @@ from . import engine, hooks, state
 from .ablation import rewire_hook
 from .engine import MAX_TOKENS, NUM_SPEC
 from .readout import engine_checks, live_wiring, plan_steps
+from ..bytevocab import encode
 
 
 def decode_summary(reference, outputs, counters, num_spec, reference_top=None) -> dict:
@@ -145,6 +146,5 @@ def greedy_reference_top(target, prompts, max_tokens=MAX_TOKENS, top=2):
 
 
 def prompt_ids(texts) -> list[list[int]]:
-    from ..bytevocab import encode
 
     return [encode(t) for t in texts]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import gc
 import os
 from typing import Any
+from ..diagnostics import SurgeryError
+from ..facts import read_config
+from ..modelref import engine_model
 
 NUM_SPEC = 3
 MAX_TOKENS = 48
@@ -26,8 +29,6 @@ CPU_MLA_COMPILATION = {"custom_ops": ["-rotary_embedding"]}
 
 def is_mla_folder(folder) -> bool:
     """Whether a model's config.json (folder or hub id) describes multi-head latent attention (kv_lora_rank)."""
-    from ..diagnostics import SurgeryError
-    from ..facts import read_config
 
     try:
         cfg, _ = read_config(folder)
@@ -59,7 +60,6 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
     ``head_as_model``: a speculators-format head is given as the model, as `vllm serve HEAD` does:
     vLLM detects the format and takes the target (the file's verifier), the method and k from the
     file (maybe_override_with_speculators)."""
-    from ..modelref import engine_model
 
     model, revision = engine_model(draft if head_as_model else target)  # hub ids stay ids, pinned to a commit
     kw: dict[str, Any] = dict(

@@ -29,7 +29,9 @@ engines; a server's /metrics shows them only in Prometheus multiprocess mode (do
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,7 +164,6 @@ WRAPPERS = {"__init__": _init_wrapper, "make_spec_decoding_stats": _observe_wrap
 
 
 def _scheduler_class():
-    import importlib
 
     return getattr(importlib.import_module(TARGET[0]), TARGET[1], None)
 
@@ -191,7 +192,6 @@ def install(module: str = "") -> list[str]:
 
 def uninstall() -> None:
     """Restore vLLM's scheduler methods (where vLLM imported its scheduler; nothing is imported here)."""
-    import sys
 
     module = sys.modules.get(TARGET[0])
     cls = getattr(module, TARGET[1], None) if module is not None else None

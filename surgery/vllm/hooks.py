@@ -38,6 +38,7 @@ lets the plugin say "every declared parameter is present" where vLLM decides wha
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -123,7 +124,6 @@ _import_errors: dict[str, str] = {}  # "module.Class" -> why it could not be imp
 def _import_attr(module: str, name: str):
     """The class, or None when this vLLM lacks it (an optional runner needing Triton / CUDA, or a
     release that moved it); the reason is kept for `missing_targets`, never dropped."""
-    import importlib
 
     try:
         mod = importlib.import_module(module)

@@ -8,6 +8,7 @@ from ..live.paths import get_path, layers_path
 from ..live.vllm import target_language_model
 from .ablation import role_sites
 from .wiring import role_module
+from ..ops.registry import UNITS
 
 
 def mtp_shared_heads(draft) -> dict[int, object]:
@@ -70,7 +71,6 @@ def live_wiring(proposer, target) -> dict:
 
 def plan_steps(plan) -> list[dict]:
     """One entry per recipe step of the plan: step number, op kind, role, label."""
-    from ..ops.registry import UNITS
 
     out: dict[int, dict] = {}
     for op in plan.operations:

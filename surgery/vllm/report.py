@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import state
+from ..diagnostics import diag
 
 ENV_REPORT = "SURGERY_REPORT"
 KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",
@@ -135,7 +136,6 @@ def write(data: dict, path: Path | None) -> Path | None:
     try:
         write_json_atomic(path, data)
     except OSError as exc:
-        from ..diagnostics import diag
         from .log import DIAGNOSTIC, get_logger
 
         get_logger().warning(DIAGNOSTIC.fmt, diag("SRG420", f"cannot write the report {path}: "
