@@ -20,63 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "surgery"
 TOOLS = ROOT / "tools"
-
-
-def _modules() -> dict[str, Path]:
-    """Dotted module name -> file, for the package and for tools/ (whose scripts import each other
-    by bare name, with tools/ on sys.path)."""
-    out = {}
-    for path in PKG.rglob("*.py"):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    for path in TOOLS.glob("*.py"):
-        out[path.stem] = path
-    return out
-
-
-MODULES = _modules()
-TREES = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in MODULES.items()}
-
-
-def _is_package(name: str) -> bool:
-    return MODULES[name].name == "__init__.py"
-
-
-def _resolve_from(name: str, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = name.split(".") if _is_package(name) else name.split(".")[:-1]
-    base = base[:len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def _known(dotted: str) -> str | None:
-    while dotted and dotted not in MODULES:
-        dotted = dotted.rpartition(".")[0]
-    return dotted or None
-
-
-def imports_of(name: str) -> list[tuple[str, list[str], ast.AST]]:
-    """(module imported, names taken from it, node) for every import statement in the module,
-    at any depth. `from pkg import sub` where `sub` is a module is an import of `pkg.sub`."""
-    out = []
-    for node in ast.walk(TREES[name]):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                target = _known(alias.name)
-                if target:
-                    out.append((target, [], node))
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve_from(name, node)
-            for alias in node.names:
-                sub = f"{base}.{alias.name}" if base else alias.name
-                if sub in MODULES:
-                    out.append((sub, [], node))
-                elif _known(base):
-                    out.append((_known(base), [alias.name], node))
-    return out
+sys.path.insert(0, str(TOOLS))
+import layermap  # noqa: E402  (tools/layermap.py: the one reader of surgery/data/layers.yaml and of the imports)
+from layermap import MODULES, TREES, imports_of, known_module, package_imports, rel, resolve_from  # noqa: E402
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -159,8 +105,8 @@ def private_uses() -> list[str]:
                     problems.append(f"{where}: imports {t} from {target}")
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if _known(alias.name) and alias.asname:
-                        module_aliases[alias.asname] = _known(alias.name)
+                    if known_module(alias.name) and alias.asname:
+                        module_aliases[alias.asname] = known_module(alias.name)
             elif not taken:
                 for alias in node.names:
                     module_aliases[alias.asname or alias.name] = target
@@ -183,9 +129,6 @@ def test_no_underscore_name_is_used_across_modules():
     assert not problems, "\n".join(problems)
 
 
-sys.path.insert(0, str(TOOLS))
-import layermap  # noqa: E402  (tools/layermap.py: the one reader of surgery/data/layers.yaml)
-
 TABLE = layermap.load()
 
 
@@ -193,23 +136,6 @@ def engine_names() -> tuple[str, ...]:
     from surgery.engines import ENGINES
 
     return ENGINES
-
-
-def _rel(name: str) -> str:
-    """A package module's path under surgery/, as the layer table spells it."""
-    return MODULES[name].relative_to(PKG).as_posix()
-
-
-def _package_imports() -> list[tuple[str, str, int]]:
-    """(importer, imported, line) for every import between two package modules, at any depth."""
-    out = []
-    for name in MODULES:
-        if not name.startswith("surgery"):
-            continue
-        for target, _, node in imports_of(name):
-            if target != name and target.startswith("surgery"):
-                out.append((_rel(name), _rel(target), node.lineno))
-    return out
 
 
 def test_every_module_has_a_layer():
@@ -234,7 +160,7 @@ def test_the_layer_table_is_well_formed():
 def upward_imports(table: dict = TABLE, imports: list | None = None) -> list[tuple[str, str, int]]:
     """Imports from a module to one of a higher layer, the allowed ones included."""
     out = []
-    for a, b, line in (_package_imports() if imports is None else imports):
+    for a, b, line in (package_imports() if imports is None else imports):
         la, lb = layermap.place(a, table), layermap.place(b, table)
         if la and lb and lb["layer"] > la["layer"]:
             out.append((a, b, line))
@@ -259,7 +185,7 @@ def test_forbidden_imports_within_the_allowed_direction():
     """What the order allows but the design does not (the kernel knows no op; engine integrations do
     not import each other; a performer knows no registry)."""
     problems = []
-    for a, b, line in _package_imports():
+    for a, b, line in package_imports():
         for rule in TABLE["forbidden"]:
             if layermap.any_match(rule["from"], a) and layermap.any_match(rule["to"], b):
                 problems.append(f"surgery/{a}:{line} imports surgery/{b}: {rule['why']}")
@@ -274,7 +200,7 @@ def room(rel: str) -> str:
 
 def folder_cycles(imports: list | None = None) -> list[list[str]]:
     graph: dict[str, set[str]] = {}
-    for a, b, _ in (_package_imports() if imports is None else imports):
+    for a, b, _ in (package_imports() if imports is None else imports):
         graph.setdefault(room(a), set())
         graph.setdefault(room(b), set())
         if room(a) != room(b):
@@ -309,7 +235,7 @@ def test_the_layer_checks_find_what_they_look_for():
 
 
 @pytest.mark.parametrize("kind", sorted(m.split(".")[2] for m in MODULES if m.count(".") == 2
-                                        and m.startswith("surgery.ops.") and _is_package(m)))
+                                        and m.startswith("surgery.ops.") and layermap.is_package(m)))
 def test_each_op_kind_is_one_folder_with_its_performers(kind):
     """Spec, expansion, checks and rendering in the package; a performer per engine that performs it."""
     from surgery.engines import ENGINES
@@ -460,10 +386,6 @@ LAZY_MODULES = {
                               "`surgery validate` without it (commands/checks.py)",
 }
 
-#: Files other helpers of issue 43 restructure in parallel; the lead empties this after merging them.
-LAZY_IMPORTS_PENDING = ()
-
-
 def _engine_module(dotted: str) -> bool:
     """A module of ours named for an engine: surgery/<engine>/..., a performer surgery/ops/<kind>/<engine>.py
     (the registry finds those by module name) or an engine context surgery/live/<engine>.py."""
@@ -482,7 +404,7 @@ def _imported_names(name: str, node: ast.AST) -> list[str]:
     module of ours, else `pkg`."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
-    base = _resolve_from(name, node)
+    base = resolve_from(name, node)
     return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
 
 
@@ -516,12 +438,8 @@ def test_imports_inside_functions_only_for_heavy_dependencies_and_engine_modules
     Every other import goes to the top of its module: a light internal import hidden in a function hides
     the module's real dependencies (and once hid cycles, which test_layers_import_downwards_only now
     forbids at any depth). A command's handler is found by name (cli.COMMANDS, "module:function") and an
-    op's performer by the registry: neither is an import statement. LAZY_IMPORTS_PENDING: files under
-    restructuring by other changes of issue 43, skipped until they land."""
-    pending = [rel for rel in layermap.package_files()
-               if any(layermap.matches(k.removesuffix("**"), rel) for k in LAZY_IMPORTS_PENDING)]
-    found = [f"surgery/{_rel(name)}:{line} imports {what}" for name, line, what in function_imports(TREES)
-             if _rel(name) not in pending]
+    op's performer by the registry: neither is an import statement."""
+    found = [f"surgery/{rel(name)}:{line} imports {what}" for name, line, what in function_imports(TREES)]
     assert not found, "imports inside functions (move them to the module's top):\n" + "\n".join(found)
 
 
@@ -551,3 +469,24 @@ def test_every_cli_command_resolves_to_its_handler():
     for command, entry in COMMANDS.items():
         module, _, function = entry.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), command
+
+
+def test_the_generated_diagram_shows_every_layer_in_order():
+    """docs/architecture.md's picture of the layers (tools/gen_docs.py; test_docs_generated holds it to the
+    table) is a flowchart in the subset the plan renderer writes, with one box per layer, highest first,
+    each naming the table's keys, and an import matrix with nothing above its diagonal."""
+    from test_plan_mermaid import check_flowchart
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    chart = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    nodes, edges = check_flowchart(chart)
+    order = [e["layer"] for e in sorted(TABLE["layers"], key=lambda e: -e["layer"])]
+    assert nodes == {f"L{n}" for n in order}
+    assert edges == [(f"L{a}", f"L{b}") for a, b in zip(order, order[1:])]
+    for entry in TABLE["layers"]:
+        assert ", ".join(entry["modules"]) in chart
+    matrix = [line for line in text.split("\n") if line.startswith("| **")]
+    assert len(matrix) == len(order)
+    for i, line in enumerate(matrix):
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        assert cells[i] == "·" and not any(cells[:i]), f"an upward import in the matrix: {line}"

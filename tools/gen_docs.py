@@ -473,8 +473,26 @@ def layers_markdown() -> str:
             "Forbidden although the order allows them:", ""]
     out += [f"- {', '.join(f'`{k}`' for k in r['from'])} -> {', '.join(f'`{k}`' for k in r['to'])}: {r['why']}"
             for r in table["forbidden"]]
-    out += ["", LAYERS_END]
+    out += ["", *layers_diagram(lm, table), "", LAYERS_END]
     return "\n".join(out)
+
+
+def layers_diagram(lm, table: dict) -> list[str]:
+    """The layers as a picture (a mermaid column, highest on top, each box with its folders and
+    top-level modules) and the imports between them, counted from the code (tools/layermap.py): a
+    matrix whose cells above the diagonal, the upward imports, must stay empty."""
+    order = sorted(table["layers"], key=lambda e: -e["layer"])
+    out = ["```mermaid", "flowchart TB"]
+    for entry in order:  # each box names its modules as the table's keys do (`ops/*/*.py`: the performers)
+        out.append(f'  L{entry["layer"]}["{entry["layer"]} {entry["name"]}<br/>{", ".join(entry["modules"])}"]')
+    out += [f'  L{a["layer"]} -->|"above"| L{b["layer"]}' for a, b in zip(order, order[1:])]
+    out += ["```", "", "Imports between layers, counted from the code (row: the importing layer; column: the imported "
+            "one; imports inside functions included). Nothing above the diagonal: no layer imports a higher one.", ""]
+    edges, numbers = lm.layer_edges(table), [e["layer"] for e in order]
+    out += ["| imports | " + " | ".join(map(str, numbers)) + " |", "|---" * (len(numbers) + 1) + "|"]
+    for a in numbers:
+        out.append(f"| **{a}** | " + " | ".join(str(edges.get((a, b), "")) if a != b else "·" for b in numbers) + " |")
+    return out
 
 
 def architecture_markdown() -> str:
