@@ -49,23 +49,25 @@ def cmd_recipes(args, out) -> int:
         name = m.get("method") if "speculators_model_type" not in m else \
             f"speculators {m['speculators_model_type']} (method {m['method']}" + \
             (", parallel drafting" if m["parallel_drafting"] else "") + ")"
-        said = ", ".join(m["covered_by"]) if m["covered_by"] else \
-            f"not covered: {m['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
-        out.write(f"  {name}: {said}\n")
+        out.write(f"  {name}: {coverage_said(m)}\n")
     archs = methods["block_draft_architectures"]
     out.write(f"block / parallel drafter architectures in vLLM's registry: {methods['block_architectures_covered']} of "
               f"{len(archs)} listed by a shipped recipe\n")
     for a in archs:
-        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
-            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
-        out.write(f"  {a['architecture']} ({a['module']}): {said}\n")
+        out.write(f"  {a['architecture']} ({a['module']}): {coverage_said(a)}\n")
     drafts = methods["draft_architectures"]
     out.write(f"draft architectures vLLM's registry loads with method eagle / eagle3 / dflash: "
               f"{sum(1 for a in drafts if a['covered_by'])} of {len(drafts)} listed by a recipe of that method\n")
     for a in drafts:
-        said = ", ".join(a["covered_by"]) if a["covered_by"] else \
-            f"not covered: {a['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
+        said = coverage_said(a)
         plain = [w for w in a["written_as"] if w != a["architecture"]]
         out.write(f"  {a['architecture']} (method {a['method']}" + (f"; written {', '.join(plain)}" if plain else "") +
                   f"): {said}\n")
     return EXIT_OK
+
+
+def coverage_said(row: dict) -> str:
+    """What covers a method or architecture row: its shipped recipes, else why none does."""
+    if row["covered_by"]:
+        return ", ".join(row["covered_by"])
+    return f"not covered: {row['unsupported'] or 'NO RECIPE AND NOT LISTED AS UNSUPPORTED'}"
