@@ -147,3 +147,36 @@ def test_the_scale_lifecycle_changes_go_through_the_mutation_layer(stand_in_atte
     assert len(st.mutations) - before - refreshed == st.kv_scales_fix["recopied"] > 0
     state.rollback(proposer)
     assert not st.mutations and all(m.obj._k_scale_float != 0.5 for m in floats)
+
+
+def test_only_the_state_writes_its_fields():
+    """Each hook stage records through a PluginState method (`loaded`, `kv_bound`, `warmed_up`,
+    `guard_started`, ...): no other module of the vLLM integration assigns a state field itself, so
+    what a stage leaves is written in one place. Found by reading the code: `st.<field> = ...` or
+    `state.of(x).<field> = ...` anywhere but surgery/vllm/state.py."""
+    import ast
+    from dataclasses import fields
+    from pathlib import Path
+
+    names = {f.name for f in fields(state.PluginState)}
+    root = Path(state.__file__).resolve().parent
+
+    def state_call(node) -> bool:  # state.of(x) / state.get(x)
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("of", "get") \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "state"
+
+    found = []
+    for path in sorted(root.glob("*.py")):
+        if path.name == "state.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        holders = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and state_call(n.value)
+                   for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in (e for tgt in targets for e in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])):
+                if isinstance(t, ast.Attribute) and t.attr in names and (
+                        state_call(t.value) or isinstance(t.value, ast.Name) and t.value.id in holders):
+                    found.append(f"{path.name}:{node.lineno} assigns .{t.attr}")
+    assert not found, "\n".join(found)

@@ -417,7 +417,7 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
         audit.na("after_load", f"{type(exc).__name__}: {exc}")
     config_findings(audit, proposer, selection)
     st = state.of(proposer)
-    st.audit, st.audit_target = audit, target_model
+    st.audit_started(audit, target_model)
     _log(audit, "load")
     _write(audit, "load")
     return audit

@@ -106,7 +106,7 @@ def _init_wrapper(orig):
         orig(self, *args, **kwargs)
         st = state.of(self)
         if st.guard is None:  # a subclass's __init__ calling super() sets it up once
-            st.guard = build(self.vllm_config)
+            st.guard_started(build(self.vllm_config))
 
     setattr(__init__, _MARK, orig)
     return __init__

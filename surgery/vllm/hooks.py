@@ -184,7 +184,7 @@ def _make_load_model_wrapper(orig: Callable[..., Any]) -> Callable[..., Any]:
         outermost = _enter("load", self) == 1
         try:
             if outermost:
-                state.of(self).target_model = target_model
+                state.of(self).load_started(target_model)
                 for cb in list(_callbacks["before"]):
                     cb(self, target_model)
             result = orig(self, target_model, *args, **kwargs)

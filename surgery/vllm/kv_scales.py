@@ -156,7 +156,7 @@ def loaded(st: state.PluginState, findings: list[Diagnostic], draft: Any) -> Non
     """After a verified apply: with the fix selected (SRG517 among `findings`) the draft layers stop
     their own calculation; the record goes on `st.kv_scales_fix`."""
     if any(d.code == "SRG517" for d in findings):
-        st.kv_scales_fix = stop_own_calculation(st.plan, draft, st.target_lm, st)
+        st.kv_scales_fixed(stop_own_calculation(st.plan, draft, st.target_lm, st))
 
 
 # --------------------------------------------------------------------------- 3. reloaded
@@ -205,7 +205,7 @@ def follow_target(proposer: Any) -> dict:
     fix["targets_calculated"] = not pending
     fix["targets_not_calculated"] = sorted(set(pending))
     fix["recopied"] = refresh(proposer)
-    st.kv_scales_fix = fix
+    st.kv_scales_fixed(fix)
     return fix
 
 

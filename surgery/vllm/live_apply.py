@@ -100,7 +100,7 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
         raise SurgeryError([d for d in scale_findings if d.severity == "error"])
     info = load_info(proposer.vllm_config)
     st = state.of(proposer)
-    st.load_info = info
+    st.load_format(info)
     context = st.engine_context(proposer)  # built once; every later stage uses it
     report = applier.apply_plan(plan, draft, target_lm, context, strict=is_strict)
     t0 = time.perf_counter()
@@ -199,7 +199,7 @@ def after_kv_cache_bound(runner: Any, kv_cache_config: Any, is_profiling: bool) 
 def after_weights_reloaded(runner: Any) -> None:
     proposer = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
     if proposer is not None:
-        state.of(proposer).reloaded = True
+        state.of(proposer).weights_reloaded()
         n = kv_scales.refresh(proposer)
         if n:
             get_logger().info(REFRESHED.fmt, n)
@@ -301,4 +301,4 @@ def after_dummy_weights(model: Any) -> None:
     if flags:
         st = state.of(model)
         st.change(changes)  # reversible: a rollback puts vLLM's own flags back
-        st.dummy_load = flags
+        st.dummy_loaded(flags)

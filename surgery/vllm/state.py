@@ -61,19 +61,50 @@ class PluginState:
     mutations: list[Mutation] = field(default_factory=list, repr=False)
 
     # ------------------------------------------------------------------ one method per hook stage
+    # Every field is written through these, in hook order (tests/test_plugin_state.py checks no other
+    # module assigns one), so what each stage leaves behind is read here, not searched for.
+    def load_started(self, target_model: Any) -> None:
+        """The wrapped load_model was entered (before any callback): the target it was given."""
+        self.target_model = target_model
+
+    def load_format(self, info: dict) -> None:
+        """How vLLM loads the draft (load format, what "has own weights" is answered from), known before
+        the apply: the engine context reads it."""
+        self.load_info = info
+
+    def dummy_loaded(self, flags: dict) -> None:
+        """On the draft model under `load_format="dummy"`: the has-own flags set (through `change`)."""
+        self.dummy_load = flags
+
     def loaded(self, plan: Any, report: Any, verification: Any, target_lm: Any, hint_problems: list,
                load_info: dict, load_values: dict | None) -> None:
         """Record the draft-loaded stage."""
         self.plan, self.report, self.verification, self.target_lm = plan, report, verification, target_lm
         self.hint_problems, self.load_info, self.load_values = list(hint_problems), load_info, load_values
 
+    def kv_scales_fixed(self, fix: dict | None) -> None:
+        """The calculate_kv_scales fix (SRG517): what was stopped at load, recopied at warm-up."""
+        self.kv_scales_fix = fix
+
     def kv_bound(self, checks: list) -> None:
         """Record the KV-cache-bound stage's checks."""
         self.kv_checks = checks
 
+    def weights_reloaded(self) -> None:
+        """vLLM reloaded the weights (the copied values were refreshed)."""
+        self.reloaded = True
+
     def warmed_up(self, record: dict) -> None:
         """Record the warmed-up stage."""
         self.warmed = record
+
+    def audit_started(self, audit: Any, target_model: Any) -> None:
+        """Audit mode: the Audit and the target model it observes."""
+        self.audit, self.audit_target = audit, target_model
+
+    def guard_started(self, run: Any) -> None:
+        """On the scheduler: the acceptance guard's GuardRun, built once at its __init__."""
+        self.guard = run
 
     # ------------------------------------------------------------------ the engine context
     def engine_context(self, proposer: Any) -> VLLMContext:
