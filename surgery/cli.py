@@ -11,7 +11,6 @@ from typing import Sequence
 from .commands import load_entry
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 from .engines import ENGINES
-from .extras import from_import_error
 from .render import counts, render_diagnostics
 from .version import __version__
 
@@ -382,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except ImportError as exc:  # an optional dependency missing deeper down than `require` looks (SRG070 / SRG071)
         command = " ".join(a for a in given[:2] if not a.startswith("-")) or "surgery"
+        from .extras import from_import_error  # the error path only (tests/test_architecture.py LAZY_MODULES)
+
         found = from_import_error(exc, command)
         if found is None:
             raise

@@ -1,24 +1,24 @@
 """Engine cards as typed models: what `surgery/data/engines/<engine>.yaml` may hold, one immutable
-dataclass per section (`Model` says why not `frozen=True`), and the card's JSON Schema made from them.
+record per section (surgery/records.py says why not a frozen dataclass); their JSON Schema is
+surgery/enginecard_schema.py.
 
 Why typed: code reads a card through attributes (`card("vllm").limits.cuda_dtypes`), so a section
 no model declares cannot be read anywhere. A key the models do not know is therefore refused when
 the card is loaded (a card entry no code reads is a silent gap), and so is a missing required key
 or a value of the wrong type, each with the card file and the key path. The loader is plain Python
 (no jsonschema: `surgery validate` reads cards at cold start); `schemas/engine-card.schema.json`
-is `card_schema()` written out by tools/gen_docs.py, for editors and for tests/test_engine_card.py,
-which validates the shipped cards with jsonschema against it.
+is generated from the same models (surgery/enginecard_schema.py) and checked against the shipped
+cards by tests/test_engine_card.py.
 """
 from __future__ import annotations
 
-import json
 import types
 from collections.abc import Mapping
-from dataclasses import MISSING, FrozenInstanceError, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, field, fields, is_dataclass
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-SCHEMA_FILE = "engine-card.schema.json"
-SCHEMA_ID = f"https://spec-surgery.dev/schemas/{SCHEMA_FILE}"
+from .records import Record, record
+
 Paths = tuple[str, ...]
 
 
@@ -35,51 +35,10 @@ def empty() -> Mapping:
     return types.MappingProxyType({})
 
 
-class Model:
-    """What every card model shares: a keyword `__init__`, immutability (`FrozenInstanceError`, as a
-    frozen dataclass raises), `__repr__`, `__eq__` and `__hash__`, all over the dataclass fields. The
-    models are `dataclass(init=False, repr=False, eq=False)` with these instead of `frozen=True`
-    because a dataclass compiles its own copy of each of those methods per class: about 4 ms, 0.3 ms
-    this way, each time `surgery validate` starts (bench/cold_start.py)."""
-
-    def __init__(self, **values: Any) -> None:
-        for f in fields(self):
-            if f.name in values:
-                value = values.pop(f.name)
-            elif f.default is not MISSING:
-                value = f.default
-            elif f.default_factory is not MISSING:
-                value = f.default_factory()
-            else:
-                raise TypeError(f"{type(self).__name__}() missing {f.name!r}")
-            object.__setattr__(self, f.name, value)
-        if values:
-            raise TypeError(f"{type(self).__name__}() got unknown {', '.join(map(repr, values))}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.field_values() == other.field_values()
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.field_values()))
-
-    def field_values(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self))
 
 
-model = dataclass(init=False, repr=False, eq=False)
-
-
-@model
-class RolePaths(Model):
+@record
+class RolePaths(Record):
     """One role's candidate module paths on each side, tried in order (the first that exists on the
     live model is used; `{i}` is filled with the op's layer). A plain list in the card is both sides'."""
 
@@ -101,24 +60,24 @@ class RolePaths(Model):
         return any("{i}" in c for c in self.draft + self.target)
 
 
-@model
-class Release(Model):
+@record
+class Release(Record):
     """A release whose source was read against the card."""
 
     device: Literal["cpu", "cuda"] = doc("the device this release is for")
     torch: str = doc("the torch version the release pins")
 
 
-@model
-class ArchitectureKeep(Model):
+@record
+class ArchitectureKeep(Record):
     """Architecture names the engine keeps as they are."""
 
     startswith: Paths = doc("a name starting with one of these is kept", ())
     endswith: Paths = doc("a name ending with one of these is kept", ())
 
 
-@model
-class ArchitectureRewrite(Model):
+@record
+class ArchitectureRewrite(Record):
     """How the engine renames a draft config's `architectures` for one method."""
 
     prefix: str = doc("put in front of a name that is not kept")
@@ -126,8 +85,8 @@ class ArchitectureRewrite(Model):
     keep_names: Paths = doc("names kept as they are", ())
 
 
-@model
-class Wiring(Model):
+@record
+class Wiring(Record):
     """The engine's own wiring of a draft at load, with no recipe (SGLang)."""
 
     draft_load_points: tuple[tuple[str, str, str], ...] = doc(
@@ -143,8 +102,8 @@ class Wiring(Model):
         "plain architecture -> the engine's EAGLE-1 class it is served as", factory=empty)
 
 
-@model
-class Limits(Model):
+@record
+class Limits(Record):
     """What the engine cannot do under some runtimes, measured on real engines."""
 
     speculative_pp_fails_on_devices: Paths = doc("devices where speculative decoding under pipeline "
@@ -155,8 +114,8 @@ class Limits(Model):
     cuda_dtypes: Paths = doc("the dtypes a CUDA engine runs in, the default first (SRG367)", ())
 
 
-@model
-class EngineCard(Model):
+@record
+class EngineCard(Record):
     """Everything engine-specific that is not code: module paths per role, load-time flags, speculative
     methods, attention backends, the engine's own wiring, measured limits, the releases run."""
 
@@ -280,54 +239,3 @@ def describe(tp: Any) -> str:
     if origin is Literal:
         return " or ".join(map(repr, get_args(tp)))
     return {str: "a string", int: "an integer", bool: "true or false", type(None): "null"}.get(tp, str(tp))
-
-
-# ------------------------------------------------------------------ the JSON Schema
-def card_schema() -> dict:
-    """The JSON Schema (draft 2020-12) of a card file, generated from the models above."""
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
-              "title": "spec-surgery engine card"}
-    return {**schema, **schema_of(EngineCard)}
-
-
-def card_schema_text() -> str:
-    """schemas/engine-card.schema.json as tools/gen_docs.py writes it."""
-    return json.dumps(card_schema(), indent=2) + "\n"
-
-
-def schema_of(tp: Any, meta: Mapping = types.MappingProxyType({})) -> dict:
-    if is_dataclass(tp):
-        return dataclass_schema(tp)
-    origin, args = get_origin(tp), get_args(tp)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        options = [schema_of(a) for a in args if a is not type(None)]
-        either = options[0] if len(options) == 1 else {"anyOf": options}
-        return {"anyOf": [either, {"type": "null"}]} if type(None) in args else either
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        return {"type": "array", "items": schema_of(args[0])}
-    if origin is tuple:
-        return {"type": "array", "prefixItems": [schema_of(a) for a in args], "items": False,
-                "minItems": len(args), "maxItems": len(args)}
-    if origin is Mapping:
-        out = {"type": "object", "additionalProperties": schema_of(args[1])}
-        return {**out, "required": list(meta["required_keys"])} if meta.get("required_keys") else out
-    return {"type": {str: "string", int: "integer", bool: "boolean"}[tp]}
-
-
-def dataclass_schema(cls: type) -> dict:
-    hints = get_type_hints(cls)
-    props = {f.name: {"description": f.metadata["doc"], **without_description(schema_of(hints[f.name], f.metadata))}
-             for f in fields(cls)}
-    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-    out = {"type": "object", "description": " ".join(cls.__doc__.split()), "properties": props,
-           "required": required, "additionalProperties": False}
-    short = getattr(cls, "SHORT_FORM", None)
-    return out if short is None else {"description": out["description"],
-                                      "oneOf": [schema_of(short), without_description(out)]}
-
-
-def without_description(schema: dict) -> dict:
-    """A nested schema under a field: the field's own description says what it is there."""
-    return {k: v for k, v in schema.items() if k != "description"}

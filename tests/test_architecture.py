@@ -384,6 +384,9 @@ LAZY_MODULES = {
                    "test_local_paths_import_no_hub_client holds local paths to that",
     "surgery.checks.weights": "--weights only: the safetensors header reader (threading, array) stays out of "
                               "`surgery validate` without it (commands/checks.py)",
+    "surgery.mermaid": "`surgery plan --format mermaid` only: compiling the renderer cost `surgery validate` ~1.4 ms "
+                       "of its cold start (bench/cold_start.py, plain column)",
+    "surgery.extras": "read only when an ImportError reaches cli.main (SRG070 / SRG071): ~0.5 ms of every start",
 }
 
 def _engine_module(dotted: str) -> bool:

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from surgery import enginecard
-from surgery.enginecard import CardError, EngineCard, RolePaths, card_from_data, card_schema, card_schema_text
+from surgery.enginecard import CardError, EngineCard, RolePaths, card_from_data
+from surgery.enginecard_schema import SCHEMA_FILE, card_schema, card_schema_text
 from surgery.engines import ENGINES, card, card_file
 from surgery.resources import load_data
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_PATH = ROOT / "schemas" / enginecard.SCHEMA_FILE
+SCHEMA_PATH = ROOT / "schemas" / SCHEMA_FILE
 
 
 def raw(engine: str) -> dict:
@@ -55,7 +56,7 @@ def test_a_shipped_card_loads_into_typed_models_once(engine):
 
 
 def test_the_models_are_dataclasses_with_keyword_construction():
-    """The shared Model base stands in for dataclass's per-class methods (cold start): same behaviour."""
+    """The shared Record base (surgery/records.py) stands in for dataclass's per-class methods (cold start): same behaviour."""
     assert enginecard.Limits(cuda_dtypes=("bfloat16",)) == enginecard.Limits(cuda_dtypes=("bfloat16",))
     assert enginecard.Limits() != enginecard.Limits(cuda_dtypes=("bfloat16",))
     assert hash(enginecard.Limits()) == hash(enginecard.Limits())

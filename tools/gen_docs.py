@@ -15,7 +15,7 @@
                             table between its `methods` markers), from the shipped
                            recipes, surgery/data/vllm_mtp_rewrites.yaml, surgery/data/unsupported.yaml
                            and the configs under tests/data/configs (no engine import);
-- schemas/engine-card.schema.json  from the engine-card models (surgery/enginecard.py `card_schema`).
+- schemas/engine-card.schema.json  from the engine-card models (surgery/enginecard_schema.py `card_schema`).
 
     python tools/gen_docs.py           # rewrite both files
     python tools/gen_docs.py --check   # exit 1 (and say which) when a committed file differs
@@ -560,7 +560,7 @@ def generated() -> dict[Path, str]:
 
 
 def engine_card_schema() -> str:
-    from surgery.enginecard import card_schema_text
+    from surgery.enginecard_schema import card_schema_text
 
     return card_schema_text()
 

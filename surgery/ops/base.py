@@ -17,6 +17,8 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Callable, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
+from ..records import Record, record
+
 # the codes a recipe step (and a `requires:` entry) may name for itself: the plan-check range and the
 # recipe-defined requirement codes (surgery/data/codes.yaml)
 RECIPE_CODE_PATTERN = "^SRG(3[0-9]{2}|67[2-9]|68[1-4])$"
@@ -40,8 +42,8 @@ def key_of(f) -> str:
     return f.metadata.get("key") or f.name
 
 
-@dataclass(frozen=True, kw_only=True)
-class Args:
+@record
+class Args(Record):
     """A typed mapping of a recipe: the keys a recipe may give, one field each (`arg`), with the
     mapping's own description and examples (`HELP`, `EXAMPLES`). Built from the recipe's data after
     the schema check passed it, so the data has the shape the fields say."""
@@ -98,7 +100,7 @@ def _typed(value: Any, items: type | None) -> Any:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Step(Args):
     """The fields every recipe step has, whatever its op: when it runs and what happens when it does not
     (the op's own fields come from its step class, `surgery/ops/<kind>/__init__.py`)."""
@@ -118,8 +120,8 @@ class Step(Args):
                            "for warn, SRG320 for skip).", ["SRG311"], default=None, pattern=RECIPE_CODE_PATTERN)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Operation:
+@record
+class Operation(Record):
     """Fields every concrete operation carries. `otherwise` is the recipe step's explicit
     `otherwise:` (None when the recipe leaves it out): besides a false `when`, it also decides
     what happens when the selected engine cannot perform the operation (None: an error)."""

@@ -18,6 +18,7 @@ from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
 from surgery.live.prepared import NotApplicable  # noqa: E402
 from surgery.live.sglang import SGLangContext  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
+from surgery.records import Record  # noqa: E402
 from surgery.ops.registry import UNITS, implemented, performer, performer_module, register  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
 from surgery.ops.copy_attrs import CopyAttr  # noqa: E402
@@ -75,7 +76,7 @@ def test_registration_refuses_a_spec_that_does_not_say_what_it_decides(decides):
     """Issue 48: the plan's contradiction check (SRG125 / SRG126) reads what each kind decides from
     its spec's DECIDES; a kind that declares none, or keys on a field it lacks or on a bookkeeping
     field (`map`, a name only), is refused when registered, not skipped by the check."""
-    spec = dataclasses.make_dataclass("S", [], bases=(ShareKV,), frozen=True,
+    spec = dataclasses.make_dataclass("S", [], bases=(ShareKV,), init=False, repr=False, eq=False,  # a record
                                       namespace={"kind": "decides_test", "DECIDES": decides})
     unit = dataclasses.replace(UNITS["share_kv"], kind="decides_test", spec=spec,
                                refused_by={e: "a refusal for the test" for e in ENGINES})
@@ -92,7 +93,9 @@ def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
     keys = set(schema["$defs"]["op"]["properties"])  # an op is a mapping with exactly one of these keys
     assert keys == set(UNITS) == {u.kind for u in UNITS.values()}
     for unit in UNITS.values():
-        assert dataclasses.is_dataclass(unit.spec) and unit.spec.__dataclass_params__.frozen
+        # immutable: a record (surgery/records.py) whose assignment raises FrozenInstanceError, not overridden
+        assert dataclasses.is_dataclass(unit.spec) and issubclass(unit.spec, Record)
+        assert unit.spec.__setattr__ is Record.__setattr__ and unit.step_class.__setattr__ is Record.__setattr__
         assert unit.spec.kind == unit.kind
 
 

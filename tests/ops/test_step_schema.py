@@ -18,6 +18,7 @@ from surgery import Runtime, facts_from_config, load_recipe, parse_recipe, resol
 from surgery.facts import read_config
 from surgery.ops.base import Args, Step, arg, key_of, typed_fields
 from surgery.ops.registry import UNITS, register
+from surgery.records import record
 from surgery.ops.schema import field_problems, op_schema, type_schema
 from surgery.resources import shipped_recipes
 
@@ -44,7 +45,7 @@ def test_every_step_field_has_a_description_and_examples(kind):
 
 
 def test_the_field_check_finds_a_field_without_description():
-    @dataclasses.dataclass(frozen=True, kw_only=True)
+    @record
     class Bare(Step):
         HELP = "a made-up op"
         EXAMPLES = [{"x": "y"}]

@@ -1,14 +1,14 @@
 """capture_hidden_states: the target returns the hidden states of a layer set (EAGLE-3 auxiliary layers)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ...engines import ENGINES, card
+from ...records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CaptureHiddenStatesStep(Step):
     HELP = ("The target returns the hidden states of these layers (EAGLE-3 auxiliary hidden states) to the draft; "
             "layer id k is the input of target layer k (vLLM's `aux_hidden_state_layers` semantics).")
@@ -18,7 +18,7 @@ class CaptureHiddenStatesStep(Step):
                                 "states of its layer ids, all in one operation.")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CaptureHiddenStates(Operation):
     kind = "capture_hidden_states"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set",)

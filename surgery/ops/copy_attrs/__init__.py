@@ -1,16 +1,16 @@
 """copy_attrs: per mapped layer pair, copy attention attributes (KV-cache scales) from target to draft."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from ...records import record
 from ..base import NAME_PATTERN, Args, Operation, OpUnit, Step, arg
 from ..common import group_by_target, map_arg, step_fields
 
 Mode = Literal["clone_keep_registration", "assign", "copy_inplace"]  # what `vllm.py` performs
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CopyRule(Args):
     HELP = "One group of attributes copied the same way."
     EXAMPLES = [{"attrs": ["_k_scale_cpu"], "mode": "copy_inplace"}]
@@ -22,7 +22,7 @@ class CopyRule(Args):
                      "into the draft's existing tensor.", ["assign"])
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CopyAttrsStep(Step):
     HELP = ("Copy attributes (e.g. KV-cache quantisation scales) from each mapped target attention layer onto its "
             "draft layer.")
@@ -33,7 +33,7 @@ class CopyAttrsStep(Step):
                                       [[{"attrs": ["_k_scale_float"], "mode": "assign"}]], minItems=1, maxItems=32)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CopyAttr(Operation):
     kind = "copy_attrs"
     BOOKKEEPING = Operation.BOOKKEEPING + ("map",)

@@ -4,18 +4,18 @@ Here: the step (what a recipe gives it), the spec, expansion, rendering, and `mu
 the same for every engine); `hf.py`, `vllm.py`: the performers. No engine refuses it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from ...diagnostics import SurgeryError, diag
 from ...live.prepared import Check, NotApplicable
+from ...records import record
 from ..base import Operation, OpUnit, Step, arg
 from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
 
 Tie = Literal["draft_embeddings", "none"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class KeepStep(Step):
     HELP = ("Declare that the draft keeps its own module for a role (recorded in the plan and verified: not replaced "
             "by the target's).")
@@ -30,7 +30,7 @@ class KeepStep(Step):
     layers: str | None = layer_set_arg(["mtp_layers"], default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Keep(Operation):
     kind = "keep"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set",)

@@ -1,16 +1,16 @@
 """share_buffer: draft modules use the target's object for a named attribute (e.g. DeepSeek V3.2 top-k buffer)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from ...records import record
 from ..base import NAME_PATTERN, Operation, OpUnit, Step, arg
 from ..common import step_fields
 
 Scope = Literal["all_modules", "model"]  # model: the draft's inner model | all_modules: that and every submodule holding attr
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareBufferStep(Step):
     HELP = ("Alias a target buffer onto the draft: every draft module that holds the attribute gets the target "
             "model's object (e.g. DeepSeek V3.2's `topk_indices_buffer`).")
@@ -22,7 +22,7 @@ class ShareBufferStep(Step):
                        "draft's inner model only.", ["all_modules"], default="all_modules")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareBuffer(Operation):
     kind = "share_buffer"
     BOOKKEEPING = Operation.BOOKKEEPING + ("source",)

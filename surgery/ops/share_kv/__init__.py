@@ -5,14 +5,14 @@ steps read (`check_recipe`: the target layer writes KV of its own, splits over t
 and lives on the draft's pipeline stage); `hf.py`, `vllm.py`: the performers."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ...pipeline import pp_layer_range, stage_of_layer
+from ...records import record
 from ..base import Operation, OpUnit, Step
 from ..common import compact_ranges, group_by_target, map_arg, step_fields
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareKVStep(Step):
     HELP = "Each mapped draft attention layer reads the KV cache of its target layer (no KV of its own)."
     EXAMPLES = [{"map": "kv_source"}]
@@ -20,7 +20,7 @@ class ShareKVStep(Step):
     map: str = map_arg()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareKV(Operation):
     kind = "share_kv"
     BOOKKEEPING = Operation.BOOKKEEPING + ("map",)  # the map's name; its rows are draft/target_layer

@@ -11,17 +11,17 @@ No engine refuses it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from ...engines import ENGINES, card
+from ...records import record
 from ..base import Operation, OpUnit, Step, arg
 from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
 
 Policy = Literal["share", "share_if_identical", "keep"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareModuleStep(Step):
     HELP = "Replace a draft module (by role) with the target's module object (no copy)."
     EXAMPLES = [{"role": "input_embeddings", "from": "target", "when": "pp_size == 1", "otherwise": "error"}]
@@ -36,7 +36,7 @@ class ShareModuleStep(Step):
     layers: str | None = layer_set_arg(["mtp_layers"], default=None)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShareModule(Operation):
     kind = "share_module"
     BOOKKEEPING = Operation.BOOKKEEPING + ("layer_set", "source")  # source: always `target` (schema)
