@@ -12,11 +12,14 @@ Applying to live models (imports torch lazily): `surgery.apply` / `surgery.verif
 import importlib
 
 from .version import __version__
-from .diagnostics import Diagnostic, SurgeryError
-from .facts import ModelFacts, facts_from_config, read_facts
-from .plan import Plan, Runtime
-from .recipe import Recipe, load_recipe, parse_recipe
-from .resolver import resolve
+
+# The config-only API, imported on first use (PEP 562): `import surgery` alone, which every process
+# vLLM or SGLang starts does through the plugin, loads none of the recipe, resolver or facts modules
+# (tests/test_no_heavy_imports.py). Name -> the module that defines it.
+API = {"Diagnostic": "surgery.diagnostics", "SurgeryError": "surgery.diagnostics", "ModelFacts": "surgery.facts",
+       "facts_from_config": "surgery.facts", "read_facts": "surgery.facts", "Plan": "surgery.plan",
+       "Runtime": "surgery.plan", "Recipe": "surgery.recipe", "load_recipe": "surgery.recipe",
+       "parse_recipe": "surgery.recipe", "resolve": "surgery.resolver"}
 
 __all__ = ["__version__", "Diagnostic", "SurgeryError", "ModelFacts", "facts_from_config", "read_facts", "Plan",
            "Runtime", "Recipe", "load_recipe", "parse_recipe", "resolve", "apply", "verify"]
@@ -35,10 +38,17 @@ def verify(plan, draft, target, context=None, **kwargs):
 
 
 def __getattr__(name):
-    """``surgery.hf`` (HF transformers helpers, e.g. ``surgery.hf.speculative_decoding``) on first use,
-    so ``import surgery`` stays free of torch."""
+    """The config-only API (`API`) and ``surgery.hf`` (HF transformers helpers, e.g.
+    ``surgery.hf.speculative_decoding``) on first use, so ``import surgery`` stays free of torch and of
+    the recipe machinery."""
+    if name in API:
+        value = getattr(importlib.import_module(API[name]), name)
+        globals()[name] = value
+        return value
     if name == "hf":
-        from . import hf
-
-        return hf
+        return importlib.import_module("surgery.hf")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(API) | {"hf"})

@@ -94,3 +94,19 @@ def test_a_command_imports_its_own_handler_only():
     proc = subprocess.run([sys.executable, "-c", "import sys, surgery; print('yaml' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
+
+
+def test_the_vllm_plugin_imports_no_recipe_machinery_until_it_is_used():
+    """vLLM calls the plugin's register() in every process it starts (API server, engine core, workers).
+    Importing the plugin loads the hooks and the wrap, not what runs once a config is checked or a
+    model loaded (recipe, resolver, plan, applier, checks, live_apply, config_check): those load where
+    they run (surgery/vllm/plugin.py install_hooks, surgery/vllm/startup.py). The bound is the module set."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    probe = "import sys, surgery.vllm.plugin\nprint(sorted(m for m in sys.modules if m.startswith('surgery')))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    loaded = set(json.loads(proc.stdout.replace("'", '"')))
+    later = {"surgery.recipe", "surgery.resolver", "surgery.plan", "surgery.applier", "surgery.checks",
+             "surgery.facts", "surgery.ops.registry", "surgery.vllm.live_apply", "surgery.vllm.config_check",
+             "surgery.vllm.selection", "surgery.vllm.audit"}
+    assert loaded and not loaded & later, sorted(loaded & later)
+    assert len(loaded) <= 25, sorted(loaded)  # 23 today; it was 46 when importing surgery loaded the whole API

@@ -240,6 +240,7 @@ DYNAMIC_IMPORT_OK = {
     ("surgery/vllm/guard.py", "_scheduler_class"),  # TARGET, a literal ("vllm.v1.core.sched.scheduler", ...)
     ("surgery/__init__.py", "apply"),  # the literal "surgery.applier" (import surgery stays config-only)
     ("surgery/__init__.py", "verify"),  # the same
+    ("surgery/__init__.py", "__getattr__"),  # the literal surgery.* modules of API, and "surgery.hf"
     ("surgery/commands/__init__.py", "load_entry"),  # "module:function" literals of cli.COMMANDS and apply's RUNNERS
 }
 
@@ -397,6 +398,13 @@ def test_dynamic_import_module_names_are_literals():
     guard = _tree(PKG / "vllm" / "guard.py")  # the scheduler it wraps: a literal vllm.* module name
     (target,) = [n for n in guard.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "TARGET"]
     assert ast.literal_eval(target.value)[0].startswith("vllm.")
+    init = _tree(PKG / "__init__.py")  # the lazy public API: a literal table of surgery.* modules
+    (api,) = [n for n in init.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "API"]
+    assert all(m.startswith("surgery.") for m in ast.literal_eval(api.value).values())
+    (getter,) = [n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
+    calls = [ast.unparse(c.args[0]) for c in ast.walk(getter) if isinstance(c, ast.Call)
+             and getattr(c.func, "attr", "") == "import_module"]
+    assert sorted(calls) == ["'surgery.hf'", "API[name]"], calls
     registry = _tree(PKG / "ops" / "registry.py")
     (call,) = [n for n, fn in _functions(registry) if isinstance(n, ast.Call)
                and getattr(n.func, "attr", "") == "import_module"]

@@ -50,6 +50,13 @@ class ApplyReport:
     def decisions(self) -> dict[str, str]:
         return {p.op.id: p.decision for p in self.prepared if p.decision}
 
+    def undo(self) -> None:
+        """Undo the applied plan, newest change first (`rollback` below, as a method: a holder of the
+        report, the vLLM plugin's state, undoes it without importing the applier)."""
+        for p in reversed(self.prepared):
+            for m in reversed(p.mutations):
+                m.undo()
+
     def to_dict(self) -> dict:
         return {"applied": self.applied, "not_applicable": [d.to_dict() for d in self.not_applicable],
                 "decisions": self.decisions, "seconds": self.seconds}
@@ -192,6 +199,4 @@ def verify_plan(plan: Plan, draft: Any, target: Any, context: Context | None = N
 
 def rollback(report: ApplyReport) -> None:
     """Undo an applied plan (reverse order). Used by ablation and by callers that re-wire."""
-    for p in reversed(report.prepared):
-        for m in reversed(p.mutations):
-            m.undo()
+    report.undo()

@@ -18,7 +18,7 @@ a temporary copy of the draft folder. A step no row can remove is listed with wh
 the head folder as the model, vLLM's own detection taking the target (the file's verifier, a local
 folder here), the method and k from the file; any other head (EAGLE-3, ModelOpt, EAGLE-1 configs)
 against the recipe's built-in pair's target. A head whose ids the serving runner would misread is
-refused by the plugin at engine start (SRG656, surgery/vllm/startup.py).
+refused by the plugin at engine start (SRG656, surgery/vllm/config_check.py).
 
 The pieces: surgery/vllm/engine.py (one engine's settings and lifecycle), decoding.py (the greedy
 reference and the speculative run), readout.py (what the live engine wired, checked against the

@@ -12,7 +12,7 @@
 - SRG665: a speculators dflash / dspark file whose own target_layer_ids are not its aux ids - 1.
 
 `misread_by_runner` is the serving side of SRG656: the one runner that will serve the head, as an
-error the plugin raises at engine start (surgery/vllm/startup.py), so a head whose ids the engine
+error the plugin raises at engine start (surgery/vllm/config_check.py), so a head whose ids the engine
 would read in another convention is never served wrong in silence.
 """
 from __future__ import annotations

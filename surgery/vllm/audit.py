@@ -340,7 +340,7 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
                                  parallel=bool(getattr(proposer.speculative_config, "parallel_drafting", False)),
                                  version=engine_version(), max_model_len=options.max_model_len):
         audit.findings.append(("load", d))
-    from .startup import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
+    from .config_check import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
 
     for d in draft_ids_misread(proposer.vllm_config, selection):
         audit.findings.append(("load", d))

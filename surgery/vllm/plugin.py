@@ -15,9 +15,8 @@ import importlib.util
 import os
 
 from ..diagnostics import SurgeryError, diag
-from . import guard, hooks, lazy, live_apply, startup
+from . import guard, hooks, lazy, startup
 from .log import get_logger
-from .selection import ENV_RECIPE
 
 
 def register() -> None:
@@ -48,6 +47,8 @@ def _module_exists(name: str) -> bool:
 def no_load_hooks(why: str) -> None:
     """Nothing will ever call us at load time: with a recipe selected in the environment that is a
     silent no-op unless we stop here (SRG323); additional_config is not visible yet: say it in the log."""
+    from .selection import ENV_RECIPE  # the recipe machinery: only on this refusal path, not in every register()
+
     missing = hooks.missing_targets(hooks.LOAD_MODEL_TARGETS)
     names = "; ".join(f"{k} ({v})" for k, v in missing.items()) or why
     if missing and why:
@@ -72,6 +73,8 @@ def install_warm_up_hooks(module: str = "") -> None:
     importing (cpu_worker imports gpu_worker: wait for the outer one). Nothing to wrap is said (SRG511)."""
     if lazy.any_initializing(m for m in worker_modules() if m != module):
         return
+    from . import live_apply  # a process that builds models only (see install_hooks)
+
     if not hooks.install_warm_up_hook(live_apply.after_warmed_up):
         missing = hooks.missing_targets(hooks.worker_targets())
         get_logger().warning("spec-surgery: %s", diag("SRG511", "no worker warm-up method could be wrapped ("
@@ -85,6 +88,10 @@ def install_hooks(module: str = "") -> None:
     it waits for that one's completion, which calls it again."""
     if lazy.any_initializing(m for m in runner_modules() if m != module):  # module: its body just ran
         return
+    # what runs at load (the applier, the checks, the audit: some thirty modules, ~25 ms) is imported
+    # here, in the processes that build models, not by register() in every process vLLM starts
+    from . import live_apply
+
     wrapped = hooks.install_load_model_hook(live_apply.after_draft_loaded, when="after")
     hooks.install_kv_cache_hook(live_apply.after_kv_cache_bound)
     hooks.install_reload_hook(live_apply.after_weights_reloaded)

@@ -15,28 +15,17 @@ speculative method the recipe was not written for) are coded lines in vLLM's log
 
 When the error reaches the top of the program uncaught, it is printed as its coded block alone
 (`SURGERY_TRACEBACK=1` shows the traceback too): a start-up refused on bad input is not a crash.
+
+This module is the wrap; the check itself is surgery/vllm/config_check.py, imported when vLLM builds
+a config.
 """
 from __future__ import annotations
 
 import functools
-import logging
-import os
-import sys
-from collections.abc import Mapping
-from typing import Any
 
-from ..checks.release_rules import rejection_finding
-from ..diagnostics import Diagnostic, SurgeryError, diag
-from ..engine_releases import release
-from ..engines import card
-from ..formats.findings import misread_by_runner
-from ..guard import parse_config
-from . import hooks, kv_scales
-from .guard import guard_setting
-from .log import CHECKED, DIAGNOSTIC, get_logger
-from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
+from ..diagnostics import diag
+from .log import DIAGNOSTIC, get_logger
 
-ENV_TRACEBACK = "SURGERY_TRACEBACK"
 WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")
 _MARK = "__surgery_config_check__"
 
@@ -77,6 +66,10 @@ def install() -> bool:
     @functools.wraps(orig)
     def create_engine_config(self, *args, **kwargs):
         config = orig(self, *args, **kwargs)
+        # the check (recipe, resolver, release rules: ~15 ms of imports) loads here, where a config is
+        # built, not in register(), which every process vLLM starts runs
+        from .config_check import check_engine_config
+
         check_engine_config(config)
         return config
 
@@ -84,138 +77,3 @@ def install() -> bool:
     create_engine_config.__wrapped_original__ = orig
     setattr(cls, method, create_engine_config)
     return True
-
-
-def accepted_methods() -> Mapping[str, tuple[str, ...]]:
-    """Recipe `engine.vllm.method` hint -> vLLM methods (after vLLM's normalisation) that run it
-    (the vLLM engine card's `methods`)."""
-    return card("vllm").methods
-
-
-def _warn(d: Diagnostic) -> None:
-    get_logger().warning(DIAGNOSTIC.fmt, d.render())
-
-
-def method_diagnostic(recipe: Any, method: str | None) -> Diagnostic | None:
-    """SRG031 when the configured speculative method does not run the recipe's family; SRG032
-    (info) when the recipe states no vLLM method, so that nothing was compared."""
-    hint = (recipe.engine.get("vllm") or {}).get("method")
-    if hint is None:
-        return diag("SRG032", f"recipe {recipe.name} declares no engine.vllm.method; the speculative method "
-                    f"{method!r} was not compared with it")
-    accepted = accepted_methods().get(hint, [hint])
-    if method not in accepted:
-        return diag("SRG031", f"recipe {recipe.name} is written for vLLM method(s) {', '.join(accepted)} "
-                    f"(engine.vllm.method: {hint}) but the engine is configured with method {method!r}",
-                    location=recipe.location(("engine", "vllm", "method")))
-    return None
-
-
-def release_notes(spec: Any) -> list[Diagnostic]:
-    """At start, against the running release's own data (surgery/data/releases/vllm.json): SRG047 when
-    the data does not cover it, SRG724 when the engine runs a rejection sampler under which the
-    plugin's output-equals-greedy claims do not hold."""
-    rel, note = release("vllm", hooks.engine_version(), "vllm")
-    out = [note] if note else []
-    if rel is not None:
-        found = rejection_finding(rel, getattr(spec, "rejection_sample_method", None),
-                                  "speculative_config.rejection_sample_method")
-        out += [found] if found is not None and found.severity == "warning" else []
-    return out
-
-
-def check_engine_config(vllm_config: Any):
-    """Read, schema-check and resolve the selected recipe against a freshly built VllmConfig.
-    Returns the plan (None when no recipe is selected or there is nothing to resolve against)."""
-    check_guard_config(vllm_config)
-    recipe_ref = selected_recipe(vllm_config)
-    if recipe_ref is None:
-        return None
-    log = get_logger()
-    try:
-        recipe = load_selected_recipe(recipe_ref)  # a bad recipe is an error even when nothing would apply it
-        spec = getattr(vllm_config, "speculative_config", None)
-        if spec is None:
-            _warn(diag("SRG030", f"recipe {recipe.name} is selected but the engine has no speculative config: "
-                       "nothing will be applied"))
-            return None
-        for note in release_notes(spec):
-            _warn(note)
-        found = method_diagnostic(recipe, getattr(spec, "method", None))
-        if found is not None:
-            log.log(logging.WARNING if found.severity == "warning" else logging.INFO, DIAGNOSTIC.fmt,
-                    found.render())
-        draft_cfg = getattr(spec, "draft_model_config", None)
-        if draft_cfg is None:
-            _warn(diag("SRG030", f"recipe {recipe.name} is selected but speculative method {spec.method!r} has no "
-                       "draft model: nothing will be applied"))
-            return None
-        selection = plan_from_config(vllm_config, spec)
-        plan = selection.plan
-    except SurgeryError:
-        _print_block_if_uncaught()
-        raise
-    if not plan.ok:
-        _print_block_if_uncaught()
-        raise SurgeryError(plan.errors)
-    misread = draft_ids_misread(vllm_config, selection)
-    if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
-        _print_block_if_uncaught()
-        raise SurgeryError(misread)
-    scale_errors = kv_scales.startup_check(vllm_config, plan)  # calculate_kv_scales with KV-shared layers (SRG514)
-    if scale_errors and not audit_mode(vllm_config) and strict(vllm_config):  # the audit reports it (SRG711)
-        _print_block_if_uncaught()
-        raise SurgeryError(scale_errors)
-    for d in plan.diagnostics:
-        if d.severity == "warning":
-            _warn(d)
-    log.info(CHECKED.fmt, plan.recipe, len(plan.operations),
-             plan.runtime.pp_size, plan.runtime.tp_size, plan.runtime.kv_cache_dtype)
-    return plan
-
-
-def check_guard_config(vllm_config: Any) -> None:
-    """additional_config.surgery.guard checked here too (SRG475), where the server is configured: the
-    engine core would refuse it at its scheduler, seconds later and in another process."""
-    try:
-        parse_config(guard_setting(vllm_config))
-    except SurgeryError:
-        _print_block_if_uncaught()
-        raise
-
-
-def serving_runner(vllm_config: Any) -> str:
-    """Which vLLM model runner will serve: "v2" or "legacy" (vLLM's own choice, config/vllm.py
-    use_v2_model_runner: the environment, Triton, the features the v2 runner lacks)."""
-    try:
-        return "v2" if vllm_config.use_v2_model_runner else "legacy"
-    except Exception:  # noqa: BLE001 - a vLLM without the property runs the legacy runner
-        return "legacy"
-
-
-def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
-    """SRG656 errors: the runner that will serve reads other aux layers than the draft head was
-    trained on (its format's id convention, ids nested where this runner does not look;
-    surgery/formats/findings.py); SRG665: a speculators dflash / dspark file whose two numberings
-    disagree. Refused at start: the plugin would otherwise capture, and verify,
-    the layers vLLM read."""
-    return misread_by_runner(selection.draft, selection.target, serving_runner(vllm_config))
-
-
-def _print_block_if_uncaught() -> None:
-    """Make an uncaught SurgeryError print as its coded block (chained to the previous hook for
-    everything else). Installed only at the moment we refuse a start-up."""
-    prev = sys.excepthook
-    if getattr(prev, _MARK, False):
-        return
-
-    def excepthook(exc_type, exc, tb):
-        if isinstance(exc, SurgeryError) and not os.environ.get(ENV_TRACEBACK):
-            sys.stderr.write(f"spec-surgery stopped engine start before loading any weight "
-                             f"({ENV_TRACEBACK}=1 shows the traceback):\n{exc}\n")
-            sys.stderr.flush()
-            return
-        prev(exc_type, exc, tb)
-
-    setattr(excepthook, _MARK, True)
-    sys.excepthook = excepthook

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..applier import rollback as rollback_report
 from ..live.mutations import Mutation
 from ..live.vllm import VLLMContext
 
@@ -131,7 +130,7 @@ class PluginState:
             m.undo()
         self.mutations.clear()
         if self.report is not None:
-            rollback_report(self.report)
+            self.report.undo()
 
 
 def get(obj: Any) -> PluginState | None:

@@ -368,12 +368,12 @@ def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
     from surgery.plan import Runtime
     from surgery.recipe import load_recipe
     from surgery.resolver import resolve
-    from surgery.vllm import audit as vaudit, hooks, startup
+    from surgery.vllm import audit as vaudit, config_check, hooks
 
     draft, target = read_facts(EAGLE3), read_facts(LLAMA)
     recipe = load_recipe("eagle3")
     plan = resolve(recipe, draft, target, Runtime(engine="vllm"))
-    monkeypatch.setattr(startup, "draft_ids_misread", lambda *a: [])
+    monkeypatch.setattr(config_check, "draft_ids_misread", lambda *a: [])
     monkeypatch.setattr(vaudit, "drafter_length", lambda *a: None)
     proposer = SimpleNamespace(
         speculative_config=SimpleNamespace(method="eagle3", num_speculative_tokens=3, kv_cache_dtype=None,

@@ -189,7 +189,7 @@ def test_dflash2_is_refused_naming_why():
 
 
 def test_the_plugin_refuses_the_unshifted_dflash_file_at_engine_start():
-    """misread_by_runner is what surgery/vllm/startup.py raises before any weight loads."""
+    """misread_by_runner is what surgery/vllm/config_check.py raises before any weight loads."""
     from surgery.formats.findings import misread_by_runner
 
     target = read_facts(MINI_TARGET)

@@ -152,7 +152,7 @@ def test_bad_guard_config_stops_the_scheduler():
 
 
 def test_startup_check_refuses_a_bad_guard_config():
-    from surgery.vllm.startup import check_engine_config
+    from surgery.vllm.config_check import check_engine_config
 
     with pytest.raises(SurgeryError) as e:
         check_engine_config(SimpleNamespace(additional_config={"surgery": {"guard": {"windw": 10}}}))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from surgery.diagnostics import SurgeryError
-from surgery.vllm import live_apply, plugin, startup
+from surgery.vllm import config_check, live_apply, plugin, startup
 from surgery.vllm.log import CHECKED, DIAGNOSTIC, get_logger
 
 pytest.importorskip("vllm")
@@ -88,7 +88,7 @@ def test_bad_recipes_fail_at_config_time(case, configs, tmp_path, monkeypatch):
         path = "eagle3"
     monkeypatch.setenv("SURGERY_RECIPE", str(path))
     with surgery_lines() as lines, pytest.raises(SurgeryError) as ei:
-        startup.check_engine_config(configs["spec"])
+        config_check.check_engine_config(configs["spec"])
     codes = [d.code for d in ei.value.diagnostics]
     assert want in codes, [d.render() for d in ei.value.diagnostics]
     d = ei.value.diagnostics[codes.index(want)]
@@ -104,7 +104,7 @@ def test_bad_recipes_fail_at_config_time(case, configs, tmp_path, monkeypatch):
 def test_good_recipe_checked_and_logged(configs, monkeypatch):
     monkeypatch.setenv("SURGERY_RECIPE", "gemma4-mtp")
     with surgery_lines() as lines:
-        plan = startup.check_engine_config(configs["spec"])
+        plan = config_check.check_engine_config(configs["spec"])
     assert plan.ok and plan.pairs("kv_source") == [(0, 5), (1, 5), (2, 5), (3, 4)]
     [checked] = CHECKED.find("\n".join(lines))
     assert checked["recipe"] == "gemma4-mtp" and int(checked["operations"]) == len(plan.operations), checked
@@ -115,7 +115,7 @@ def test_good_recipe_checked_and_logged(configs, monkeypatch):
 def test_recipe_without_speculative_config_warns(configs, monkeypatch):
     monkeypatch.setenv("SURGERY_RECIPE", "gemma4-mtp")
     with surgery_lines() as lines:
-        assert startup.check_engine_config(configs["plain"]) is None
+        assert config_check.check_engine_config(configs["plain"]) is None
     shown = [x["diagnostic"] for x in DIAGNOSTIC.find("\n".join(lines))]
     assert any("SRG030" in d and "no speculative config" in d for d in shown), lines
 
@@ -123,7 +123,7 @@ def test_recipe_without_speculative_config_warns(configs, monkeypatch):
 def test_no_recipe_no_lines(configs, monkeypatch):
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
     with surgery_lines() as lines:
-        assert startup.check_engine_config(configs["spec"]) is None
+        assert config_check.check_engine_config(configs["spec"]) is None
     assert lines == []
 
 
@@ -131,20 +131,20 @@ def test_method_table_covers_every_shipped_recipe():
     from surgery.recipe import load_recipe
     from surgery.resources import shipped_recipes
 
-    table = startup.accepted_methods()
+    table = config_check.accepted_methods()
     for path in shipped_recipes():
         r = load_recipe(path)
         hint = r.engine["vllm"]["method"]
         assert hint in table, (r.name, hint)
-        assert startup.method_diagnostic(r, table[hint][0]) is None
-        assert startup.method_diagnostic(r, "ngram").code == "SRG031"
+        assert config_check.method_diagnostic(r, table[hint][0]) is None
+        assert config_check.method_diagnostic(r, "ngram").code == "SRG031"
 
 
 def test_method_hint_missing_is_an_info_line():
     from types import SimpleNamespace
 
     recipe = SimpleNamespace(name="mine", engine={"vllm": {}})
-    d = startup.method_diagnostic(recipe, "mtp")
+    d = config_check.method_diagnostic(recipe, "mtp")
     assert d.code == "SRG032" and d.severity == "info"
 
 
@@ -160,7 +160,7 @@ def test_uncaught_startup_error_prints_only_the_coded_block(configs, monkeypatch
     monkeypatch.setenv("SURGERY_RECIPE", "gemma4_mtp")
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     with pytest.raises(SurgeryError) as ei:
-        startup.check_engine_config(configs["spec"])
+        config_check.check_engine_config(configs["spec"])
     hook = sys.excepthook
     assert hook is not sys.__excepthook__
     err = io.StringIO()
@@ -169,11 +169,11 @@ def test_uncaught_startup_error_prints_only_the_coded_block(configs, monkeypatch
     text = err.getvalue()
     assert "SRG013" in text and "hint: did you mean gemma4-mtp?" in text and "Traceback" not in text
     err.truncate(0)
-    monkeypatch.setenv(startup.ENV_TRACEBACK, "1")  # asked for: the normal traceback
+    monkeypatch.setenv(config_check.ENV_TRACEBACK, "1")  # asked for: the normal traceback
     hook(SurgeryError, ei.value, ei.value.__traceback__)
     assert "Traceback" in err.getvalue()
     err.truncate(0)
-    monkeypatch.delenv(startup.ENV_TRACEBACK)
+    monkeypatch.delenv(config_check.ENV_TRACEBACK)
     try:
         raise ValueError("not ours")
     except ValueError as exc:
