@@ -5,11 +5,12 @@ The catalogue of codes is data (`surgery/data/codes.yaml`); this module only car
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 from .resources import load_data
+from .records import Record, record
 
 ERROR = "error"
 WARNING = "warning"
@@ -21,8 +22,8 @@ EXIT_INVALID = 1  # the recipe or the configs are invalid (for each other)
 EXIT_USAGE = 2  # usage error or unreadable input
 
 
-@dataclass(frozen=True)
-class Location:
+@record
+class Location(Record):
     """Where a problem sits: a file with line/column (1-based) and/or a key path inside it."""
 
     file: str | None = None
@@ -44,8 +45,8 @@ class Location:
         return " ".join(parts) if parts else "<input>"
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+@record
+class Diagnostic(Record):
     code: str
     severity: str
     message: str

@@ -8,12 +8,13 @@ its default and its type in one place, and cannot be mutated half-way through a 
 Config-only: no torch, no engine import."""
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from typing import Any
+from .records import Record, record
 
 
-@dataclass(frozen=True)
-class CheckOptions:
+@record
+class CheckOptions(Record):
     """What `surgery validate / plan / releases` checks read beyond the recipe and the two configs
     (surgery/commands/checks.py and the checks it runs). `target` is the target that was read: the
     speculators verifier when `--target` was left out (`target_from_verifier`)."""
@@ -39,8 +40,8 @@ class CheckOptions:
         return self.method is not None
 
 
-@dataclass(frozen=True)
-class ApplyOptions:
+@record
+class ApplyOptions(Record):
     """`surgery apply RECIPE --engine hf|vllm|sglang`: what the three runners read."""
     recipe: str
     target: str | None = None
@@ -61,8 +62,8 @@ class ApplyOptions:
     json: bool = False
 
 
-@dataclass(frozen=True)
-class AuditOptions:
+@record
+class AuditOptions(Record):
     """`surgery audit RECIPE --target T --draft D`: the vLLM engine the audit starts."""
     recipe: str
     target: str

@@ -7,7 +7,7 @@ table with compact layer ranges.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from .diagnostics import ERROR, Diagnostic
@@ -17,12 +17,13 @@ from .ops.registry import UNITS
 from .render import counts, render_diagnostics
 from .engines import ENGINES, card
 from .hints import unchecked_hints
+from .records import Record, record
 
 PLAN_FORMAT = 1
 
 
-@dataclass(frozen=True)
-class Runtime:
+@record
+class Runtime(Record):
     """Facts about where the plan will run; conditions in recipes read these."""
 
     engine: str = "vllm"
@@ -52,8 +53,8 @@ class Runtime:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass(frozen=True)
-class Skipped:
+@record
+class Skipped(Record):
     step: int
     op: str
     reason: str
@@ -68,8 +69,8 @@ class Skipped:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-@dataclass(frozen=True)
-class MapRow:
+@record
+class MapRow(Record):
     draft: int
     target: int
     draft_type: str
@@ -84,8 +85,8 @@ class MapRow:
                 "num_kv_heads": self.num_kv_heads, "sliding_window": self.sliding_window}
 
 
-@dataclass(frozen=True)
-class Plan:
+@record
+class Plan(Record):
     recipe: str
     recipe_file: str | None
     runtime: Runtime

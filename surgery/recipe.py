@@ -18,14 +18,15 @@ from .schemacheck import Validator
 from .textfile import read_text_file
 from .yamlload import MAX_BYTES, Loaded, load_yaml_text
 from .prechecked import already_checked
+from .records import Record, record
 
 SUPPORTED_VERSION = 1
 RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank",
                  "draft_tp_size", "backend_head_sizes", "device")
 
 
-@dataclass(frozen=True)
-class Condition:
+@record
+class Condition(Record):
     when: expr_lang.Expr | None
     otherwise: str  # skip | warn | error
     because: str | None
@@ -33,8 +34,8 @@ class Condition:
     path: tuple  # where `when` sits in the recipe
 
 
-@dataclass(frozen=True)
-class LayerMapSpec:
+@record
+class LayerMapSpec(Record):
     name: str
     rule: str
     offset: int
@@ -43,8 +44,8 @@ class LayerMapSpec:
     path: tuple
 
 
-@dataclass(frozen=True)
-class LayerSetSpec:
+@record
+class LayerSetSpec(Record):
     """A named list of layer indices computed from facts: a range (`start` + `count`) or a list
     (`values`, falling back to `default` when it evaluates to null / an empty list)."""
 
@@ -65,8 +66,8 @@ class LayerSetSpec:
     offset: expr_lang.Expr | None = None
 
 
-@dataclass(frozen=True)
-class OpSpec:
+@record
+class OpSpec(Record):
     """One recipe step where it stands: its index, its op kind (a key of surgery.ops.registry.UNITS,
     which the schema's op part is generated from), its arguments read into the kind's step class
     (`surgery/ops/<kind>/__init__.py`), its parsed condition, and its path in the recipe."""
@@ -78,8 +79,8 @@ class OpSpec:
     path: tuple
 
 
-@dataclass(frozen=True)
-class Requirement:
+@record
+class Requirement(Record):
     that: expr_lang.Expr
     because: str
     code: str

@@ -6,7 +6,8 @@ Why: `@dataclass(frozen=True)` writes and compiles about six methods for every c
 about 0.5 ms each class, paid at every start of `surgery validate`, which imports every op's step and
 spec class and every engine-card model (bench/cold_start.py). A class decorated with `@record` and
 deriving from `Record` is a dataclass (`fields`, `replace`, `asdict` work) whose methods are these,
-written once: about 0.1 ms a class. Construction is keyword-only, as `kw_only=True` makes it.
+written once: about 0.1 ms a class. A field's `repr=False` / `compare=False` are honoured as a
+dataclass honours them; arguments may be given by keyword or in field order.
 """
 from __future__ import annotations
 
@@ -19,8 +20,15 @@ record = dataclass(init=False, repr=False, eq=False)  # the decorator; the metho
 class Record:
     """What every record shares (see the module's docstring)."""
 
-    def __init__(self, **values: Any) -> None:
-        for f in fields(self):
+    def __init__(self, *args: Any, **values: Any) -> None:
+        every = fields(self)
+        if len(args) > len(every):
+            raise TypeError(f"{type(self).__name__}() takes {len(every)} arguments, {len(args)} given")
+        for f, value in zip(every, args):
+            if f.name in values:
+                raise TypeError(f"{type(self).__name__}() got multiple values for {f.name!r}")
+            values[f.name] = value
+        for f in every:
             if f.name in values:
                 value = values.pop(f.name)
             elif f.default is not MISSING:
@@ -40,7 +48,8 @@ class Record:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))})"
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__name__}({shown})"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -51,4 +60,5 @@ class Record:
         return hash((type(self), self.field_values()))
 
     def field_values(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self))
+        """The values equality and the hash compare (`compare=False` fields left out, as a dataclass does)."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)

@@ -27,8 +27,9 @@ def test_a_record_is_a_frozen_keyword_dataclass():
         p.x = 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         del p.y
-    with pytest.raises(TypeError):
-        Point(1)  # keyword-only, as kw_only=True made the step and spec classes
+    assert Point(1, 2) == Point(x=1, y=2)  # in field order, as a dataclass takes them
+    with pytest.raises(TypeError, match="multiple values for 'x'"):
+        Point(1, x=2)
     with pytest.raises(TypeError, match="missing 'x'"):
         Point()
     with pytest.raises(TypeError, match="unknown 'z'"):
@@ -42,6 +43,18 @@ def test_equality_hash_repr_replace_copy_and_pickle_follow_the_fields():
     assert repr(p) == "Point(x=1, y=2, tags=())"
     assert dataclasses.replace(p, y=5) == Point(x=1, y=5) and dataclasses.asdict(p) == {"x": 1, "y": 2, "tags": ()}
     assert copy.deepcopy(p) == p and pickle.loads(pickle.dumps(p)) == p
+
+
+@record
+class Facts(Record):
+    name: str
+    raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+
+def test_repr_and_compare_false_fields_are_left_out_as_a_dataclass_leaves_them():
+    a, b = Facts(name="x", raw={"a": 1}), Facts(name="x", raw={"b": 2})
+    assert a == b and hash(a) == hash(b)  # an unhashable dict that does not count is no obstacle
+    assert repr(a) == "Facts(name='x')"
 
 
 def test_op_steps_and_specs_are_records():

@@ -2,18 +2,19 @@
 KV-shared flag, flat scalars an expression may name (`FACT_NAMES`), and the defaults used."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..diagnostics import Location
 from ..pipeline import last_unshared_of_type
+from ..records import Record, record
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
 
 
-@dataclass(frozen=True)
-class LayerFacts:
+@record
+class LayerFacts(Record):
     index: int
     layer_type: str
     head_dim: int
@@ -26,8 +27,8 @@ class LayerFacts:
                 "sliding_window": self.sliding_window, "kv_shared": self.kv_shared}[fact]
 
 
-@dataclass(frozen=True)
-class DefaultUsed:
+@record
+class DefaultUsed(Record):
     key: str
     value: Any
 
@@ -35,8 +36,8 @@ class DefaultUsed:
         return {"key": self.key, "value": self.value}
 
 
-@dataclass(frozen=True)
-class ModelFacts:
+@record
+class ModelFacts(Record):
     source: str
     model_type: str
     text_model_type: str
