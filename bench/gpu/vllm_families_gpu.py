@@ -135,12 +135,16 @@ def older_vllm_spelling(cfg: dict, always: bool = False) -> dict:
 
     Feature-detected on the running vLLM, not by version number; ``always`` forces the edits (the
     ``--cpu`` check that 0.32 serves the edited configs the same)."""
+    import importlib
     import inspect
 
     from vllm.model_executor.models import qwen3_dflash
-    from vllm.v1.spec_decode import llm_base_proposer
 
     edits: dict = {}
+    try:  # gone in 0.34 (bench/results/vllm034_families_error.txt): no 0.26-era proposer, nothing to respell for it
+        llm_base_proposer = importlib.import_module("vllm.v1.spec_decode.llm_base_proposer")
+    except ImportError:
+        llm_base_proposer = None
     reads_top_mask = '"mask_token_id", None' in inspect.getsource(
         llm_base_proposer.SpecDecodeBaseProposer._init_parallel_drafting_params) \
         if hasattr(llm_base_proposer, "SpecDecodeBaseProposer") else True
