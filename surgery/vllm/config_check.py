@@ -24,7 +24,7 @@ from .log import CHECKED, DIAGNOSTIC, get_logger
 from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
-_MARK = "__surgery_config_check__"
+_HOOK_MARK = "__surgery_excepthook__"  # our excepthook, installed once (the wrap has its own mark, startup.py)
 
 
 def accepted_methods() -> Mapping[str, tuple[str, ...]]:
@@ -147,7 +147,7 @@ def _print_block_if_uncaught() -> None:
     """Make an uncaught SurgeryError print as its coded block (chained to the previous hook for
     everything else). Installed only at the moment we refuse a start-up."""
     prev = sys.excepthook
-    if getattr(prev, _MARK, False):
+    if getattr(prev, _HOOK_MARK, False):
         return
 
     def excepthook(exc_type, exc, tb):
@@ -158,5 +158,5 @@ def _print_block_if_uncaught() -> None:
             return
         prev(exc_type, exc, tb)
 
-    setattr(excepthook, _MARK, True)
+    setattr(excepthook, _HOOK_MARK, True)
     sys.excepthook = excepthook
