@@ -112,3 +112,20 @@ def first_with(engine: str, predicate) -> str | None:
     """The oldest covered release whose facts satisfy `predicate`."""
     releases = release_data(engine)["releases"]
     return next((v for v in known(engine) if predicate(releases[v])), None)
+
+
+def judged_version(engine: str, asked: str | None, installed: str | None, where: str = "--engine-version") -> tuple[str, str]:
+    """(the release a verdict judges, why that one): `--engine-version`, else the installed engine's, else
+    the newest release the data covers. A version string with no release number in it is a usage error
+    (SRG011), never silently judged as some release."""
+    from .diagnostics import SurgeryError
+
+    if asked is not None:
+        if not version_key(asked):
+            raise SurgeryError(diag("SRG011", f"{where} {str(asked)[:40]!r} is not a {engine} release number",
+                                    Location(where), f"give a release such as {known(engine)[-1]} "
+                                    f"(surgery's data covers {span(engine)}: `surgery releases`)"))
+        return str(asked), where
+    if installed:
+        return installed, "installed"
+    return known(engine)[-1], "newest in surgery's data"

@@ -200,6 +200,8 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
         "version": version,
         "methods": literal_members(spec, "SpeculativeMethod") or [],
         "mtp_model_types": literal_members(spec, "MTPModelTypes") or [],
+        # config/cache.py CacheDType: what --kv-cache-dtype / speculative_config.kv_cache_dtype accept
+        "cache_dtypes": literal_members(tree.tree("vllm/config/cache.py"), "CacheDType") or [],
         "speculative_config_fields": class_fields(spec, cfg_cls) if cfg_cls else {},
         "draft_architectures": _registry_dict(registry, "_SPECULATIVE_DECODING_MODELS") if registry else {},
         # algos.py: SUPPORTED_SPECULATORS_TYPES filled by @register_speculator("<algorithm>")
@@ -230,7 +232,13 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
             "v2_reads_use_aux_hidden_state": find_text(tree, v2_files, '"use_aux_hidden_state"'),
             "legacy_reads_use_aux_hidden_state": find_text(tree, ["vllm/v1/spec_decode/llm_base_proposer.py"],
                                                            '"use_aux_hidden_state"'),
+            # V2 runner at load: aux-hidden-state methods at pp > 1 need a target that relays them (0.34)
+            "aux_hidden_states_over_pp_verified": find_def(tree, f"{v2}/eagle/eagle3_utils.py",
+                                                           "verify_supports_aux_hidden_states_over_pp"),
+            # legacy runner: the drafter skipped past the draft's length (proposes token 0)
+            "input_fits_in_drafter": find_def(tree, legacy, "_input_fits_in_drafter"),
         },
+        "classes": vllm_class_facts(tree),
     }
     return facts
 
@@ -277,3 +285,228 @@ def sglang_facts(tree: SourceTree, version: str, hook_points: list[tuple[str, st
                                 or n.endswith("_worker_v2.py")],
         "hook_points": points,
     }
+
+
+# -- classes across modules (inheritance, class attributes, the inner decoder) ---------------------------
+
+class ClassIndex:
+    """Classes of one release resolved across its modules by their imports, so a fact that a class
+    inherits (SupportsPP, `supports_aux_hidden_states_over_pp`) is read as Python would resolve it.
+    The oracle venvs hold the result to the release's imported classes (tests/release_oracle)."""
+
+    def __init__(self, tree: SourceTree):
+        self.tree = tree
+
+    def module_file(self, module: str) -> str | None:
+        """A registry module name (`llama`, or a dotted path) -> its file."""
+        dotted = module if "." in module else f"vllm.model_executor.models.{module}"
+        return _module_file(self.tree, dotted)
+
+    def _package(self, rel: str) -> list[str]:
+        parts = rel[:-3].split("/")
+        return parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+
+    @lru_cache(maxsize=None)  # noqa: B019 - one index per release
+    def resolve(self, rel: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
+        """The class `name` as seen from module file `rel`: defined there or imported into it."""
+        module = self.tree.tree(rel)
+        if module is None or depth > 12:
+            return None
+        cls = find_class(module, name)
+        if cls is not None:
+            return rel, cls
+        for node in module.body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                if (alias.asname or alias.name) != name:
+                    continue
+                if node.level:
+                    base = self._package(rel)[: len(self._package(rel)) - (node.level - 1)]
+                    dotted = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    dotted = node.module or ""
+                target = _module_file(self.tree, dotted)
+                if target is None:
+                    return None
+                return self.resolve(target, alias.name, depth + 1)
+        return None
+
+    def lineage(self, rel: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef | str]]:
+        """The class and its bases, depth first; a base this tree cannot resolve stays its name."""
+        out, todo, seen = [], [(rel, cls)], set()
+        while todo:
+            r, c = todo.pop(0)
+            key = (r, c if isinstance(c, str) else c.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append((r, c))
+            if isinstance(c, str):
+                continue
+            for b in c.bases:
+                bname = b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else \
+                    ast.unparse(b.value) if isinstance(b, ast.Subscript) else None
+                if not bname:
+                    continue
+                found = self.resolve(r, bname)
+                todo.append(found if found else (r, bname))
+        return out
+
+    def inherits(self, rel: str, cls: ast.ClassDef, base: str) -> bool:
+        return any((c if isinstance(c, str) else c.name) == base for _, c in self.lineage(rel, cls))
+
+    def supports_pp(self, rel: str, cls: ast.ClassDef) -> bool:
+        """interfaces.supports_pp on a class: a SupportsPP subclass whose own (most derived) `forward`
+        accepts `intermediate_tensors` (supports_kw: by name, or through **kwargs)."""
+        if not self.inherits(rel, cls, "SupportsPP"):
+            return False
+        for _, c in self.lineage(rel, cls):
+            if isinstance(c, str):
+                continue
+            fwd = next((n for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and n.name == "forward"), None)
+            if fwd is not None:
+                names = [a.arg for a in fwd.args.args + fwd.args.kwonlyargs]
+                return "intermediate_tensors" in names or fwd.args.kwarg is not None
+        return False
+
+    def class_attr(self, rel: str, cls: ast.ClassDef, attr: str):
+        """The first literal assignment of `attr` along the lineage (as getattr on the class finds it)."""
+        for _, c in self.lineage(rel, cls):
+            if isinstance(c, str):
+                continue
+            for node in c.body:
+                target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                    node.target if isinstance(node, ast.AnnAssign) else None
+                if isinstance(target, ast.Name) and target.id == attr and node.value is not None:
+                    try:
+                        return ast.literal_eval(node.value)
+                    except ValueError:
+                        return ast.unparse(node.value)
+        return None
+
+    def inner_decoder(self, rel: str, cls: ast.ClassDef) -> tuple[str, ast.ClassDef] | None:
+        """The class a top-level model builds as `self.model` (what eagle3_utils._inner_decoder reads):
+        `self.model = X(...)`, `self.model = self._init_model(...)` -> `return X(...)`, or
+        `self.model = self.model_cls(...)` with the class attribute `model_cls = X`."""
+        wants_init_model = False
+        for r, c in self.lineage(rel, cls):
+            if isinstance(c, str):
+                continue
+            funcs = {n.name: n for n in c.body if isinstance(n, ast.FunctionDef)}
+            for fname in ("__init__", "_init_model"):
+                func = funcs.get(fname)
+                if func is None or (fname == "_init_model" and not wants_init_model):
+                    continue
+                for node in ast.walk(func):
+                    value = None
+                    if isinstance(node, ast.Assign) and any(
+                            isinstance(t, ast.Attribute) and t.attr == "model" and isinstance(t.value, ast.Name)
+                            and t.value.id == "self" for t in node.targets):
+                        value = node.value
+                    elif isinstance(node, ast.Return) and fname == "_init_model":
+                        value = node.value
+                    if not isinstance(value, ast.Call):
+                        continue
+                    f = value.func
+                    if isinstance(f, ast.Name):
+                        found = self.resolve(r, f.id)
+                        if found:
+                            return found
+                    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                        if f.attr == "_init_model":
+                            wants_init_model = True
+                        elif f.attr == "model_cls":
+                            for r2, c2 in self.lineage(rel, cls):
+                                if isinstance(c2, str):
+                                    continue
+                                for n in c2.body:
+                                    if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "model_cls"
+                                                                         for t in n.targets) \
+                                            and isinstance(n.value, ast.Name):
+                                        return self.resolve(r2, n.value.id)
+        return None
+
+
+def _registry_classes(index: ClassIndex, registry: ast.Module, name: str) -> dict[str, tuple[str, ast.ClassDef] | None]:
+    out = {}
+    for arch, where in _registry_dict(registry, name).items():
+        module, _, cls_name = where.rpartition(".")
+        rel = index.module_file(module)
+        out[arch] = index.resolve(rel, cls_name) if rel else None
+    return out
+
+
+def vllm_class_facts(tree: SourceTree) -> dict:
+    """What the release's model classes say that the config layer does not: which generation architectures
+    are no SupportsPP (refused at --pp > 1), which draft architectures are SupportsPP (a release that gives
+    the draft the target's pp refuses the others), and which targets relay aux hidden states between
+    pipeline stages (a release that verifies it refuses EAGLE-3 / DFlash / DSpark at pp > 1 on the rest)."""
+    registry = tree.tree("vllm/model_executor/models/registry.py")
+    if registry is None:
+        return {}
+    index = ClassIndex(tree)
+    gen = _registry_classes(index, registry, "_TEXT_GENERATION_MODELS")
+    gen.update(_registry_classes(index, registry, "_MULTIMODAL_MODELS"))
+    drafts = _registry_classes(index, registry, "_SPECULATIVE_DECODING_MODELS")
+    without_pp = sorted(a for a, found in gen.items() if found and not index.supports_pp(*found))
+    drafts_pp = sorted(a for a, found in drafts.items() if found and index.supports_pp(*found))
+    relay = []
+    for arch, found in sorted(gen.items()):
+        if not found or not index.inherits(*found, "SupportsEagle3"):
+            continue
+        inner = index.inner_decoder(*found)
+        if inner and index.class_attr(*inner, "supports_aux_hidden_states_over_pp") is True:
+            relay.append(arch)
+    spec = tree.tree("vllm/config/speculative.py")
+    draft_pp = None
+    for node in ast.walk(spec) if spec else []:
+        if isinstance(node, ast.FunctionDef) and node.name == "create_draft_parallel_config":
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and ast.unparse(call.func) == "ParallelConfig":
+                    kw = {k.arg: k.value for k in call.keywords}
+                    v = kw.get("pipeline_parallel_size")
+                    draft_pp = v.value if isinstance(v, ast.Constant) else "target" if v is not None else 1
+    mtp_archs = set()
+    for node in ast.walk(spec) if spec else []:
+        if isinstance(node, ast.FunctionDef) and node.name == "hf_config_override":
+            for d in ast.walk(node):
+                if isinstance(d, ast.Dict):
+                    for k, v in zip(d.keys, d.values):
+                        if isinstance(k, ast.Constant) and k.value == "architectures" and isinstance(v, ast.List):
+                            mtp_archs |= {e.value for e in v.elts if isinstance(e, ast.Constant)}
+    return {"architectures_without_pp": without_pp, "draft_architectures_with_pp": drafts_pp,
+            # the draft classes SpeculativeConfig.hf_config_override turns an MTP target into
+            "mtp_architectures": sorted(mtp_archs),
+            "aux_hidden_states_over_pp": relay, "draft_pp": draft_pp, "aux_methods": _aux_methods(tree, index)}
+
+
+def _aux_methods(tree: SourceTree, index: ClassIndex) -> list[str]:
+    """The methods for which the V2 runner takes the target's aux hidden states (and, at pp > 1, verifies
+    the target relays them): up to 0.33 a tuple in GPUModelRunner.load_model; from 0.34 every speculator
+    config class whose `uses_aux_hidden_states` is not `return False` (EAGLE-3's reads the head's
+    eagle_config.use_aux_hidden_state, true by default)."""
+    runner = tree.read("vllm/v1/worker/gpu/model_runner.py") or ""
+    m = re.search(r"method in \(([^)]*)\):\s*(?:#[^\n]*\n\s*)*self\.use_aux_hidden_state_outputs = True", runner)
+    if m:
+        return sorted(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
+    out = set()
+    for rel in tree.files_under("vllm/v1/worker/gpu/spec_decode"):
+        module = tree.tree(rel)
+        for cls in (n for n in (module.body if module else []) if isinstance(n, ast.ClassDef)):
+            method = index.class_attr(rel, cls, "base_method")
+            if not isinstance(method, str):
+                continue
+            for _, c in index.lineage(rel, cls):
+                if isinstance(c, str):
+                    continue
+                fn = next((n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == "uses_aux_hidden_states"), None)
+                if fn is not None:
+                    body = [n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+                    is_false = len(body) == 1 and isinstance(body[0], ast.Return) and \
+                        isinstance(body[0].value, ast.Constant) and body[0].value.value is False
+                    if not is_false:
+                        out.add(method)
+                    break
+    return sorted(out)

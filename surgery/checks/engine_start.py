@@ -11,28 +11,43 @@ one `vllm serve` would print. tests/vllm/test_engine_start_oracle.py builds vLLM
   with its own parallel config, at the target's tp);
 - SRG341: tp and the KV heads do not divide each other (QKVParallelLinear, in the worker);
 - SRG342: --max-model-len above the target's derived length;
-- SRG343: --kv-cache-dtype (or --draft-kv-cache-dtype) not one of vLLM's CacheDType values;
-- SRG344: --pp > 1 on a target whose vLLM class is no SupportsPP.
+- SRG343: --kv-cache-dtype (or --draft-kv-cache-dtype) not one of the judged release's CacheDType values;
+- SRG344: --pp > 1 on a target whose class in the judged release is no SupportsPP, or (releases that give
+  the draft the target's pp: 0.25-0.29) a draft class that is no SupportsPP;
+- SRG345: --pp > 1 with a method whose drafter reads the target's aux hidden states, on a target whose
+  decoder does not relay them between stages (releases that verify it at load: 0.30+).
+
+Every list these checks read is the judged release's own, read from its wheel (surgery/data/releases/
+vllm.json `cache_dtypes`, `classes`; tools/releasefacts.py) and held to that release's own config layer by
+tests/release_oracle/ (vLLM 0.26.0, 0.32.0 and 0.34.0, each in its own venv).
 """
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
-from ..resources import load_data
+from ..engine_releases import Release, release
+from ..servedarch import served_architectures
 
 
 def limits() -> dict:
     return engine_rules()["start_limits"]
 
 
-@lru_cache(maxsize=1)
-def cache_dtypes() -> tuple[str, ...]:
-    return tuple(load_data("data/vllm_engine_options.yaml")["cache_dtypes"]["values"])
+def judged(version: str | None) -> Release | None:
+    """The release whose facts the start limits read (its SRG047 line, if any, is release_rules')."""
+    return release("vllm", version)[0] if version else None
+
+
+def cache_dtypes(rel: Release | None = None) -> tuple[str, ...]:
+    """The judged release's CacheDType values (config/cache.py), read from its wheel."""
+    from ..engine_releases import known, release_data
+
+    facts = rel.facts if rel is not None else release_data("vllm")["releases"][known("vllm")[-1]]
+    return tuple(facts.get("cache_dtypes") or ())
 
 
 def _int(value: Any) -> int | None:
@@ -153,20 +168,93 @@ def max_len_check(target, max_model_len: int | None, hf_overrides: dict | None) 
                  target.key_location(key), severity=WARNING if forced else None)]
 
 
-def pipeline_check(target, pp: int) -> list[Diagnostic]:
-    """SRG344: a target whose vLLM class is no SupportsPP under --pp > 1 (the draft always runs at pp 1)."""
+def _classes(rel: Release | None) -> dict:
+    return (rel.facts.get("classes") or {}) if rel is not None else {}
+
+
+def pipeline_check(rel: Release | None, draft, target, pp: int, method: str | None) -> list[Diagnostic]:
+    """SRG344: under --pp > 1, a target class the judged release does not run pipelined; in a release that
+    gives the draft the target's pp (create_draft_parallel_config), a draft class it does not either."""
     rule = limits()["pipeline"]
+    classes = _classes(rel)
     archs = list(target.architectures)
-    if pp <= 1 or not archs or archs[0] not in rule["architectures_without_pp"]:
+    if pp <= 1 or rel is None:
         return []
-    return [diag(rule["code"], f"the target's {archs[0]} is no SupportsPP class in vLLM: with pp {pp} vLLM refuses at "
-                 f"start: \"{rule['vllm_says']}\" ({rule['source']})",
-                 Location(target.source, key_path="architectures"))]
+    label = rel.label()
+    if archs and archs[0] in (classes.get("architectures_without_pp") or []):
+        return [diag(rule["code"], f"the target's {archs[0]} is no SupportsPP class in {label}: with pp {pp} "
+                     f"vLLM refuses at start: \"{rule['vllm_says']}\" ({rule['source']})",
+                     Location(target.source, key_path="architectures"))]
+    if classes.get("draft_pp") != "target":
+        return []
+    served = _served_draft_class(rel, draft, target, method)
+    if served is None or served in (classes.get("draft_architectures_with_pp") or []):
+        return []
+    return [diag(rule["code"], f"the draft is served as {served}, which is no SupportsPP class in {label}; this "
+                 f"release gives the draft the target's pipeline size ({pp}) and refuses at start: "
+                 f"\"{rule['vllm_says']}\" (config/speculative.py create_draft_parallel_config; "
+                 "SpeculativeConfig._verify_args)", Location(draft.source, key_path="architectures"),
+                 "serve with --pp 1, or on vLLM 0.30 or later (the draft runs at pp 1 there)")]
 
 
-def cache_dtype_check(kv_cache_dtype: str | None, draft_kv_cache_dtype: str | None) -> list[Diagnostic]:
+def _served_draft_class(rel: Release, draft, target, method: str | None) -> str | None:
+    """The draft class the release builds: for an MTP target's own MTP layer, the class of the MTP model
+    type vLLM rewrites the target to (data/vllm_mtp_rewrites.yaml), among the classes the release's
+    SpeculativeConfig.hf_config_override names (`glm4_moe_mtp` -> Glm4MoeMTPModel); else the draft
+    config's architecture after vLLM's EAGLE renaming."""
+    if method in ("mtp", None) and (draft.source == target.source or draft.raw == target.raw):
+        return _mtp_class(rel, target)
+    registry = rel.architectures()
+    served = [a for a in served_architectures(method, list(draft.architectures or [])) if a in registry]
+    return served[0] if served else None
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _mtp_class(rel: Release, target) -> str | None:
+    from ..coverage import rewrites  # the MTP rewrite table, read only under --pp > 1
+
+    archs, types = set(target.architectures or ()), {target.model_type, target.text_model_type}
+    draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
+                       if r.get("architecture") in archs or r.get("model_type") in types), None)
+    if not draft_type or draft_type == "?":
+        return None
+    names = [a for a in _classes(rel).get("mtp_architectures") or [] if _norm(a).startswith(_norm(draft_type))]
+    return min(names, key=len) if names else None
+
+
+def aux_relay_check(rel: Release | None, draft, target, pp: int, method: str | None) -> list[Diagnostic]:
+    """SRG345: the V2 runner (the GPU default) verifies at load that a target relays aux hidden states
+    between pipeline stages when the drafter reads them (eagle3_utils.verify_supports_aux_hidden_states_over_pp):
+    only targets whose decoder sets `supports_aux_hidden_states_over_pp` do."""
+    if pp <= 1 or rel is None or not rel.rule("aux_hidden_states_over_pp_verified"):
+        return []
+    classes = _classes(rel)
+    if method not in (classes.get("aux_methods") or []):
+        return []
+    nested = (draft.raw or {}).get("eagle_config") if isinstance(draft.raw, dict) else None
+    if method == "eagle3" and isinstance(nested, dict) and nested.get("use_aux_hidden_state") is False \
+            and rel.rule("v2_reads_use_aux_hidden_state"):
+        return []
+    archs = list(target.architectures)
+    relay = classes.get("aux_hidden_states_over_pp") or []
+    if not archs or archs[0] in relay:
+        return []
+    where = rel.rule("aux_hidden_states_over_pp_verified")
+    return [diag("SRG345", f"{method} at pp {pp}: the drafter reads the target's aux hidden states, and the target's "
+                 f"{archs[0]} does not relay them between pipeline stages in {rel.label()}: it refuses at load: "
+                 f"\"{archs[0]} does not support {method} with pipeline parallelism\" ({where})",
+                 Location(target.source, key_path="architectures"),
+                 f"serve with --pp 1 (or tp instead of pp); targets that relay them in this release: "
+                 f"{', '.join(relay[:8])}{' ...' if len(relay) > 8 else ''}")]
+
+
+def cache_dtype_check(rel: Release | None, kv_cache_dtype: str | None,
+                      draft_kv_cache_dtype: str | None) -> list[Diagnostic]:
     rule = limits()["cache_dtype"]
-    known = cache_dtypes()
+    known = cache_dtypes(rel)
     out = []
     for flag, value in (("--kv-cache-dtype", kv_cache_dtype), ("--draft-kv-cache-dtype", draft_kv_cache_dtype)):
         if value is None or value in known:
@@ -174,26 +262,35 @@ def cache_dtype_check(kv_cache_dtype: str | None, draft_kv_cache_dtype: str | No
         import difflib  # a typo gets the nearest name
 
         near = next(iter(difflib.get_close_matches(str(value), known, n=1, cutoff=0.6)), None)
-        out.append(diag(rule["code"], f"{flag} {value!r} is not one of vLLM's CacheDType values; vLLM refuses it at "
+        label = f"{rel.label()}'s" if rel is not None else "vLLM's"
+        out.append(diag(rule["code"], f"{flag} {value!r} is not one of {label} CacheDType values; it refuses it at "
                         f"start (CacheConfig validation, {rule['source']})", Location(key_path=flag),
                         (f"did you mean {near}? " if near else "") + f"vLLM accepts: {', '.join(known)}"))
     return out
 
 
-def engine_start_check(plan, draft, target, *, max_model_len: int | None = None, hf_overrides: dict | None = None,
+def engine_start_check(plan, draft, target, *, version: str | None = None, method: str | None = None,
+                       max_model_len: int | None = None, hf_overrides: dict | None = None,
                        draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
-    """Every start limit for a vLLM plan; nothing for another engine (its limits are not these)."""
+    """Every start limit of the judged release for a vLLM plan; nothing for another engine (its limits are
+    not these)."""
     rt = plan.runtime
     if rt.engine != "vllm":
         return []
+    rel = judged(version)
     tp, draft_tp = rt.tp_size, rt.lookup("draft_tp_size")
-    return (cache_dtype_check(rt.kv_cache_dtype, draft_kv_cache_dtype)
+    return (cache_dtype_check(rel, rt.kv_cache_dtype, draft_kv_cache_dtype)
             + heads_check(draft, target, tp, draft_tp)
             + kv_heads_check(draft, target, tp, draft_tp)
-            + pipeline_check(target, rt.pp_size)
+            + pipeline_check(rel, draft, target, rt.pp_size, method)
+            + aux_relay_check(rel, draft, target, rt.pp_size, method)
             + max_len_check(target, max_model_len, hf_overrides))
 
 
-def cli_engine_start_check(options: CheckOptions, plan, draft, target) -> list[Diagnostic]:
-    return engine_start_check(plan, draft, target, max_model_len=options.max_model_len,
-                              hf_overrides=options.hf_overrides, draft_kv_cache_dtype=options.draft_kv_cache_dtype)
+def cli_engine_start_check(options: CheckOptions, plan, draft, target, recipe=None) -> list[Diagnostic]:
+    from .config_spelling import serving
+
+    method, version, _ = serving(options, recipe)
+    return engine_start_check(plan, draft, target, version=version, method=method,
+                              max_model_len=options.max_model_len, hf_overrides=options.hf_overrides,
+                              draft_kv_cache_dtype=options.draft_kv_cache_dtype)

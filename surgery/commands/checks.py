@@ -40,7 +40,7 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     findings += cli_spelling_check(options, recipe, draft)
     findings += cli_release_check(options, recipe, draft)
     findings += cli_kv_scales_check(options, plan)
-    findings += cli_engine_start_check(options, plan, draft, target)
+    findings += cli_engine_start_check(options, plan, draft, target, recipe)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
     return with_findings(plan, findings), report
 

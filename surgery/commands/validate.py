@@ -28,12 +28,27 @@ def runtime(args, engine: str):
 RESULT_CODES = ("SRG058",)
 
 
-def verdict_line(plan, name: str, verbose: bool = False) -> str:
-    """validate's first line: the verdict, what was checked, and how many findings follow on stderr."""
+def judged_release(args, release: str | None) -> tuple[str, str] | None:
+    """(the vLLM release the verdict judges, why that one), for --engine vllm: `surgery releases`' release,
+    else --engine-version, else the installed vLLM, else the newest the data covers."""
+    if getattr(args, "engine", None) != "vllm":
+        return None
+    from ..checks.config_spelling import installed_vllm_version
+    from ..engine_releases import judged_version
+
+    if release is not None:
+        return release, "surgery releases"
+    return judged_version("vllm", getattr(args, "engine_version", None), installed_vllm_version())
+
+
+def verdict_line(plan, name: str, verbose: bool = False, judged: tuple[str, str] | None = None) -> str:
+    """validate's first line: the verdict, the release it was judged for, what was checked, and how many
+    findings follow on stderr."""
     maps = "; ".join(f"{n}: " + ", ".join(f"{r.draft}->{r.target}" for r in rows)
                      for n, rows in plan.layer_maps.items() if rows)
     said = counts([d for d in plan.diagnostics if d.code not in RESULT_CODES], verbose=verbose)
-    return (f"{'valid' if plan.ok else 'INVALID'}: {name} for {plan.draft['model_type']} -> "
+    on = f" for vLLM {judged[0]} ({judged[1]})" if judged else ""
+    return (f"{'valid' if plan.ok else 'INVALID'}{on}: {name} for {plan.draft['model_type']} -> "
             f"{plan.target['model_type']} ({len(plan.operations)} operations, {len(plan.skipped)} skipped"
             f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
 
@@ -60,7 +75,8 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
         target_ref, from_verifier = target_ref_for(args.target, draft)
         target = read_facts(target_ref)
     # from_verifier: the head is served as the model (`vllm serve <head>`)
-    options = check_options(args, target_ref, from_verifier, release or getattr(args, "engine_version", None))
+    judged = judged_release(args, release)
+    options = check_options(args, target_ref, from_verifier, judged[0] if judged else None)
     plan = resolve(recipe, draft, target, runtime(args, args.engine))
     plan, weights = run_checks(options, recipe, draft, target, plan)
     if from_verifier:
@@ -69,6 +85,8 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
     command = "validate" if release else args.command
     if fmt == "json":
         data = plan.to_dict()
+        if judged:
+            data["judged_release"] = {"engine": "vllm", "version": judged[0], "from": judged[1]}
         if weights is not None:
             data["weights"] = weights.to_dict()
         data["fetched"] = fetched_summary()
@@ -79,7 +97,7 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
         out.write(render_mermaid(plan) + "\n")
         err.write(render_diagnostics(plan.diagnostics, verbose=args.verbose))  # stdout stays a flowchart
     elif command == "validate":
-        out.write(verdict_line(plan, recipe.name, verbose=args.verbose) + "\n")
+        out.write(verdict_line(plan, recipe.name, verbose=args.verbose, judged=judged) + "\n")
         out.flush()
         err.write(render_diagnostics([d for d in plan.diagnostics if d.code not in RESULT_CODES],
                                      verbose=args.verbose))

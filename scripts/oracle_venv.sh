@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A release-oracle venv: one vLLM release's own config layer and model classes, runnable on this
+# 2-core CPU machine with no GPU and no weights (issue 53). The release's CUDA wheel is installed
+# --no-deps beside a torch this disk holds, with its pure-Python requirements (the METADATA list up to
+# numba; the GPU kernel packages after it are left out). tests/release_oracle/ runs
+# EngineArgs(..., load_format="dummy").create_engine_config() in it, and reads its model classes.
+#   bash scripts/oracle_venv.sh 0.34.0     # -> .cache/oracles/vllm-0.34.0 (kept while the stamp matches)
+#   bash scripts/oracle_venv.sh 0.26.0
+# A release not in the table below is refused: each one needs its torch named here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VER=${1:?usage: oracle_venv.sh VERSION}
+case "$VER" in
+  0.34.0) TORCH="torch==2.14.1 torchvision==0.29.1"; PLATFORM="" ;;   # 0.34 has VLLM_TARGET_DEVICE=cpu
+  # transformers of the release's time: a newer one moves Gemma 4's head_dim per layer, which 0.26's
+  # config layer reads globally (an environment failure, not the release's verdict)
+  0.26.0) TORCH="torch==2.13.0 transformers==5.12.1"; PLATFORM="tools/vllm_cpu_platform" ;; # no CPU switch: a platform plugin
+  *) echo "oracle_venv.sh: no oracle recipe for vLLM $VER (known: 0.26.0, 0.34.0)" >&2; exit 2 ;;
+esac
+DIR=.cache/oracles/vllm-$VER
+STAMP="vllm==$VER | $TORCH | plugin=$PLATFORM | recipe 1"
+if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
+  echo "oracle venv vLLM $VER: cached ($DIR)"; exit 0
+fi
+rm -rf "$DIR"
+mkdir -p .cache/oracles/wheels
+PY=${PYTHON:-python3}
+"$PY" -m venv "$DIR"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+pip_() { "$DIR/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
+WHEEL=$(ls .cache/oracles/wheels/vllm-$VER-*.whl 2>/dev/null | head -1 || true)
+if [ -z "$WHEEL" ]; then
+  pip_ download -q --no-deps -d .cache/oracles/wheels "vllm==$VER"
+  WHEEL=$(ls .cache/oracles/wheels/vllm-$VER-*.whl | head -1)
+fi
+pip_ install -q $TORCH
+# the wheel's own requirements, up to numba (the CUDA kernel packages follow it); markers kept for pip
+"$DIR/bin/python" - "$WHEEL" > "$DIR/requirements.txt" <<'PYEOF'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+for line in z.read(meta).decode().splitlines():
+    if not line.startswith("Requires-Dist:") or "extra ==" in line:
+        continue
+    req = line.split(":", 1)[1].strip()
+    name = req.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("!")[0].strip().lower()
+    if name in ("torch", "torchvision", "torchaudio", "torchcodec"):
+        continue
+    print(req)
+    if name == "numba":
+        break
+PYEOF
+pip_ install -q -r "$DIR/requirements.txt" $TORCH
+pip_ install -q --no-deps "$WHEEL"
+[ -z "$PLATFORM" ] || pip_ install -q --no-deps "./$PLATFORM"
+VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -c "import vllm, torch; print('oracle venv vLLM', vllm.__version__, '| torch', torch.__version__)"
+echo "$STAMP" > "$DIR/.stamp"

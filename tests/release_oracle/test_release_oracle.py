@@ -1,0 +1,118 @@
+"""Every release is its own oracle (issue 53): the grid (grid.py) is answered by vLLM 0.26.0, 0.32.0 and
+0.34.0's own config layers and load-time checks (runner.py, in each release's venv), and
+`surgery validate --engine vllm --engine-version <release>` must agree with each:
+
+- where the release refuses, surgery refuses with the code that names the same limit (LIMITS);
+- where it accepts, surgery raises no error but a named silent failure (SILENT).
+
+A release whose venv is missing is one skipped test with the reason (venvs.py), never a pass.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import grid  # noqa: E402
+import venvs  # noqa: E402
+
+# needle in the release's refusal -> the code surgery names that limit with
+LIMITS = [
+    ("Total number of attention heads", "SRG340"),
+    ("is not divisible by", "SRG341"),
+    ("is greater than the derived max_model_len", "SRG342"),
+    ("cache_dtype", "SRG343"),
+    ("Pipeline parallelism is not supported for this model", "SRG344"),
+    ("with pipeline parallelism", "SRG345"),
+    ("Specified KV sharing target layer", "SRG350"),
+]
+# errors surgery may raise where the release starts: named silent failures (it runs, and runs wrongly)
+SILENT = {
+    "SRG352": "the Gemma 4 target drops its per-layer inputs on every stage after the first (decodes wrongly)",
+}
+SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding placeholder under pp (recipe step 3)"}}
+RESULTS: dict[str, dict] = {}
+
+
+def all_cache_dtypes() -> list[str]:
+    from surgery.engine_releases import release_data
+
+    out: list[str] = []
+    for version in venvs.RELEASES:
+        for kv in release_data("vllm")["releases"][version].get("cache_dtypes") or []:
+            if kv not in out:
+                out.append(kv)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release_oracle")
+    out = []
+    for case in grid.cases(all_cache_dtypes()):
+        out.append({**case, "target": str(grid.published(Path(case["target_src"]), root)),
+                    "draft": str(grid.published(Path(case["draft_src"]), root))})
+    return out
+
+
+def classify(verdict: dict) -> str | None:
+    if verdict.get("stage") is None:
+        return None
+    text = verdict["message"]
+    return next((code for needle, code in LIMITS if needle in text), "UNKNOWN")
+
+
+def surgery_errors(run_cli, case: dict, release: str) -> set[str]:
+    args = ["validate", case["recipe"], "--target", case["target_src"], "--draft", case["draft_src"], "--engine", "vllm",
+            "--engine-version", release, "--tp", case["tp"], "--pp", case["pp"], "--kv-cache-dtype",
+            case["kv_cache_dtype"], "--json"]
+    if case["max_model_len"] is not None:
+        args += ["--max-model-len", case["max_model_len"]]
+    code, out, err = run_cli(*args)
+    assert code in (0, 1), (case["id"], code, err[-2000:])
+    return {d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
+
+
+@pytest.mark.parametrize("release", venvs.RELEASES)
+def test_release_oracle_grid(release, cases, run_cli):
+    py, why = venvs.oracle_python(release)
+    if py is None:
+        pytest.skip(why)
+    answer = venvs.run_oracle(release, cases)
+    assert answer["vllm"].split("+")[0] == release, answer["vllm"]
+    verdicts = {v["id"]: v for v in answer["verdicts"]}
+    RESULTS[release] = verdicts
+    wrong, by_code = [], {}
+    for case in cases:
+        v = verdicts[case["id"]]
+        code = classify(v)
+        assert code != "UNKNOWN", f"{release} {case['id']}: a refusal this oracle does not know: {v['message'][:600]}"
+        ours = surgery_errors(run_cli, case, release)
+        if code is not None:
+            by_code[code] = by_code.get(code, 0) + 1
+            if code not in ours:
+                wrong.append(f"{case['id']}: {release} refuses ({code}: {v['message'][:200]}), surgery says "
+                             f"{sorted(ours) or 'no error'}")
+        else:
+            allowed = set(SILENT) | set(SILENT_BY_RECIPE.get(case["recipe"], {}))
+            if ours - allowed:
+                wrong.append(f"{case['id']}: {release} starts, surgery errors {sorted(ours - allowed)}")
+    refused = sum(by_code.values())
+    print(f"release oracle vLLM {release}: {len(cases)} cases, {refused} refusals {dict(sorted(by_code.items()))}")
+    assert len(cases) >= 150 and refused >= 25, (len(cases), refused)
+    assert not wrong, f"{len(wrong)} of {len(cases)} cases disagree with vLLM {release}:\n" + "\n".join(wrong)
+
+
+def test_releases_disagree_somewhere():
+    """The grid is worth running per release: the releases' own answers differ on some cases (counted)."""
+    missing = [r for r in venvs.RELEASES if r not in RESULTS]
+    if missing:
+        pytest.skip(f"needs every release's grid run first; missing {missing}")
+    ids = list(RESULTS[venvs.RELEASES[0]])
+    differ = [i for i in ids if len({classify(RESULTS[r][i]) for r in venvs.RELEASES}) > 1]
+    print(f"release oracle: {len(differ)} of {len(ids)} cases differ between {', '.join(venvs.RELEASES)}")
+    assert differ, "every release answered every case alike: the grid no longer tells releases apart"
