@@ -187,10 +187,16 @@ def _parser_explain(sub) -> None:
 
 
 def _parser_recipes(sub) -> None:
-    p = sub.add_parser("recipes", help="list the shipped recipes, the model types each covers, and vLLM MTP coverage",
-                       epilog=_epilog("examples:\n  surgery recipes\n  surgery recipes --json", one="(not used)"),
+    p = sub.add_parser("recipes", help="list the shipped recipes (one row each, or NAME in full) and vLLM's "
+                       "coverage by them",
+                       epilog=_epilog("examples:\n  surgery recipes\n  surgery recipes eagle3\n"
+                                      "  surgery recipes --verbose\n  surgery recipes --json", one="(not used)"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a shipped recipe: print it in full (every target and "
+                   "draft model type and architecture it applies to); an unknown name is SRG013")
+    p.add_argument("--verbose", "-v", action="store_true", help="every recipe in full, and each method and "
+                   "architecture of the coverage with what covers it or why nothing does")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (with NAME: that recipe's row)")
 
 
 def _parser_new(sub) -> None:
