@@ -85,7 +85,7 @@ def test_surgery_recipes_shows_method_coverage(run_cli):
     assert code == 0
     cov = json.loads(out)["method_coverage"]
     assert cov == method_coverage(_recipes())
-    code, text, _ = run_cli("recipes")
+    code, text, _ = run_cli("recipes", "--verbose")
     assert code == 0
     assert f"{cov['covered']} of {cov['total']} methods / speculators algorithms" in text
     assert "  dflash: dflash\n" in text and "  dspark: dspark\n" in text
@@ -110,7 +110,7 @@ def test_every_block_drafter_architecture_is_listed_by_a_recipe_or_unsupported()
 
 
 def test_surgery_recipes_shows_block_drafter_architectures(run_cli):
-    code, text, _ = run_cli("recipes")
+    code, text, _ = run_cli("recipes", "--verbose")
     assert code == 0
     assert "  DFlashDraftModel (qwen3_dflash): dflash\n" in text
     assert "  K3DSparkModel (vllm.models.kimi_k3.nvidia.dspark_mla): not covered: " in text

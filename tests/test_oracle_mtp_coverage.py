@@ -232,7 +232,7 @@ def test_surgery_recipes_shows_coverage(run_cli):
             assert t["value"] in covered_types
     listed = {u.get("model_type") or u.get("architecture"): u["reason"] for u in unsupported()}
     assert {u["value"]: u["unsupported"] for u in data["unsupported"]} == listed
-    code, text, _ = run_cli("recipes")
+    code, text, _ = run_cli("recipes", "--verbose")
     assert code == 0
     for value, reason in listed.items():
         assert f"{value}: {reason}" in text
