@@ -11,14 +11,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VER=${1:?usage: oracle_venv.sh VERSION}
 case "$VER" in
-  0.34.0) TORCH="torch==2.14.1 torchvision==0.29.1"; PLATFORM="" ;;   # 0.34 has VLLM_TARGET_DEVICE=cpu
-  # transformers of the release's time: a newer one moves Gemma 4's head_dim per layer, which 0.26's
-  # config layer reads globally (an environment failure, not the release's verdict)
-  0.26.0) TORCH="torch==2.13.0 transformers==5.12.1"; PLATFORM="tools/vllm_cpu_platform" ;; # no CPU switch: a platform plugin
+  0.34.0) TORCH="torch==2.14.1 torchvision==0.29.1"; PLATFORM=""; DROP="" ;;   # 0.34 has VLLM_TARGET_DEVICE=cpu
+  # transformers of the release's time: from 5.12 Gemma 4's head_dim is per layer, which 0.26's config
+  # layer reads globally (an environment failure, not the release's verdict); without the `kernels`
+  # package, whose newer API that transformers cannot call
+  0.26.0) TORCH="torch==2.13.0 transformers==5.8.1"; PLATFORM="tools/vllm_cpu_platform"; DROP="kernels" ;;
   *) echo "oracle_venv.sh: no oracle recipe for vLLM $VER (known: 0.26.0, 0.34.0)" >&2; exit 2 ;;
 esac
 DIR=.cache/oracles/vllm-$VER
-STAMP="vllm==$VER | $TORCH | plugin=$PLATFORM | recipe 1"
+STAMP="vllm==$VER | $TORCH | plugin=$PLATFORM | drop=$DROP | recipe 2"
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
   echo "oracle venv vLLM $VER: cached ($DIR)"; exit 0
 fi
@@ -53,5 +54,6 @@ PYEOF
 pip_ install -q -r "$DIR/requirements.txt" $TORCH
 pip_ install -q --no-deps "$WHEEL"
 [ -z "$PLATFORM" ] || pip_ install -q --no-deps "./$PLATFORM"
+[ -z "$DROP" ] || pip_ uninstall -y -q $DROP
 VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -c "import vllm, torch; print('oracle venv vLLM', vllm.__version__, '| torch', torch.__version__)"
 echo "$STAMP" > "$DIR/.stamp"

@@ -631,6 +631,9 @@ class _Resolver:
         for fact in ("rope_theta", "max_position_embeddings"):
             dv, tv = d[fact], t[fact]
             if dv is not None and tv is not None and dv != tv:
+                if fact == "max_position_embeddings" and isinstance(dv, (int, float)) and isinstance(tv, (int, float)) \
+                        and dv > tv:
+                    continue  # a draft longer than its target covers every position the target serves
                 self.add("SRG330", f"draft {fact}={dv!r} differs from target {fact}={tv!r}",
                          Location(d.source, key_path=d.key_prefix + fact))
 

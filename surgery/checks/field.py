@@ -149,11 +149,11 @@ def expected_method(recipe, draft, target) -> str:
 
 def second_catalogue(plan, recipe, draft, target, *, method: str, max_model_len: int | None = None,
                      hf_overrides: dict | None = None, num_speculative_tokens: int | None = None,
-                     draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
+                     draft_kv_cache_dtype: str | None = None, engine_version: str | None = None) -> list[Diagnostic]:
     """SRG645-649, SRG670-671: what the draft inherits, what the engine's code reaches, the tokenizers."""
     return (inheritance_checks(plan, recipe, draft, target, method=method, hf_overrides=hf_overrides,
                                max_model_len=max_model_len, num_speculative_tokens=num_speculative_tokens,
-                               draft_kv_cache_dtype=draft_kv_cache_dtype)
+                               draft_kv_cache_dtype=draft_kv_cache_dtype, engine_version=engine_version)
             + head_checks(plan, recipe, draft, target, method=method, num_speculative_tokens=num_speculative_tokens)
             + tokenizer_check(draft, target))
 

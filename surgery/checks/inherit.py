@@ -76,8 +76,28 @@ def derived_max_len(cfg: dict) -> int | None:
     return int(length)
 
 
+def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | None:
+    """Where the judged release raises a short draft's position table to the serving length with no
+    drafting gate left behind (0.34: SpeculativeConfig._maybe_override_draft_max_position_embeddings for
+    drafts whose RoPE only sizes its cache, and no legacy runner's _input_fits_in_drafter), else None."""
+    if not version or method not in ("eagle", "eagle3", "dflash", "dspark"):
+        return None
+    from ..engine_releases import release  # the judged release's own rules
+
+    rel = release("vllm", version)[0]
+    if rel is None or rel.rule("input_fits_in_drafter") or not rel.rule("draft_max_position_override"):
+        return None
+    rope = rope_of(d_cfg) or {}
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
+    kinds = {str(rp.get("rope_type") or rp.get("type") or "default") for rp in ((v for v in rope.values() if v)
+                                                                               if nested else (rope,)) if rp}
+    if kinds - {"default", "linear", "llama3", "ntk", "proportional"}:
+        return None  # a scaled RoPE: the release lowers max_model_len to the draft's instead (SRG620)
+    return f"{rel.label()}: {rel.rule('draft_max_position_override')}"
+
+
 def context_check(draft, target, *, method: str, hf_overrides: dict | None, max_model_len: int | None,
-                  num_speculative_tokens: int | None) -> list[Diagnostic]:
+                  num_speculative_tokens: int | None, version: str | None = None) -> list[Diagnostic]:
     rules = engine_rules()["context"]
     t_cfg = merge_overrides(target.raw, hf_overrides)
     same = draft.source == target.source
@@ -89,7 +109,13 @@ def context_check(draft, target, *, method: str, hf_overrides: dict | None, max_
     draft_len = min(d_len, t_len)  # _maybe_override_draft_max_model_len
     k = num_speculative_tokens or 1
     out = []
-    if draft_len < t_len:
+    raised = raises_draft_length(version, method, d_cfg)
+    if draft_len < t_len and raised:
+        out.append(diag("SRG645", f"{method} draft length {draft_len} < serving length {t_len}: {raised} raises the "
+                        "draft's max_position_embeddings to the serving length and drafts to the end (no drafting "
+                        "gate in this release)", Location(draft.source, key_path=draft.key_prefix + "max_position_embeddings"),
+                        severity=INFO))
+    elif draft_len < t_len:
         touched = sorted(k_ for k_ in (hf_overrides or {}) if k_ in rules["rope_keys"] or k_ == "text_config")
         why = (f"the dict hf_overrides {touched} reach the target only (vLLM {engine_rules()['vllm_version']}: "
                "SpeculativeConfig.compose_draft_hf_overrides drops dict overrides for the draft)"
@@ -215,11 +241,11 @@ def kv_dtype_check(plan, draft, target, *, draft_kv_cache_dtype: str | None) -> 
 
 def inheritance_checks(plan, recipe, draft, target, *, method: str, hf_overrides: dict | None = None,
                        max_model_len: int | None = None, num_speculative_tokens: int | None = None,
-                       draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
+                       draft_kv_cache_dtype: str | None = None, engine_version: str | None = None) -> list[Diagnostic]:
     if plan.runtime.engine != "vllm":
         return []
     out = context_check(draft, target, method=method, hf_overrides=hf_overrides, max_model_len=max_model_len,
-                        num_speculative_tokens=num_speculative_tokens)
+                        num_speculative_tokens=num_speculative_tokens, version=engine_version)
     out += quant_check(draft, target, method=method)
     out += kv_dtype_check(plan, draft, target, draft_kv_cache_dtype=draft_kv_cache_dtype)
     return out

@@ -129,6 +129,28 @@ def architecture_finding(rel, architectures: list[str], source: str) -> Diagnost
                 hint="serve on a release that registers it, or convert the head to a format this release reads")
 
 
+def mtp_type_finding(rel, draft, target, method: str | None) -> Diagnostic | None:
+    """SRG723 for an MTP target's own layer: the MTP model type vLLM rewrites the target to
+    (SpeculativeConfig.hf_config_override, data/vllm_mtp_rewrites.yaml) must be one the judged release
+    has (its MTPModelTypes): Kimi-K3's kimi_k3_mtp arrived in 0.27, so 0.26 cannot build the draft."""
+    if method not in (None, "mtp") or target is None or not (draft.source == target.source or draft.raw == target.raw):
+        return None
+    from ..coverage import rewrites  # the rewrite table, read only for MTP pairs
+
+    archs, types = set(target.architectures or ()), {target.model_type, target.text_model_type}
+    draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
+                       if r.get("architecture") in archs or r.get("model_type") in types), None)
+    if not draft_type or draft_type == "?" or draft_type in (rel.facts.get("mtp_model_types") or []):
+        return None
+    have = [v for v in known("vllm") if draft_type in release_data("vllm")["releases"][v].get("mtp_model_types", [])]
+    if not have:
+        return None
+    return diag("SRG723", f"the target's MTP layer is served as model type {draft_type!r}, which {rel.label()} does "
+                f"not have (its MTPModelTypes; releases that have it: {_ranges(have)}): vLLM cannot build the draft",
+                Location(target.source, key_path="model_type"),
+                hint=f"serve on vLLM {have[0]} or later")
+
+
 def rejection_finding(rel, value: str | None, where: str) -> Diagnostic | None:
     if not value:
         return None
@@ -161,7 +183,7 @@ def _ranges(versions: list[str]) -> str:
 
 
 def release_findings(version: str | None, draft, *, method: str | None, served_as_model: bool,
-                     rejection_sample_method: str | None = None, why_none: str = "") -> list[Diagnostic]:
+                     rejection_sample_method: str | None = None, why_none: str = "", target=None) -> list[Diagnostic]:
     """Every release rule for this draft on `version` (None: SRG048, not checked)."""
     if version is None:
         return [no_release("vllm", why_none or "no vLLM release known", draft.source)]
@@ -175,16 +197,18 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
                   aux_flag_finding(rel, raw, draft.source, method),
                   method_finding(rel, method, "--method"),
                   architecture_finding(rel, list(draft.architectures or []), draft.source),
+                  mtp_type_finding(rel, draft, target, method),
                   rejection_finding(rel, rejection_sample_method, "--rejection-sample-method")):
         if found is not None:
             out.append(found)
     return out
 
 
-def cli_release_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]:
+def cli_release_check(options: CheckOptions, recipe, draft, target=None) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
     if options.engine != "vllm":
         return []
     method, version, _ = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
-                            rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION)
+                            rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION,
+                            target=target)

@@ -12,6 +12,7 @@ from ..checks.config_spelling import cli_spelling_check  # keys another vLLM rel
 from ..checks.release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
 from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
 from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
+from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 
 
@@ -28,7 +29,8 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
                             max_model_len=options.max_model_len, own_roles=own,
                             serving_flags={"hf_overrides": options.hf_overrides,
                                            "num_speculative_tokens": options.num_speculative_tokens,
-                                           "draft_kv_cache_dtype": options.draft_kv_cache_dtype})
+                                           "draft_kv_cache_dtype": options.draft_kv_cache_dtype,
+                                           "engine_version": options.engine_version if options.engine == "vllm" else None})
     if report is not None:
         findings = list(report.findings) + findings
         if report.superseded:  # the weights answered a config-only finding (SRG207): theirs replaces it
@@ -38,11 +40,12 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
                                 method=options.method or recipe.engine.get("vllm", {}).get("method"))
     findings += last_slot_check(plan, draft, target, producer=options.producer)
     findings += cli_spelling_check(options, recipe, draft)
-    findings += cli_release_check(options, recipe, draft)
+    findings += cli_release_check(options, recipe, draft, target)
     findings += cli_kv_scales_check(options, plan)
     findings += cli_engine_start_check(options, plan, draft, target, recipe)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
-    return with_findings(plan, findings), report
+    plan = with_findings(plan, findings)
+    return replace(plan, diagnostics=tuple(drop_restated(list(plan.diagnostics)))), report
 
 
 def weights_text(report) -> str:
