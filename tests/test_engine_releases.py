@@ -185,12 +185,30 @@ def test_rejection_sample_method_across_releases(run_cli, value, version, severi
     assert (found["SRG724"]["severity"] if "SRG724" in found else None) == severity
 
 
-def test_no_release_is_said(run_cli, monkeypatch):
+def test_the_judged_release_is_named(run_cli, monkeypatch):
+    """Issue 53: no vLLM installed and no --engine-version -> the newest release in the data is judged, and
+    the verdict says so (never "not checked" while a release could be judged); --engine-version wins."""
     from surgery.checks import config_spelling
+    from surgery.engine_releases import known
 
     monkeypatch.setattr(config_spelling, "installed_vllm_version", lambda: None)
-    rc, found = validate(run_cli, "eagle3", "--target", LLAMA, "--draft", EAGLE3)
-    assert found["SRG048"]["severity"] == "info"
+    code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--json")
+    data = json.loads(out)
+    assert data["judged_release"] == {"engine": "vllm", "version": known("vllm")[-1], "from": "newest in surgery's data"}
+    assert "SRG048" not in {d["code"] for d in data["diagnostics"]}
+    code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3)
+    assert out.startswith(f"valid for vLLM {known('vllm')[-1]} (newest in surgery's data): ")
+    monkeypatch.setattr(config_spelling, "installed_vllm_version", lambda: "0.32.0")
+    code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3)
+    assert out.startswith("valid for vLLM 0.32.0 (installed): ")
+    code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.33.0")
+    assert out.startswith("valid for vLLM 0.33.0 (--engine-version): ")
+
+
+@pytest.mark.parametrize("bad", ["banana", "", "v", "latest"])
+def test_a_bad_engine_version_is_a_usage_error(run_cli, bad):
+    code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", bad)
+    assert code == 2 and "SRG011" in err and "Traceback" not in err, (code, err)
 
 
 def test_release_matrix_doc_is_generated_from_the_data():

@@ -186,7 +186,7 @@ def test_capture_ids_per_target_class(run_cli, tmp_path):
     t = json.loads(LLAMA.read_text())
     t["architectures"] = ["Ernie4_5ForCausalLM"]  # a SupportsEagle3 class whose capture loop the table lacks (Phi3ForCausalLM, the old example, is llama's: phi3.py)
     hit = found(codes(run_cli, "eagle3", "--target", write(tmp_path, "t.json", t), "--draft", good), "SRG648")
-    assert [x["severity"] for x in hit] == ["warning"]
+    assert [x["severity"] for x in hit] == ["info"]  # a gap in surgery's knowledge is a note (issue 53)
     # id = L on DeepSeek: reached by vLLM 0.32, not before vllm#46788 (history, info)
     from surgery.checks.head import capture_check, reach_bound
     assert reach_bound("L-1", 61) == 60 and reach_bound("L", 61) == 61 and reach_bound(0, 61) == 0

@@ -89,38 +89,43 @@ def _sides(draft, target, tp: int, draft_tp: int):
     return out
 
 
-def heads_check(draft, target, tp: int, draft_tp: int) -> list[Diagnostic]:
-    rule = limits()["attention_heads"]
+def _heads_failures(draft, target, tp: int, draft_tp: int) -> list[tuple[str, str, str, object]]:
+    """(code, the side, what does not divide, facts) for every heads / KV-heads limit tp breaks."""
     out = []
     for side, f, size in _sides(draft, target, tp, draft_tp):
         heads = attention_heads(f)
-        if heads is None or heads % size == 0:
-            continue
-        says = rule["vllm_says"].format(heads=heads, tp=size)
-        who = "the draft (vLLM checks it at the draft's tp, the target's unless draft_tensor_parallel_size is 1)" \
-            if side == "draft" else "the target"
-        out.append(diag(rule["code"], f"{who}: {f.text_model_type or f.model_type} has {heads} attention heads, "
-                        f"tp {size} does not divide them; vLLM refuses at start: \"{says}\" ({rule['source']})",
-                        f.key_location("num_attention_heads"), _tp_hint(draft, target, tp)))
-    return out
-
-
-def kv_heads_check(draft, target, tp: int, draft_tp: int) -> list[Diagnostic]:
-    rule = limits()["kv_heads"]
-    out = []
-    for side, f, size in _sides(draft, target, tp, draft_tp):
+        if heads is not None and heads % size:
+            out.append(("SRG340", side, f"{heads} attention heads ({size} does not divide them)", f, size))
         kv = kv_heads(f)
-        if kv is None or is_mla(f):
-            continue
-        num, den = (size, kv) if size >= kv else (kv, size)
-        if num % den == 0:
-            continue
-        says = rule["vllm_says"].format(numerator=num, denominator=den)
-        out.append(diag(rule["code"], f"the {side}: {f.text_model_type or f.model_type} has {kv} KV heads and tp is "
-                        f"{size}: {'tp is not a multiple of them' if size >= kv else 'tp does not divide them'}; "
-                        f"vLLM's worker stops while building the model: \"{says}\" ({rule['source']})",
-                        f.key_location("num_key_value_heads"), _tp_hint(draft, target, tp)))
+        if kv is not None and not is_mla(f) and (size % kv if size >= kv else kv % size):
+            what = "tp is not a multiple of them" if size >= kv else f"{size} does not divide them"
+            out.append(("SRG341", side, f"{kv} KV heads ({what})", f, size))
     return out
+
+
+def tp_check(draft, target, tp: int, draft_tp: int) -> list[Diagnostic]:
+    """SRG340 / SRG341 as one line: every way this tp breaks the target's and the draft's heads, under the
+    code of the limit vLLM meets first (the heads, in the config layer; the KV heads, in the worker)."""
+    failures = _heads_failures(draft, target, tp, draft_tp)
+    if not failures:
+        return []
+    code = "SRG340" if any(c == "SRG340" for c, *_ in failures) else "SRG341"
+    first = next(x for x in failures if x[0] == code)
+    rule = limits()["attention_heads" if code == "SRG340" else "kv_heads"]
+    f, size = first[3], first[4]
+    if code == "SRG340":
+        says = rule["vllm_says"].format(heads=attention_heads(f), tp=size)
+        when = "refuses at start"
+    else:
+        kv = kv_heads(f)
+        num, den = (size, kv) if size >= kv else (kv, size)
+        says = rule["vllm_says"].format(numerator=num, denominator=den)
+        when = "stops while building the model"
+    parts = "; ".join(f"the {side}'s {what}" + (f" at the draft's tp {sz}" if side == "draft" and sz != tp else "")
+                      for _, side, what, _, sz in failures)
+    key = "num_attention_heads" if code == "SRG340" else "num_key_value_heads"
+    return [diag(code, f"--tp {tp}: {parts}; vLLM {when}: \"{says}\" ({rule['source']})",
+                 f.key_location(key), _tp_hint(draft, target, tp))]
 
 
 def _tp_hint(draft, target, tp: int) -> str:
@@ -280,8 +285,7 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
     rel = judged(version)
     tp, draft_tp = rt.tp_size, rt.lookup("draft_tp_size")
     return (cache_dtype_check(rel, rt.kv_cache_dtype, draft_kv_cache_dtype)
-            + heads_check(draft, target, tp, draft_tp)
-            + kv_heads_check(draft, target, tp, draft_tp)
+            + tp_check(draft, target, tp, draft_tp)
             + pipeline_check(rel, draft, target, rt.pp_size, method)
             + aux_relay_check(rel, draft, target, rt.pp_size, method)
             + max_len_check(target, max_model_len, hf_overrides))

@@ -17,6 +17,7 @@ import pytest
 
 import tiny_checkpoints as tc
 from surgery.checks.safetensors_header import read_checkpoint, read_header, read_values
+from verdictline import without_release as NOREL  # noqa: E402  (the judged release, issue 53)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +84,7 @@ def test_sharded_checkpoint_read_through_the_index(ckpts):
 def test_good_head_passes(run_cli, ckpts):
     rc, out, err = validate(run_cli, ckpts, "good")
     assert rc == 0, out + err
-    assert "valid: eagle3" in out and "weights: draft" in out
+    assert "valid: eagle3" in NOREL(out) and "weights: draft" in out
     assert "data read: d2t" in out  # the bounded read is said in the output
     assert not codes(out + err) & {"SRG604", "SRG606", "SRG608", "SRG609"}
 

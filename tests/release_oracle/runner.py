@@ -103,12 +103,13 @@ def _assigned_class(func, attr: str = "model"):
 
 def inner_decoder_class(model_cls):
     """The class of `model.model` that vLLM's eagle3_utils._inner_decoder reads, found without building
-    the model: the class the top-level class's __init__ (or _init_model) constructs, along the MRO."""
+    the model: the class the top-level class's __init__ (or the _init_model it calls) constructs, along
+    the MRO."""
     wants_init_model = False
     for klass in model_cls.__mro__:
-        for name in (("_init_model",) if wants_init_model else ()) + ("__init__",):
+        for name in ("__init__", "_init_model"):
             func = klass.__dict__.get(name)
-            if func is None:
+            if func is None or (name == "_init_model" and not wants_init_model):
                 continue
             found, calls = _assigned_class(func)
             if found == "model_cls":
@@ -188,10 +189,44 @@ def verdict(case: dict) -> dict:
     return {"id": case["id"], "stage": None, "observed": observed}
 
 
+def class_facts(archs: dict) -> dict:
+    """The release's model classes, imported (never built): for each asked architecture, whether
+    interfaces.supports_pp / supports_eagle3 hold, and whether its inner decoder relays aux hidden states
+    over pipeline stages (`supports_aux_hidden_states_over_pp`, read as eagle3_utils reads it)."""
+    from typing import get_args
+
+    from vllm.config.cache import CacheDType
+    from vllm.model_executor.models.interfaces import supports_eagle3, supports_pp
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    out = {"cache_dtypes": list(get_args(CacheDType)), "classes": {}}
+    for arch in archs:
+        try:
+            cls = ModelRegistry._try_load_model_cls(arch)
+        except Exception as exc:  # noqa: BLE001 - a class this CPU venv cannot import is reported, not judged
+            out["classes"][arch] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        if cls is None:
+            out["classes"][arch] = {"error": "not importable here"}
+            continue
+        row = {"pp": bool(supports_pp(cls)), "eagle3": bool(supports_eagle3(cls))}
+        if row["eagle3"]:
+            inner = inner_decoder_class(cls)
+            row["relay"] = None if inner is None else bool(getattr(inner, "supports_aux_hidden_states_over_pp", False))
+        out["classes"][arch] = row
+    return out
+
+
 def main() -> int:
     logging.disable(logging.WARNING)
     cases = json.load(sys.stdin)
     import vllm
+
+    if isinstance(cases, dict) and "facts_for" in cases:
+        with contextlib.redirect_stdout(io.StringIO()):
+            facts = class_facts(cases["facts_for"])
+        sys.stdout.write("\n" + json.dumps({"vllm": vllm.__version__, **facts}) + "\n")
+        return 0
 
     out = {"vllm": vllm.__version__, "verdicts": []}
     for case in cases:

@@ -32,6 +32,8 @@ LIMITS = [
 ]
 # errors surgery may raise where the release starts: named silent failures (it runs, and runs wrongly)
 SILENT = {
+    "SRG620": "an EAGLE / block draft shorter than the serving length where the release neither raises its "
+              "position table nor stops drafting: out-of-bounds rotary reads (vllm#48894, vllm#57941)",
     "SRG352": "the Gemma 4 target drops its per-layer inputs on every stage after the first (decodes wrongly)",
 }
 SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding placeholder under pp (recipe step 3)"}}
@@ -116,3 +118,51 @@ def test_releases_disagree_somewhere():
     differ = [i for i in ids if len({classify(RESULTS[r][i]) for r in venvs.RELEASES}) > 1]
     print(f"release oracle: {len(differ)} of {len(ids)} cases differ between {', '.join(venvs.RELEASES)}")
     assert differ, "every release answered every case alike: the grid no longer tells releases apart"
+
+
+def _facts_asked(facts: dict) -> list[str]:
+    """The classes whose facts are held to the release: every speculative-decoding class, every grid
+    target, every target said to relay aux hidden states, and the first ten said not to run pipelined."""
+    classes = facts.get("classes") or {}
+    targets = set()
+    for _, _, target, _, _ in grid.PAIRS:
+        archs = json.loads(Path(target).read_text(encoding="utf-8")).get("architectures") or []
+        targets |= {a.replace("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM") for a in archs}
+    return sorted(set(facts.get("draft_architectures") or {}) | targets
+                  | set(classes.get("aux_hidden_states_over_pp") or [])
+                  | set((classes.get("architectures_without_pp") or [])[:10]))
+
+
+@pytest.mark.parametrize("release", venvs.RELEASES)
+def test_release_facts_are_the_releases_classes(release):
+    """The wheel-read facts (tools/releasefacts.py ClassIndex, committed in surgery/data/releases/vllm.json)
+    against the release's imported classes: SupportsPP, the aux-hidden-state relay, the cache dtypes."""
+    from surgery.engine_releases import release_data
+
+    py, why = venvs.oracle_python(release)
+    if py is None:
+        pytest.skip(why)
+    facts = release_data("vllm")["releases"][release]
+    classes = facts["classes"]
+    asked = _facts_asked(facts)
+    answer = venvs.run_oracle(release, {"facts_for": asked})
+    assert answer["cache_dtypes"] == facts["cache_dtypes"]
+    drafts = set(facts.get("draft_architectures") or {})
+    wrong, judged, unimportable = [], 0, []
+    for arch in asked:
+        row = answer["classes"][arch]
+        if "error" in row:
+            unimportable.append(arch)
+            continue
+        judged += 1
+        said_pp = arch in classes["draft_architectures_with_pp"] if arch in drafts \
+            else arch not in classes["architectures_without_pp"]
+        if row["pp"] != said_pp:
+            wrong.append(f"{arch}: supports_pp {row['pp']}, the data says {said_pp}")
+        if arch not in drafts and row.get("eagle3") and row.get("relay") is not None \
+                and row["relay"] != (arch in classes["aux_hidden_states_over_pp"]):
+            wrong.append(f"{arch}: relays aux hidden states over pp: {row['relay']}, the data says the opposite")
+    print(f"release facts vLLM {release}: {judged} classes held to the release, {len(unimportable)} not importable "
+          f"on this CPU venv ({', '.join(unimportable[:6])}{' ...' if len(unimportable) > 6 else ''})")
+    assert judged >= 40, (judged, unimportable)
+    assert not wrong, "\n".join(wrong)
