@@ -207,8 +207,11 @@ def _served_draft_class(rel: Release, draft, target, method: str | None) -> str 
     type vLLM rewrites the target to (data/vllm_mtp_rewrites.yaml), among the classes the release's
     SpeculativeConfig.hf_config_override names (`glm4_moe_mtp` -> Glm4MoeMTPModel); else the draft
     config's architecture after vLLM's EAGLE renaming."""
-    if method in ("mtp", None) and (draft.source == target.source or draft.raw == target.raw):
-        return _mtp_class(rel, target)
+    if method in ("mtp", None):
+        same = draft.source == target.source or draft.raw == target.raw
+        found = _mtp_class(rel, target if same else draft)  # a separate MTP draft (Gemma 4's assistant) too
+        if found or same:
+            return found
     registry = rel.architectures()
     served = [a for a in served_architectures(method, list(draft.architectures or [])) if a in registry]
     return served[0] if served else None
@@ -218,10 +221,10 @@ def _norm(name: str) -> str:
     return name.replace("_", "").lower()
 
 
-def _mtp_class(rel: Release, target) -> str | None:
+def _mtp_class(rel: Release, facts) -> str | None:
     from ..coverage import rewrites  # the MTP rewrite table, read only under --pp > 1
 
-    archs, types = set(target.architectures or ()), {target.model_type, target.text_model_type}
+    archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
     draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
                        if r.get("architecture") in archs or r.get("model_type") in types), None)
     if not draft_type or draft_type == "?":

@@ -32,9 +32,18 @@ LIMITS = [
 ]
 # errors surgery may raise where the release starts: named silent failures (it runs, and runs wrongly)
 SILENT = {
+    "SRG656": "the runner captures other target layers than the head was trained on (SpecForge's ids read one "
+              "layer off: vllm#40551)",
     "SRG620": "an EAGLE / block draft shorter than the serving length where the release neither raises its "
               "position table nor stops drafting: out-of-bounds rotary reads (vllm#48894, vllm#57941)",
     "SRG352": "the Gemma 4 target drops its per-layer inputs on every stage after the first (decodes wrongly)",
+}
+# errors surgery may raise where the config layer accepts: failures while the release builds the draft
+# model, after create_engine_config (the runner's load stage reproduces the KV-head split, Gemma 4's KV
+# sharing and the aux-hidden-state relay, not every class's constructor)
+AT_BUILD = {
+    "SRG681": "Qwen3DSparkModel reads config.markov_rank at the top level with no default (qwen3_dspark.py, "
+              "0.26-0.34): SpecForge's nested dflash_config.markov_rank raises AttributeError at model build",
 }
 SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding placeholder under pp (recipe step 3)"}}
 RESULTS: dict[str, dict] = {}
@@ -100,7 +109,7 @@ def test_release_oracle_grid(release, cases, run_cli):
                 wrong.append(f"{case['id']}: {release} refuses ({code}: {v['message'][:200]}), surgery says "
                              f"{sorted(ours) or 'no error'}")
         else:
-            allowed = set(SILENT) | set(SILENT_BY_RECIPE.get(case["recipe"], {}))
+            allowed = set(SILENT) | set(AT_BUILD) | set(SILENT_BY_RECIPE.get(case["recipe"], {}))
             if ours - allowed:
                 wrong.append(f"{case['id']}: {release} starts, surgery errors {sorted(ours - allowed)}")
     refused = sum(by_code.values())
