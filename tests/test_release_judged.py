@@ -78,12 +78,16 @@ def test_an_mtp_class_the_release_lacks(run_cli, release, refused):
 
 def test_a_short_eagle_head_on_a_release_without_a_drafting_gate(run_cli):
     """0.34 raises a RoPE-only head's positions to the serving length and has no _input_fits_in_drafter:
-    no warning; 0.32's legacy runner stops drafting past it: the warning stays."""
+    a note; 0.32's V2 runner (the GPU default) does the same, the note names the legacy runner's gate;
+    0.26 has no override: the warning (and SRG620's error) stay."""
     _, found, data = findings(run_cli, "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.34.0")
     assert found["SRG645"]["severity"] == "info" and "_input_fits_in_drafter" not in found["SRG645"]["message"]
     assert not {"SRG330", "SRG641"} & set(found)
     _, found, _ = findings(run_cli, "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.32.0")
-    assert found["SRG645"]["severity"] == "warning" and not {"SRG330", "SRG641"} & set(found)
+    assert found["SRG645"]["severity"] == "info" and "_input_fits_in_drafter" in found["SRG645"]["message"]
+    _, found, _ = findings(run_cli, "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.26.0")
+    assert found["SRG645"]["severity"] == "warning" and found["SRG620"]["severity"] == "error"
+    assert not {"SRG330", "SRG641"} & set(found)
 
 
 # -- class 5: releases disagree (pp) -----------------------------------------------------------------------

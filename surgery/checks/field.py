@@ -84,10 +84,14 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
         if draft["eagle_aux_hidden_state_layer_ids"] is None and draft["block_draft_target_layer_ids"] is None:
             ids = ", ".join(map(str, op.layers or ()))
             L = target.num_layers
+            # a note (issue 53): (2, L//2, L-3) is also every known producer's default in the engine's numbering
+            # (SafeAILab, SpecForge, ModelOpt, speculators: ../shared/FIELD.md), so a head without ids is
+            # served the layers it was most likely trained on; the config cannot tell, a measurement can
             out.append(diag("SRG640", f"the head's config has no eagle_aux_hidden_state_layer_ids: the engine uses its "
-                            f"default (2, L//2, L-3) = ({ids}) for the target's {L} layers; if the head was trained "
-                            f"on other layers acceptance collapses silently",
-                            Location(draft.source, key_path="eagle_aux_hidden_state_layer_ids")))
+                            f"default (2, L//2, L-3) = ({ids}) for the target's {L} layers, which is also every known "
+                            f"trainer's default; a head trained on other layers would collapse silently "
+                            f"(vllm#50170): the config cannot tell, acceptance can",
+                            Location(draft.source, key_path="eagle_aux_hidden_state_layer_ids"), severity=INFO))
 
     # max positions below the serving length
     serving = max_model_len or target["max_position_embeddings"]

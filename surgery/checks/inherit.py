@@ -77,23 +77,29 @@ def derived_max_len(cfg: dict) -> int | None:
 
 
 def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | None:
-    """Where the judged release raises a short draft's position table to the serving length with no
-    drafting gate left behind (0.34: SpeculativeConfig._maybe_override_draft_max_position_embeddings for
-    drafts whose RoPE only sizes its cache, and no legacy runner's _input_fits_in_drafter), else None."""
-    if not version or method not in ("eagle", "eagle3", "dflash", "dspark"):
+    """Where the judged release's default GPU runner raises a short draft's position table to the serving
+    length and drafts to the end (SpeculativeConfig._maybe_override_draft_max_position_embeddings, 0.27+,
+    for drafts whose RoPE only sizes its cache; the V2 runner has no drafting gate), else None. The legacy
+    runner's gate (_input_fits_in_drafter: token 0 past the draft's length) is named where the release still
+    has that runner (vLLM on CPU, or VLLM_USE_V2_MODEL_RUNNER=0)."""
+    if not version or method not in ("eagle", "eagle3"):
         return None
     from ..engine_releases import release  # the judged release's own rules
 
     rel = release("vllm", version)[0]
-    if rel is None or rel.rule("input_fits_in_drafter") or not rel.rule("draft_max_position_override"):
+    runners = (rel.facts.get("runners") or {}) if rel is not None else {}
+    if rel is None or not rel.rule("draft_max_position_override") or not runners.get("v2"):
         return None
     rope = rope_of(d_cfg) or {}
     nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
     kinds = {str(rp.get("rope_type") or rp.get("type") or "default") for rp in ((v for v in rope.values() if v)
                                                                                if nested else (rope,)) if rp}
     if kinds - {"default", "linear", "llama3", "ntk", "proportional"}:
-        return None  # a scaled RoPE: the release lowers max_model_len to the draft's instead (SRG620)
-    return f"{rel.label()}: {rel.rule('draft_max_position_override')}"
+        return None  # a scaled RoPE: not raised
+    gate = rel.rule("input_fits_in_drafter")
+    legacy = (f"; the legacy runner (CPU, or VLLM_USE_V2_MODEL_RUNNER=0) still stops drafting past it and proposes "
+              f"token 0 (_input_fits_in_drafter, {gate})") if gate and runners.get("legacy") else ""
+    return f"{rel.label()}'s V2 runner (the GPU default; {rel.rule('draft_max_position_override')}){legacy}"
 
 
 def context_check(draft, target, *, method: str, hf_overrides: dict | None, max_model_len: int | None,
@@ -111,9 +117,8 @@ def context_check(draft, target, *, method: str, hf_overrides: dict | None, max_
     out = []
     raised = raises_draft_length(version, method, d_cfg)
     if draft_len < t_len and raised:
-        out.append(diag("SRG645", f"{method} draft length {draft_len} < serving length {t_len}: {raised} raises the "
-                        "draft's max_position_embeddings to the serving length and drafts to the end (no drafting "
-                        "gate in this release)", Location(draft.source, key_path=draft.key_prefix + "max_position_embeddings"),
+        out.append(diag("SRG645", f"{method} draft length {draft_len} < serving length {t_len}: {raised}: the draft's "
+                        "max_position_embeddings is raised to the serving length and the V2 runner drafts to the end", Location(draft.source, key_path=draft.key_prefix + "max_position_embeddings"),
                         severity=INFO))
     elif draft_len < t_len:
         touched = sorted(k_ for k_ in (hf_overrides or {}) if k_ in rules["rope_keys"] or k_ == "text_config")

@@ -23,7 +23,7 @@ ROOT = HERE.parent.parent
 CASES = yaml.safe_load((HERE / "cases.yaml").read_text(encoding="utf-8"))
 KNOWN_KEYS = {"id", "command", "recipe", "target", "draft", "args", "drop", "expect", "why", "source", "xfail", "vllm",
               "engine_check"}
-EXPECT_KEYS = {"exit", "errors", "errors_any", "warnings", "absent", "no_warnings", "said_aloud", "recipe",
+EXPECT_KEYS = {"exit", "errors", "errors_any", "warnings", "notes", "absent", "no_warnings", "said_aloud", "recipe",
                "not_recipe", "not_alternative", "kv_source", "hint_names", "not_format"}
 
 
@@ -86,6 +86,7 @@ def check(case: dict, rc: int, doc: dict) -> list[str]:
     if exp.get("errors_any") and not by["error"] & set(exp["errors_any"]):
         wrong.append(f"none of {exp['errors_any']} as an error")
     wrong += [f"no warning {c}" for c in exp.get("warnings", []) if c not in by["warning"]]
+    wrong += [f"no note {c}" for c in exp.get("notes", []) if c not in by["info"]]
     wrong += [f"{c} at warning/error level" for c in exp.get("absent", []) if c in loud]
     if exp.get("no_warnings") and by["warning"]:
         wrong.append(f"warnings {sorted(by['warning'])}")
