@@ -226,6 +226,11 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
                                                 "Speculators verifier must name a remote model repository"),
             # config/speculative.py: an EAGLE draft's max_position_embeddings raised to the serving length
             "draft_max_position_override": find_def(tree, spec_rel, "_maybe_override_draft_max_position_embeddings"),
+            # ... for every draft but an independent model (0.33: `if self.method != "draft_model"`; 0.34: the
+            # speculator configs' `shares_target_positions`), not only EAGLE's
+            "draft_max_position_override_all_methods": find_text(
+                tree, [spec_rel, f"{v2}/speculator_config.py"],
+                re.compile(r'if self\.method != "draft_model":|if config_cls\.shares_target_positions')),
             # config/vllm.py: the target's max_model_len lowered to the draft's (V2)
             "limit_max_model_len_to_draft": find_def(tree, "vllm/config/vllm.py", "_limit_max_model_len_to_draft"),
             # the V2 runner reads eagle_config.use_aux_hidden_state (before: ignored, vllm#40656)

@@ -30,7 +30,7 @@ from ..engine_releases import known, version_key
 from ..options import CheckOptions
 from ..resources import load_data
 from ..formats import original_config
-from .inherit import derived_max_len
+from .inherit import derived_max_len, rope_kind
 from .field import normalise_method
 from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
@@ -60,12 +60,15 @@ def release_of(version: str | None) -> str | None:
 
 
 def rows_for(rows: list[dict], *, engine: str, version: str | None, method: str | None = None,
-             runner: str | None = None) -> list[dict]:
-    """The rows of a rule that hold for this engine release (and method, and runner)."""
+             runner: str | None = None, rope: str | None = None) -> list[dict]:
+    """The rows of a rule that hold for this engine release (and method, and runner, and the draft's RoPE
+    kind where a row names one: cache_only / scaled)."""
     key = version_key(version) or None
     out = []
     for row in rows:
         if row.get("engine") != engine:
+            continue
+        if rope is not None and row.get("rope") not in (None, rope):
             continue
         if method is not None and "methods" in row and method not in row["methods"]:
             continue
@@ -214,7 +217,7 @@ def draft_length_check(draft, target, *, method: str, parallel: bool, version: s
         known = ", ".join(known_releases())
         return [diag("SRG620", f"{head}; what vLLM {version or '(none installed)'} does past it is not known here (rules for "
                      f"{known} in surgery/data/engine_releases.yaml)", where, severity=INFO)]
-    hits = rows_for(rows, engine="vllm", version=release, method=method)
+    hits = rows_for(rows, engine="vllm", version=release, method=method, rope=rope_kind(draft.raw))
     if not hits:
         return [diag("SRG620", f"{head}; no rule for vLLM {release} and method {method} in "
                      "surgery/data/engine_releases.yaml", where, severity=INFO)]

@@ -76,13 +76,23 @@ def derived_max_len(cfg: dict) -> int | None:
     return int(length)
 
 
+def rope_kind(raw: dict) -> str:
+    """cache_only when every RoPE the config states only sizes its cache (vLLM's _CACHE_ONLY_ROPE_TYPES:
+    default, linear, llama3, ntk, proportional), else scaled."""
+    rope = rope_of(raw or {}) or {}
+    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
+    kinds = {str(rp.get("rope_type") or rp.get("type") or "default")
+             for rp in ((v for v in rope.values() if v) if nested else (rope,)) if rp}
+    return "scaled" if kinds - {"default", "linear", "llama3", "ntk", "proportional"} else "cache_only"
+
+
 def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | None:
     """Where the judged release's default GPU runner raises a short draft's position table to the serving
     length and drafts to the end (SpeculativeConfig._maybe_override_draft_max_position_embeddings, 0.27+,
     for drafts whose RoPE only sizes its cache; the V2 runner has no drafting gate), else None. The legacy
     runner's gate (_input_fits_in_drafter: token 0 past the draft's length) is named where the release still
     has that runner (vLLM on CPU, or VLLM_USE_V2_MODEL_RUNNER=0)."""
-    if not version or method not in ("eagle", "eagle3"):
+    if not version or method in (None, "draft_model"):
         return None
     from ..engine_releases import release  # the judged release's own rules
 
@@ -90,12 +100,10 @@ def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | 
     runners = (rel.facts.get("runners") or {}) if rel is not None else {}
     if rel is None or not rel.rule("draft_max_position_override") or not runners.get("v2"):
         return None
-    rope = rope_of(d_cfg) or {}
-    nested = bool(rope) and all(isinstance(v, dict) for v in rope.values())
-    kinds = {str(rp.get("rope_type") or rp.get("type") or "default") for rp in ((v for v in rope.values() if v)
-                                                                               if nested else (rope,)) if rp}
-    if kinds - {"default", "linear", "llama3", "ntk", "proportional"}:
-        return None  # a scaled RoPE: not raised
+    if method not in ("eagle", "eagle3") and not rel.rule("draft_max_position_override_all_methods"):
+        return None  # before 0.33 only EAGLE drafts are raised
+    if rope_kind(d_cfg) == "scaled":
+        return None  # a scaled RoPE: not raised (0.33+ lower the target's length instead: SRG620)
     gate = rel.rule("input_fits_in_drafter")
     legacy = (f"; the legacy runner (CPU, or VLLM_USE_V2_MODEL_RUNNER=0) still stops drafting past it and proposes "
               f"token 0 (_input_fits_in_drafter, {gate})") if gate and runners.get("legacy") else ""

@@ -245,14 +245,20 @@ def test_eagle_draft_length_per_release(run_cli, version, severity, words):
     assert f and f[0]["severity"] == severity and words in f[0]["message"], out
 
 
-@pytest.mark.parametrize("version, severity, words", [
-    ("0.32.0", "error", "illegal memory access"),
-    ("0.34.0", "warning", "lowers the target's max_model_len"),
+@pytest.mark.parametrize("version, rope, severity, words", [
+    ("0.32.0", None, "error", "illegal memory access"),
+    # issue 53: 0.33+ raise a draft whose RoPE only sizes its cache, and lower the target's length only for
+    # a scaled RoPE (config/speculative.py _rope_only_sizes_cache; the release oracle observes both on 0.34)
+    ("0.34.0", None, "info", "raised to the target's max_model_len"),
+    ("0.34.0", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}, "warning",
+     "lowers the target's max_model_len"),
 ])
-def test_block_drafter_length_per_runner_and_release(run_cli, tmp_path, version, severity, words):
+def test_block_drafter_length_per_runner_and_release(run_cli, tmp_path, version, rope, severity, words):
     draft = json.loads(DSPARK32K.read_text())
     draft["markov_rank"] = draft["dflash_config"]["markov_rank"]
     draft["max_position_embeddings"] = 4096
+    if rope:
+        draft["rope_scaling"] = rope
     _, out, _ = run_cli("validate", "dspark", "--target", QWEN3, "--draft", write(tmp_path, "d.json", draft),
                         "--engine-version", version, "--json")
     f = found(out, "SRG620")
