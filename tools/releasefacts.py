@@ -240,6 +240,8 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
             # V2 runner at load: aux-hidden-state methods at pp > 1 need a target that relays them (0.34)
             "aux_hidden_states_over_pp_verified": find_def(tree, f"{v2}/eagle/eagle3_utils.py",
                                                            "verify_supports_aux_hidden_states_over_pp"),
+            # config/vllm.py: an explicit float16 / bfloat16 KV cache that differs from the model's dtype
+            "float_kv_cache_matches_model_dtype": find_def(tree, "vllm/config/vllm.py", "_reject_mismatched_float_kv_cache"),
             # legacy runner: the drafter skipped past the draft's length (proposes token 0)
             "input_fits_in_drafter": find_def(tree, legacy, "_input_fits_in_drafter"),
         },
@@ -320,7 +322,9 @@ class ClassIndex:
         cls = find_class(module, name)
         if cls is not None:
             return rel, cls
-        for node in module.body:
+        # every import, nested ones too (0.34's hardware-isolated packages import the CUDA class under
+        # `if TYPE_CHECKING or current_platform.is_cuda():` first: the class GPU users run)
+        for node in ast.walk(module):
             if not isinstance(node, ast.ImportFrom):
                 continue
             for alias in node.names:

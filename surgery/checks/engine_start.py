@@ -277,6 +277,35 @@ def cache_dtype_check(rel: Release | None, kv_cache_dtype: str | None,
     return out
 
 
+def model_dtype(target) -> str:
+    """The dtype vLLM serves the target in with --dtype auto: the text config's torch_dtype (or dtype), a
+    float32 or missing one served as bfloat16 (ModelConfig._get_and_verify_dtype on a bf16 GPU)."""
+    text = text_part(target.raw or {})
+    for cfg in (text, target.raw or {}):
+        for key in ("torch_dtype", "dtype"):
+            value = cfg.get(key)
+            if isinstance(value, str):
+                value = value.removeprefix("torch.")
+                return "bfloat16" if value in ("float32", "float") else value
+    return "bfloat16"
+
+
+def float_kv_check(rel: Release | None, target, kv_cache_dtype: str | None) -> list[Diagnostic]:
+    """SRG343: 0.33+ refuse an explicit float16 / bfloat16 KV cache that is not the model's dtype
+    (config/vllm.py VllmConfig._reject_mismatched_float_kv_cache)."""
+    where = rel.rule("float_kv_cache_matches_model_dtype") if rel is not None else None
+    if not where or kv_cache_dtype not in ("float16", "bfloat16"):
+        return []
+    dtype = model_dtype(target)
+    if dtype == kv_cache_dtype:
+        return []
+    allowed = f"auto or {dtype}" if dtype in ("float16", "bfloat16") else "auto"
+    return [diag(limits()["cache_dtype"]["code"], f"--kv-cache-dtype {kv_cache_dtype} is not the target's dtype "
+                 f"({dtype}): {rel.label()} refuses at start: \"kv_cache_dtype=\"{kv_cache_dtype}\" is incompatible "
+                 f"with dtype=\"{dtype}\"\" ({where})", Location(key_path="--kv-cache-dtype"),
+                 f"set --kv-cache-dtype to {allowed}")]
+
+
 def engine_start_check(plan, draft, target, *, version: str | None = None, method: str | None = None,
                        max_model_len: int | None = None, hf_overrides: dict | None = None,
                        draft_kv_cache_dtype: str | None = None) -> list[Diagnostic]:
@@ -288,6 +317,7 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
     rel = judged(version)
     tp, draft_tp = rt.tp_size, rt.lookup("draft_tp_size")
     return (cache_dtype_check(rel, rt.kv_cache_dtype, draft_kv_cache_dtype)
+            + float_kv_check(rel, target, rt.kv_cache_dtype)
             + tp_check(draft, target, tp, draft_tp)
             + pipeline_check(rel, draft, target, rt.pp_size, method)
             + aux_relay_check(rel, draft, target, rt.pp_size, method)

@@ -169,7 +169,12 @@ def verdict(case: dict) -> dict:
     try:
         config = _engine_args(case).create_engine_config()
     except Exception as exc:  # noqa: BLE001 - the release's refusal is the answer
-        return {"id": case["id"], "stage": "config", "type": type(exc).__name__, "message": str(exc)[:3000]}
+        text = str(exc)
+        if "Model Runner V1 does not support" in text or "Model Runner V2 requires Triton" in text:
+            # the CPU build picks the V1 runner (no Triton), a GPU the V2 runner: not the release's verdict
+            # for GPU serving, and said as such
+            return {"id": case["id"], "stage": "unjudged", "message": text[:600]}
+        return {"id": case["id"], "stage": "config", "type": type(exc).__name__, "message": text[:3000]}
     spec = config.speculative_config
     observed = {"target_max_model_len": config.model_config.max_model_len,
                 "draft_max_model_len": spec.draft_model_config.max_model_len if spec.draft_model_config else None,
@@ -209,7 +214,12 @@ def class_facts(archs: dict) -> dict:
         if cls is None:
             out["classes"][arch] = {"error": "not importable here"}
             continue
-        row = {"pp": bool(supports_pp(cls)), "eagle3": bool(supports_eagle3(cls))}
+        entry = ModelRegistry.models.get(arch)
+        registered = getattr(entry, "module_name", None) or ""
+        row = {"pp": bool(supports_pp(cls)), "eagle3": bool(supports_eagle3(cls)), "module": cls.__module__,
+               # a hardware-isolated package (vllm.models.<name>) imports its CUDA class only on CUDA: on this
+               # CPU venv the fallback class answers, which is not what GPU users run
+               "fallback": registered.startswith("vllm.models.") and not cls.__module__.startswith(registered)}
         if row["eagle3"]:
             inner = inner_decoder_class(cls)
             row["relay"] = None if inner is None else bool(getattr(inner, "supports_aux_hidden_states_over_pp", False))

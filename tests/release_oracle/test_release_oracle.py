@@ -71,13 +71,13 @@ def cases(tmp_path_factory):
 
 
 def classify(verdict: dict) -> str | None:
-    if verdict.get("stage") is None:
+    if verdict.get("stage") in (None, "unjudged"):
         return None
     text = verdict["message"]
     return next((code for needle, code in LIMITS if needle in text), "UNKNOWN")
 
 
-def surgery_errors(run_cli, case: dict, release: str) -> set[str]:
+def surgery_verdict(run_cli, case: dict, release: str) -> list[dict]:
     args = ["validate", case["recipe"], "--target", case["target_src"], "--draft", case["draft_src"], "--engine", "vllm",
             "--engine-version", release, "--tp", case["tp"], "--pp", case["pp"], "--kv-cache-dtype",
             case["kv_cache_dtype"], "--json"]
@@ -85,7 +85,11 @@ def surgery_errors(run_cli, case: dict, release: str) -> set[str]:
         args += ["--max-model-len", case["max_model_len"]]
     code, out, err = run_cli(*args)
     assert code in (0, 1), (case["id"], code, err[-2000:])
-    return {d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
+    return json.loads(out)["diagnostics"]
+
+
+def says_lowered(diags: list[dict]) -> bool:
+    return any(d["code"] == "SRG620" and "lowers the target's max_model_len" in d["message"] for d in diags)
 
 
 @pytest.mark.parametrize("release", venvs.RELEASES)
@@ -97,12 +101,26 @@ def test_release_oracle_grid(release, cases, run_cli):
     assert answer["vllm"].split("+")[0] == release, answer["vllm"]
     verdicts = {v["id"]: v for v in answer["verdicts"]}
     RESULTS[release] = verdicts
-    wrong, by_code = [], {}
+    wrong, by_code, unjudged = [], {}, []
     for case in cases:
         v = verdicts[case["id"]]
+        if v["stage"] == "unjudged":  # the CPU build's runner refuses what a GPU's runs (runner.py)
+            unjudged.append(case["id"])
+            continue
         code = classify(v)
         assert code != "UNKNOWN", f"{release} {case['id']}: a refusal this oracle does not know: {v['message'][:600]}"
-        ours = surgery_errors(run_cli, case, release)
+        diags = surgery_verdict(run_cli, case, release)
+        ours = {d["code"] for d in diags if d["severity"] == "error"}
+        if code is None and v.get("observed"):
+            # what the release did with the lengths: a lowered serving length is said (SRG620), and only then
+            from surgery.checks.inherit import derived_max_len
+
+            asked = case["max_model_len"] or derived_max_len(json.loads(Path(case["target_src"]).read_text()))
+            lowered = isinstance(asked, int) and v["observed"]["target_max_model_len"] < asked
+            if lowered != says_lowered(diags):
+                wrong.append(f"{case['id']}: {release} {'lowers' if lowered else 'keeps'} the serving length "
+                             f"({v['observed']['target_max_model_len']} of {asked}), surgery says "
+                             f"{'it lowers' if says_lowered(diags) else 'nothing of it'}")
         if code is not None:
             by_code[code] = by_code.get(code, 0) + 1
             if code not in ours:
@@ -113,8 +131,9 @@ def test_release_oracle_grid(release, cases, run_cli):
             if ours - allowed:
                 wrong.append(f"{case['id']}: {release} starts, surgery errors {sorted(ours - allowed)}")
     refused = sum(by_code.values())
-    print(f"release oracle vLLM {release}: {len(cases)} cases, {refused} refusals {dict(sorted(by_code.items()))}")
-    assert len(cases) >= 150 and refused >= 25, (len(cases), refused)
+    print(f"release oracle vLLM {release}: {len(cases)} cases, {refused} refusals {dict(sorted(by_code.items()))}; "
+          f"{len(unjudged)} not judgeable on this CPU build ({', '.join(unjudged[:4])})")
+    assert len(cases) - len(unjudged) >= 150 and refused >= 25, (len(cases), len(unjudged), refused)
     assert not wrong, f"{len(wrong)} of {len(cases)} cases disagree with vLLM {release}:\n" + "\n".join(wrong)
 
 
@@ -160,7 +179,7 @@ def test_release_facts_are_the_releases_classes(release):
     wrong, judged, unimportable = [], 0, []
     for arch in asked:
         row = answer["classes"][arch]
-        if "error" in row:
+        if "error" in row or row.get("fallback"):
             unimportable.append(arch)
             continue
         judged += 1
@@ -172,6 +191,6 @@ def test_release_facts_are_the_releases_classes(release):
                 and row["relay"] != (arch in classes["aux_hidden_states_over_pp"]):
             wrong.append(f"{arch}: relays aux hidden states over pp: {row['relay']}, the data says the opposite")
     print(f"release facts vLLM {release}: {judged} classes held to the release, {len(unimportable)} not importable "
-          f"on this CPU venv ({', '.join(unimportable[:6])}{' ...' if len(unimportable) > 6 else ''})")
+          f"on this CPU venv or only as a CPU fallback class ({', '.join(unimportable[:6])}{' ...' if len(unimportable) > 6 else ''})")
     assert judged >= 40, (judged, unimportable)
     assert not wrong, "\n".join(wrong)
