@@ -1,10 +1,10 @@
 """Limits vLLM enforces when it starts, checked from the two config.json files and the serving flags
-(codes SRG340-SRG343; the rules are data: surgery/data/engine_rules.yaml `start_limits`, the
---kv-cache-dtype list surgery/data/vllm_engine_options.yaml `cache_dtypes`).
+(codes SRG340-SRG345; the rules are data: surgery/data/engine_rules.yaml `start_limits`; the lists are
+the judged release's own, surgery/data/releases/vllm.json).
 
 Why here: these are the refusals a user meets only after the download the tool exists to avoid
 (issue 42, class 5). Each one names the limit the way vLLM names it, so the message found here is the
-one `vllm serve` would print. tests/vllm/test_engine_start_oracle.py builds vLLM's own engine config
+one `vllm serve` would print. tests/release_oracle/ (vLLM 0.26.0, 0.32.0 and 0.34.0, each its own) builds vLLM's own engine config
 (EngineArgs.create_engine_config) for each case and holds these checks to it.
 
 - SRG340: tp does not divide the attention heads, the target's or the draft's (vLLM checks the draft

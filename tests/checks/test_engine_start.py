@@ -1,6 +1,6 @@
 """Issue 42's examples, one test each: the limits vLLM enforces at start (SRG340-SRG343, class 5), recipe
 applicability by the architecture vLLM resolves (SRG690 / SRG204's hint, class 4) and the MTP
-embedding under pipeline parallelism (class 9). tests/vllm/test_engine_start_oracle.py holds the start
+embedding under pipeline parallelism (class 9). tests/release_oracle/ (vLLM 0.26.0, 0.32.0 and 0.34.0, each its own) holds the start
 limits to vLLM's own engine config over 150 cases; these pin the named examples without vLLM."""
 from __future__ import annotations
 
