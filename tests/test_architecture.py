@@ -133,7 +133,7 @@ TABLE = layermap.load()
 
 
 def engine_names() -> tuple[str, ...]:
-    from surgery.engines import ENGINES
+    from surgery.engine.cards import ENGINES
 
     return ENGINES
 
@@ -238,7 +238,7 @@ def test_the_layer_checks_find_what_they_look_for():
                                         and m.startswith("surgery.ops.") and layermap.is_package(m)))
 def test_each_op_kind_is_one_folder_with_its_performers(kind):
     """Spec, expansion, checks and rendering in the package; a performer per engine that performs it."""
-    from surgery.engines import ENGINES
+    from surgery.engine.cards import ENGINES
     from surgery.ops.registry import UNITS
 
     unit = UNITS[kind]

@@ -82,7 +82,7 @@ def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | 
     drafts whose RoPE only sizes its cache, and no legacy runner's _input_fits_in_drafter), else None."""
     if not version or method not in ("eagle", "eagle3", "dflash", "dspark"):
         return None
-    from ..engine_releases import release  # the judged release's own rules
+    from ..engine.releases import release  # the judged release's own rules
 
     rel = release("vllm", version)[0]
     if rel is None or rel.rule("input_fits_in_drafter") or not rel.rule("draft_max_position_override"):
