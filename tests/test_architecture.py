@@ -387,6 +387,8 @@ LAZY_MODULES = {
     "surgery.mermaid": "`surgery plan --format mermaid` only: compiling the renderer cost `surgery validate` ~1.4 ms "
                        "of its cold start (bench/cold_start.py, plain column)",
     "surgery.extras": "read only when an ImportError reaches cli.main (SRG070 / SRG071): ~0.5 ms of every start",
+    "surgery.engine.releases": "the face of surgery/engine/ (`judge`) loads the release data on first use: every "
+                               "engine module's import runs surgery/engine/__init__.py, which must load none of them",
 }
 
 def _engine_module(dotted: str) -> bool:
