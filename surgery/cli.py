@@ -10,7 +10,7 @@ from typing import Sequence
 
 from .commands import load_entry
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
-from .engines import ENGINES
+from .engine.cards import ENGINES
 from .render import counts, render_diagnostics
 from .version import __version__
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import surgery
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
-from .engines import card
+from .engine.cards import card
 from .version import __version__
-from .engine_releases import release, span
+from .engine.releases import release, span
 from .modelref import describe_pin, open_model
 from .hub import settings
 from .render import short_location

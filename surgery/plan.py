@@ -15,7 +15,7 @@ from .ops.base import Operation
 from .ops.common import compact_ranges
 from .ops.registry import UNITS
 from .render import counts, render_diagnostics
-from .engines import ENGINES, card
+from .engine.cards import ENGINES, card
 from .hints import unchecked_hints
 from .records import Record, record
 

@@ -14,8 +14,8 @@ from functools import lru_cache
 from typing import Any
 
 from . import expr as expr_lang
-from . import servedarch
-from .engines import card_location, engine_limits
+from .engine import servedarch
+from .engine.cards import card_location, engine_limits
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
@@ -26,7 +26,7 @@ from .plan import MapRow, Plan, Runtime, Skipped
 from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 from .recipe import load_recipe
 from .resources import shipped_recipes
-from .engines import card
+from .engine.cards import card
 
 
 MAX_PARALLEL = 4096
@@ -267,7 +267,7 @@ class _Resolver:
         return True
 
     def check_served_architecture(self, archs) -> bool:
-        """The draft's architectures as vLLM serves them under the recipe's method (surgery/servedarch.py):
+        """The draft's architectures as vLLM serves them under the recipe's method (surgery/engine/servedarch.py):
         True (with SRG206) where the renamed name is one the recipe lists; a renamed plain config under
         eagle3 with none of the EAGLE-3 markers is refused (SRG207) instead of served as a guess."""
         method = (self.recipe.engine.get("vllm") or {}).get("method")

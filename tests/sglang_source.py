@@ -22,7 +22,7 @@ from testpaths import ROOT
 
 
 def release() -> str:
-    from surgery.engines import card
+    from surgery.engine.cards import card
 
     return card("sglang").release
 

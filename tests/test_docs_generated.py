@@ -75,7 +75,7 @@ def test_recipe_reference_is_generated():
 
 
 def test_op_table_says_which_engine_performs_which_op():
-    from surgery.engines import ENGINES
+    from surgery.engine.cards import ENGINES
     from surgery.ops.registry import UNITS, implemented
 
     table = GEN.operations_markdown()

@@ -1,4 +1,4 @@
-"""Engine cards as typed models (issue 43): the three shipped cards load into surgery/enginecard.py's
+"""Engine cards as typed models (issue 43): the three shipped cards load into surgery/engine/card_model.py's
 dataclasses and validate against schemas/engine-card.schema.json, which is generated from them; a card
 with a misspelt key, a wrong type or a missing required key is refused at load, naming the card file
 and the key path, and the schema refuses the same card; every field of the models is read by code
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from surgery import enginecard
-from surgery.enginecard import CardError, EngineCard, RolePaths, card_from_data
-from surgery.enginecard_schema import SCHEMA_FILE, card_schema, card_schema_text
-from surgery.engines import ENGINES, card, card_file
+from surgery.engine import card_model
+from surgery.engine.card_model import CardError, EngineCard, RolePaths, card_from_data
+from surgery.engine.card_schema import SCHEMA_FILE, card_schema, card_schema_text
+from surgery.engine.cards import ENGINES, card, card_file
 from surgery.resources import load_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,15 +57,15 @@ def test_a_shipped_card_loads_into_typed_models_once(engine):
 
 def test_the_models_are_dataclasses_with_keyword_construction():
     """The shared Record base (surgery/records.py) stands in for dataclass's per-class methods (cold start): same behaviour."""
-    assert enginecard.Limits(cuda_dtypes=("bfloat16",)) == enginecard.Limits(cuda_dtypes=("bfloat16",))
-    assert enginecard.Limits() != enginecard.Limits(cuda_dtypes=("bfloat16",))
-    assert hash(enginecard.Limits()) == hash(enginecard.Limits())
-    assert repr(enginecard.Release(device="cpu", torch="2.13.0")) == "Release(device='cpu', torch='2.13.0')"
-    assert dataclasses.replace(enginecard.Limits(), cuda_dtypes=("x",)).cuda_dtypes == ("x",)
+    assert card_model.Limits(cuda_dtypes=("bfloat16",)) == card_model.Limits(cuda_dtypes=("bfloat16",))
+    assert card_model.Limits() != card_model.Limits(cuda_dtypes=("bfloat16",))
+    assert hash(card_model.Limits()) == hash(card_model.Limits())
+    assert repr(card_model.Release(device="cpu", torch="2.13.0")) == "Release(device='cpu', torch='2.13.0')"
+    assert dataclasses.replace(card_model.Limits(), cuda_dtypes=("x",)).cuda_dtypes == ("x",)
     with pytest.raises(TypeError, match="missing 'torch'"):
-        enginecard.Release(device="cpu")
+        card_model.Release(device="cpu")
     with pytest.raises(TypeError, match="unknown 'gpu'"):
-        enginecard.Release(device="cpu", torch="2", gpu=1)
+        card_model.Release(device="cpu", torch="2", gpu=1)
 
 
 def test_typed_values_are_what_the_cards_say():
@@ -168,15 +168,15 @@ def test_the_message_lists_what_the_section_takes():
 
 
 def _models() -> list[type]:
-    return [obj for obj in vars(enginecard).values()
-            if dataclasses.is_dataclass(obj) and obj.__module__ == enginecard.__name__]
+    return [obj for obj in vars(card_model).values()
+            if dataclasses.is_dataclass(obj) and obj.__module__ == card_model.__name__]
 
 
 def test_every_card_field_is_read_by_code():
-    """A field of the models that no module outside surgery/enginecard.py reads (`.name`) would be a
+    """A field of the models that no module outside surgery/engine/card_model.py reads (`.name`) would be a
     card entry no code reads: the loader would take it and nothing would act on it."""
     sources = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "surgery").rglob("*.py")
-                        if p.name != "enginecard.py")
+                        if p.name != "card_model.py")
     unread = [f"{cls.__name__}.{f.name}" for cls in _models() for f in dataclasses.fields(cls)
               if not re.search(rf"\.{f.name}\b", sources)]
     assert unread == []
@@ -188,19 +188,19 @@ def test_the_schema_names_the_fields_of_the_models():
     assert list(schema["properties"]) == [f.name for f in dataclasses.fields(EngineCard)]
     assert schema["additionalProperties"] is False
     limits = schema["properties"]["limits"]
-    assert list(limits["properties"]) == [f.name for f in dataclasses.fields(enginecard.Limits)]
+    assert list(limits["properties"]) == [f.name for f in dataclasses.fields(card_model.Limits)]
 
 
 def test_cards_load_at_cold_start_without_jsonschema():
     """`surgery validate --pp 2` reads the vLLM card (the resolver's engine limits, SRG351) through the
     plain-Python loader, and every card loads so: jsonschema stays out (bench/cold_start.py's budget)."""
-    probe = ("import io, sys, contextlib\nfrom surgery.cli import main\nfrom surgery import engines\n"
+    probe = ("import io, sys, contextlib\nfrom surgery.cli import main\nfrom surgery.engine import cards\n"
              "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
              "    rc = main(['validate', 'recipes/gemma4-mtp.yaml', '--target', "
              "'tests/corpus/configs/gemma-4-E2B-it.json', '--draft', "
              "'tests/corpus/configs/gemma-4-E2B-it-assistant.json', '--pp', '2'])\n"
-             "read = engines.card.cache_info().currsize\n"
-             "[engines.card(e) for e in engines.ENGINES]\n"
+             "read = cards.card.cache_info().currsize\n"
+             "[cards.card(e) for e in cards.ENGINES]\n"
              "print(rc, read, 'jsonschema' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.stdout.split() == ["1", "1", "False"], out.stderr
@@ -208,16 +208,16 @@ def test_cards_load_at_cold_start_without_jsonschema():
 
 def test_card_refuses_a_broken_shipped_card_naming_its_file(monkeypatch):
     """`card(engine)` itself (not only the builder) stops on a card that does not fit, with the file."""
-    from surgery import engines
+    from surgery.engine import cards
 
     broken = raw("vllm")
     broken["limit"] = broken.pop("limits")
-    monkeypatch.setattr(engines, "load_data", lambda relpath: broken)
-    engines.card.cache_clear()
+    monkeypatch.setattr(cards, "load_data", lambda relpath: broken)
+    cards.card.cache_clear()
     try:
         with pytest.raises(CardError) as exc:
-            engines.card("vllm")
+            cards.card("vllm")
         assert str(exc.value).startswith(f"engine card {card_file('vllm')}: limit: unknown key"), str(exc.value)
         assert str(card_file("vllm")).endswith("surgery/data/engines/vllm.yaml")
     finally:
-        engines.card.cache_clear()
+        cards.card.cache_clear()

@@ -66,7 +66,7 @@ def test_every_release_wheel_gives_the_committed_data():
 
 
 def test_data_covers_the_issue_range_and_differs_where_the_wheels_do():
-    from surgery.engine_releases import known
+    from surgery.engine.releases import known
 
     assert known("vllm")[0] == "0.25.0" and known("vllm")[-1] == "0.34.0"
     assert known("sglang")[0] == "0.5.16" and known("sglang")[-1] == "0.5.23"
@@ -88,7 +88,7 @@ def test_data_covers_the_issue_range_and_differs_where_the_wheels_do():
                                                  ("0.35.0", "0.34.0", "SRG047"), ("0.33.1.dev4+g12ab", "0.33.0", "SRG047"),
                                                  ("0.20.0", None, "SRG047")])
 def test_release_resolution_is_never_silent(asked, answered, code):
-    from surgery.engine_releases import release
+    from surgery.engine.releases import release
 
     rel, note = release("vllm", asked)
     assert (rel.version if rel else None) == answered
@@ -158,7 +158,7 @@ def test_hub_verifier_is_no_finding(run_cli):
                                                     ("step5_mtp", "0.32.0", True), ("step5_mtp", "0.34.0", False)])
 def test_methods_across_releases(method, version, refused):
     from surgery.checks.release_rules import method_finding
-    from surgery.engine_releases import release
+    from surgery.engine.releases import release
 
     found = method_finding(release("vllm", version)[0], method, "--method")
     assert (found is not None) == refused
@@ -189,7 +189,7 @@ def test_the_judged_release_is_named(run_cli, monkeypatch):
     """Issue 53: no vLLM installed and no --engine-version -> the newest release in the data is judged, and
     the verdict says so (never "not checked" while a release could be judged); --engine-version wins."""
     from surgery.checks import config_spelling
-    from surgery.engine_releases import known
+    from surgery.engine.releases import known
 
     monkeypatch.setattr(config_spelling, "installed_vllm_version", lambda: None)
     code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--json")
@@ -212,7 +212,7 @@ def test_a_bad_engine_version_is_a_usage_error(run_cli, bad):
 
 
 def test_release_matrix_doc_is_generated_from_the_data():
-    from surgery.release_matrix import matrix_markdown
+    from surgery.engine.matrix import matrix_markdown
 
     assert (ROOT / "docs" / "releases.md").read_text() == matrix_markdown()
 
@@ -235,7 +235,7 @@ def test_hook_points_of_the_plugin_are_in_the_data():
 def test_speculators_types_across_releases(kind, version, refused):
     """speculators 0.9.0 writes `xpress` and `mtp` files, which no covered release's reader registers."""
     from surgery.checks.release_rules import speculators_type_finding
-    from surgery.engine_releases import release
+    from surgery.engine.releases import release
 
     raw = {"speculators_model_type": kind, "speculators_config": {}}
     found = speculators_type_finding(release("vllm", version)[0], raw, "config.json")
@@ -273,7 +273,7 @@ def test_hand_written_release_rows_start_where_the_wheels_change():
     each row range that a wheel fact marks starts at the first release whose code has it."""
     import yaml
 
-    from surgery.engine_releases import first_with
+    from surgery.engine.releases import first_with
 
     rows = yaml.safe_load((ROOT / "surgery" / "data" / "engine_releases.yaml").read_text())["draft_length"]
 

@@ -112,7 +112,7 @@ def test_eagle3_pair_has_reduced_vocab_and_non_default_aux_ids():
 
 def test_ablation_rows_name_pairs_and_roles_that_exist():
     """Every row of ablations.yaml belongs to a listed pair and rewires roles vLLM has modules for."""
-    from surgery.engines import card
+    from surgery.engine.cards import card
     from surgery.pairs import load_ablations
     from surgery.vllm.ablation import KINDS
 

@@ -110,3 +110,15 @@ def test_the_vllm_plugin_imports_no_recipe_machinery_until_it_is_used():
              "surgery.vllm.selection", "surgery.vllm.audit"}
     assert loaded and not loaded & later, sorted(loaded & later)
     assert len(loaded) <= 25, sorted(loaded)  # 23 today; it was 46 when importing surgery loaded the whole API
+
+
+def test_the_engine_package_face_loads_none_of_its_modules():
+    """`import surgery.engine` (run by every engine module's import) loads no submodule, no YAML and no
+    jsonschema; `judge` loads the release data when asked (issue 53: engine knowledge's one home)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    probe = ("import sys, surgery.engine as e\n"
+             "print(sorted(m for m in sys.modules if m.startswith('surgery') or m in ('yaml', 'jsonschema')))\n"
+             "r, d = e.judge('vllm', '0.34.0')\nprint(r.version, d)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert proc.stdout.splitlines() == ["['surgery', 'surgery.engine', 'surgery.version']", "0.34.0 None"], \
+        proc.stdout + proc.stderr

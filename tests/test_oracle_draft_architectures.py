@@ -5,7 +5,7 @@
   typed in here) is listed by a recipe of that method or in surgery/data/unsupported.yaml with a reason;
   a newer vLLM registering one that no recipe names fails here;
 - the renaming rule surgery applies to a draft's `architectures` (the vLLM card's
-  `draft_architecture_rewrite`, surgery/servedarch.py) gives what EAGLEConfig gives, for every
+  `draft_architecture_rewrite`, surgery/engine/servedarch.py) gives what EAGLEConfig gives, for every
   registry name, every plain name it renames into one, and probe names.
 The generated list (surgery/data/vllm_methods.yaml `draft_architectures`) is compared with the installed
 vLLM by tests/test_oracle_method_coverage.py.
@@ -20,9 +20,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from surgery import load_recipe  # noqa: E402
-from surgery.coverage import draft_architecture_coverage, unsupported_draft_architectures  # noqa: E402
+from surgery.engine.coverage import draft_architecture_coverage, unsupported_draft_architectures  # noqa: E402
 from surgery.resources import shipped_recipes  # noqa: E402
-from surgery.servedarch import rewrite_rules, served_architecture  # noqa: E402
+from surgery.engine.servedarch import rewrite_rules, served_architecture  # noqa: E402
 
 pytest.importorskip("torch")
 pytest.importorskip("vllm")

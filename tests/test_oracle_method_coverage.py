@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testpaths import ROOT  # noqa: E402
 
 from surgery import load_recipe  # noqa: E402
-from surgery.coverage import method_coverage, unsupported_methods, vllm_methods  # noqa: E402
+from surgery.engine.coverage import method_coverage, unsupported_methods, vllm_methods  # noqa: E402
 from surgery.resources import shipped_recipes  # noqa: E402
 
 pytest.importorskip("torch")
@@ -97,7 +97,7 @@ def test_surgery_recipes_shows_method_coverage(run_cli):
 def test_every_block_drafter_architecture_is_listed_by_a_recipe_or_unsupported():
     """Every DFlash / DSpark / P-EAGLE class vLLM's registry serves (tests/vllm_method_oracle.py reads
     `_SPECULATIVE_DECODING_MODELS`) is in a recipe's draft architectures or listed with a reason."""
-    from surgery.coverage import unsupported_block_architectures
+    from surgery.engine.coverage import unsupported_block_architectures
 
     archs = method_coverage(_recipes())["block_draft_architectures"]
     names = {a["architecture"] for a in archs}

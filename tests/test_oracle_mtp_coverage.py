@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testpaths import CONFIGS, ROOT  # noqa: E402
 
 from surgery import Runtime, facts_from_config, load_recipe, resolve  # noqa: E402
-from surgery.coverage import rewrites, summary, triggers, unsupported  # noqa: E402
+from surgery.engine.coverage import rewrites, summary, triggers, unsupported  # noqa: E402
 from surgery.facts import read_config  # noqa: E402
 from surgery.new import choose  # noqa: E402
 from surgery.resources import shipped_recipes  # noqa: E402

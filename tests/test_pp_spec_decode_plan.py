@@ -14,8 +14,8 @@ import pytest
 from surgery import Runtime
 from surgery.facts import read_facts
 from surgery.recipe import load_recipe
-from surgery.enginecard import Limits
-from surgery.engines import engine_limits
+from surgery.engine.card_model import Limits
+from surgery.engine.cards import engine_limits
 from surgery.resolver import resolve
 from testpaths import E2B, E2B_ASSISTANT, GEMMA_RECIPE
 

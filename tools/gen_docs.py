@@ -15,7 +15,7 @@
                             table between its `methods` markers), from the shipped
                            recipes, surgery/data/vllm_mtp_rewrites.yaml, surgery/data/unsupported.yaml
                            and the configs under tests/data/configs (no engine import);
-- schemas/engine-card.schema.json  from the engine-card models (surgery/enginecard_schema.py `card_schema`).
+- schemas/engine-card.schema.json  from the engine-card models (surgery/engine/card_schema.py `card_schema`).
 
     python tools/gen_docs.py           # rewrite both files
     python tools/gen_docs.py --check   # exit 1 (and say which) when a committed file differs
@@ -344,7 +344,7 @@ def _config_source(cfg: dict) -> str:
 
 
 def coverage_markdown() -> str:
-    from surgery.coverage import summary
+    from surgery.engine.coverage import summary
     from surgery.recipe import load_recipe
     from surgery.resources import shipped_recipes
 
@@ -384,8 +384,8 @@ def coverage_markdown() -> str:
 
 
 def methods_markdown() -> str:
-    """The speculative-method coverage table (surgery.coverage.method_coverage, what `surgery recipes` prints)."""
-    from surgery.coverage import method_coverage
+    """The speculative-method coverage table (surgery.engine.coverage.method_coverage, what `surgery recipes` prints)."""
+    from surgery.engine.coverage import method_coverage
     from surgery.recipe import load_recipe
     from surgery.resources import shipped_recipes
 
@@ -508,7 +508,7 @@ def operations_markdown() -> str:
     import dataclasses
 
     from surgery.applier.core import STRICT_OPT_OUTS
-    from surgery.engines import ENGINES
+    from surgery.engine.cards import ENGINES
     from surgery.ops.registry import UNITS, implemented
 
     out = ["", "## Operations by engine", "",
@@ -560,13 +560,13 @@ def generated() -> dict[Path, str]:
 
 
 def engine_card_schema() -> str:
-    from surgery.enginecard_schema import card_schema_text
+    from surgery.engine.card_schema import card_schema_text
 
     return card_schema_text()
 
 
 def releases_markdown() -> str:
-    from surgery.release_matrix import matrix_markdown
+    from surgery.engine.matrix import matrix_markdown
 
     return matrix_markdown()
 

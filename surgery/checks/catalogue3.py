@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
-from ..engine_releases import known, version_key
+from ..engine.releases import known, version_key
 from ..options import CheckOptions
 from ..resources import load_data
 from ..formats import original_config

@@ -29,8 +29,8 @@ from typing import Any
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
-from ..engine_releases import Release, release
-from ..servedarch import served_architectures
+from ..engine.releases import Release, release
+from ..engine.servedarch import served_architectures
 
 
 def limits() -> dict:
@@ -44,7 +44,7 @@ def judged(version: str | None) -> Release | None:
 
 def cache_dtypes(rel: Release | None = None) -> tuple[str, ...]:
     """The judged release's CacheDType values (config/cache.py), read from its wheel."""
-    from ..engine_releases import known, release_data
+    from ..engine.releases import known, release_data
 
     facts = rel.facts if rel is not None else release_data("vllm")["releases"][known("vllm")[-1]]
     return tuple(facts.get("cache_dtypes") or ())
@@ -222,7 +222,7 @@ def _norm(name: str) -> str:
 
 
 def _mtp_class(rel: Release, facts) -> str | None:
-    from ..coverage import rewrites  # the MTP rewrite table, read only under --pp > 1
+    from ..engine.coverage import rewrites  # the MTP rewrite table, read only under --pp > 1
 
     archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
     draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []

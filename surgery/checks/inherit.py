@@ -94,7 +94,7 @@ def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | 
     has that runner (vLLM on CPU, or VLLM_USE_V2_MODEL_RUNNER=0)."""
     if not version or method in (None, "draft_model"):
         return None
-    from ..engine_releases import release  # the judged release's own rules
+    from ..engine.releases import release  # the judged release's own rules
 
     rel = release("vllm", version)[0]
     runners = (rel.facts.get("runners") or {}) if rel is not None else {}

@@ -32,7 +32,7 @@ from .safetensors_header import Checkpoint, TensorInfo, read_checkpoint, read_ra
 from .catalogue3 import dflash2_check, is_dflash2  # the field's third catalogue (issue 45)
 from .mtp_quant import mtp_quant_check
 from ..sidebyside import any_remote, side_by_side
-from .. import servedarch
+from ..engine import servedarch
 from ..modelref import open_model
 from ..modelsource import LocalSource
 from ..resources import load_data

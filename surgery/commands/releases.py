@@ -5,8 +5,8 @@ import io
 import json
 
 from ..diagnostics import EXIT_OK, Location, SurgeryError, diag
-from ..engine_releases import release_data
-from ..release_matrix import matrix_markdown, run_across
+from ..engine.releases import release_data
+from ..engine.matrix import matrix_markdown, run_across
 from .validate import cmd_plan
 
 

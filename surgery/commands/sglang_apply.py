@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
-from ..engines import card
+from ..engine.cards import card
 from ..pairs import DEFAULT_PROMPTS, builtin_pair
 from ..bytevocab import encode
 from ..recipe import load_recipe

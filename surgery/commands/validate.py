@@ -34,7 +34,7 @@ def judged_release(args, release: str | None) -> tuple[str, str] | None:
     if getattr(args, "engine", None) != "vllm":
         return None
     from ..checks.config_spelling import installed_vllm_version
-    from ..engine_releases import judged_version
+    from ..engine.releases import judged_version
 
     if release is not None:
         return release, "surgery releases"

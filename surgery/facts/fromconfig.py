@@ -14,7 +14,7 @@ from typing import Any
 
 from ..diagnostics import Location, fail
 from ..formats import normalise_config
-from ..servedarch import speculative_class
+from ..engine.servedarch import speculative_class
 from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
                      parallel_drafting_token_id)
 from .jsonread import check_depth, read_config_from, strip_annotations

@@ -9,7 +9,7 @@ from typing import Any
 from ..diagnostics import Location, fail
 from .speculators import SpeculatorsFields, speculators_fields
 from .table import algorithm, conventions, formats
-from ..servedarch import served_architecture
+from ..engine.servedarch import served_architecture
 
 NESTED = "eagle_config"
 IDS = "eagle_aux_hidden_state_layer_ids"

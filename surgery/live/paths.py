@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
-from ..engines import card
+from ..engine.cards import card
 
 
 def get_path(root: Any, dotted: str) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
-from ..engines import card
+from ..engine.cards import card
 from .context import Context
 from .mutations import SetAttr
 from .paths import attention_path, get_path

@@ -20,7 +20,7 @@ import importlib.util
 from dataclasses import fields, is_dataclass
 from types import ModuleType
 
-from ..engines import ENGINES
+from ..engine.cards import ENGINES
 from . import capture_hidden_states, copy_attrs, keep, share_buffer, share_kv, share_module
 from .base import OpUnit, Step, resolve_shape
 

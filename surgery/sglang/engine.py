@@ -32,7 +32,7 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from ..engines import card
+from ..engine.cards import card
 from ..greedyties import divergences, exact_tie  # noqa: F401 - exact_tie: this module's name for it too
 
 RESULT_TAG = "SURGERY_SGLANG_RESULT "

@@ -25,7 +25,7 @@ import importlib
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
-from ..engines import card
+from ..engine.cards import card
 from . import report
 from .log import get_logger
 from .selection import selected_recipe, strict

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..enginecard import Wiring
-from ..engines import card
+from ..engine.card_model import Wiring
+from ..engine.cards import card
 
 
 def wiring_card() -> Wiring:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..engines import card
+from ..engine.cards import card
 from ..live.paths import get_path, has_path, role_paths, split_parent
 from ..diagnostics import SurgeryError, diag
 

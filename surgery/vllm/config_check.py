@@ -14,8 +14,8 @@ from typing import Any
 
 from ..checks.release_rules import rejection_finding
 from ..diagnostics import Diagnostic, SurgeryError, diag
-from ..engine_releases import release
-from ..engines import card
+from ..engine.releases import release
+from ..engine.cards import card
 from ..formats.findings import misread_by_runner
 from ..guard import parse_config
 from . import hooks, kv_scales

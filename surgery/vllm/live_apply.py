@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import applier  # called through the package, where tests put a failing verify_plan
 from ..diagnostics import SurgeryError, diag
-from ..engines import card
+from ..engine.cards import card
 from ..live.mutations import SetAttr
 from ..live.paths import attention_path, get_path, role_path
 from ..live.prepared import Check

@@ -13,7 +13,7 @@ import json
 import pytest
 
 import tiny_checkpoints as tc
-from surgery.servedarch import fc_marker
+from surgery.engine.servedarch import fc_marker
 
 H = tc.HIDDEN
 

@@ -158,7 +158,7 @@ def test_a_missing_sglang_draft_load_point_is_an_error(monkeypatch):
 @pytest.mark.parametrize("engine,label", [("vllm", "vLLM"), ("sglang", "SGLang")])
 def test_the_cards_versions_are_the_readme_rows(engine, label):
     """`ran_versions` (what doctor compares with) and README "Supported versions" say the same."""
-    from surgery.engines import card
+    from surgery.engine.cards import card
 
     table = (ROOT / "README.md").read_text().split("## Supported versions", 1)[1].split("\n## ", 1)[0]
     rows = [r.split("|") for r in table.splitlines() if r.startswith("| ")]

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from surgery.commands.recipes import WIDTH
-from surgery.coverage import method_coverage, summary
+from surgery.engine.coverage import method_coverage, summary
 from surgery.recipe import load_recipe
 from surgery.resources import shipped_recipes
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from surgery.engine_releases import release_data
-from surgery.release_matrix import LEGEND
+from surgery.engine.releases import release_data
+from surgery.engine.matrix import LEGEND
 
 NUMBER = re.compile(r"\d+(\.\d+)*")
 

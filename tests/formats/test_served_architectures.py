@@ -15,7 +15,7 @@ from surgery.facts import facts_from_config, read_config
 from surgery.formats import format_of
 from surgery.formats.conventions import trained_on
 from surgery.formats.findings import format_findings
-from surgery.servedarch import eagle3_markers, served_architecture
+from surgery.engine.servedarch import eagle3_markers, served_architecture
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ROOT / "tests" / "data" / "formats"

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from surgery.applier.core import prepare_op, prepare_plan  # noqa: E402
 from surgery.diagnostics import SurgeryError  # noqa: E402
-from surgery.engines import ENGINES  # noqa: E402
+from surgery.engine.cards import ENGINES  # noqa: E402
 from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
 from surgery.live.prepared import NotApplicable  # noqa: E402
 from surgery.live.sglang import SGLangContext  # noqa: E402

@@ -50,7 +50,7 @@ RESULTS: dict[str, dict] = {}
 
 
 def all_cache_dtypes() -> list[str]:
-    from surgery.engine_releases import release_data
+    from surgery.engine.releases import release_data
 
     out: list[str] = []
     for version in venvs.RELEASES:
@@ -165,7 +165,7 @@ def _facts_asked(facts: dict) -> list[str]:
 def test_release_facts_are_the_releases_classes(release):
     """The wheel-read facts (tools/releasefacts.py ClassIndex, committed in surgery/data/releases/vllm.json)
     against the release's imported classes: SupportsPP, the aux-hidden-state relay, the cache dtypes."""
-    from surgery.engine_releases import release_data
+    from surgery.engine.releases import release_data
 
     py, why = venvs.oracle_python(release)
     if py is None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from surgery.engines import ENGINES, card
+from surgery.engine.cards import ENGINES, card
 from surgery.pairs import builtin_pair
 
 
@@ -261,7 +261,7 @@ def test_the_plan_says_where_sglang_would_replace_what_the_recipe_keeps():
     wiring). Not for vLLM, not for a recipe that always shares (mtp), not for EAGLE-3 (SGLang decides
     its head from the config there)."""
     from surgery import Runtime, load_recipe, read_facts, resolve
-    from surgery.engines import card
+    from surgery.engine.cards import card
 
     assert {"EAGLE", "NEXTN"} <= set(card("sglang").wiring.head_always_replaced_for)
     pair = builtin_pair("eagle")

@@ -24,7 +24,7 @@ import pytest
 from surgery.facts import facts_from_config, read_config
 from surgery.formats import format_of
 from surgery.formats.conventions import runner_reads
-from surgery.servedarch import served_architectures
+from surgery.engine.servedarch import served_architectures
 
 REPO = Path(__file__).resolve().parents[2]
 FORMATS = REPO / "tests" / "data" / "formats"
@@ -79,7 +79,7 @@ def test_facts_equal_the_config_vllm_builds(path, tmp_path):
     hf, spec, served_target = _vllm_view(folder)
 
     assert fmt.vllm_model_type == hf.model_type
-    # a plain name (SafeAILab's LlamaForCausalLM template) is served renamed: surgery/servedarch.py (SRG206)
+    # a plain name (SafeAILab's LlamaForCausalLM template) is served renamed: surgery/engine/servedarch.py (SRG206)
     # (a speculators file is not wrapped: SpeculatorsConfig names the class itself)
     served = facts.architectures if spec is not None else served_architectures("eagle3", facts.architectures)
     assert list(served) == list(hf.architectures)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from ...engines import ENGINES, card
+from ...engine.cards import ENGINES, card
 from ...records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields

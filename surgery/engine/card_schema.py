@@ -1,5 +1,5 @@
 """The JSON Schema of an engine card (`schemas/engine-card.schema.json`), generated from the card models
-of surgery/enginecard.py by tools/gen_docs.py, for editors and for tests/test_engine_card.py, which
+of surgery/engine/card_model.py by tools/gen_docs.py, for editors and for tests/test_engine_card.py, which
 validates the shipped cards against it with jsonschema. Apart from the models because no command
 needs it at run time: `surgery validate` imports the models, not their schema (cold start).
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from .enginecard import EngineCard
+from .card_model import EngineCard
 
 SCHEMA_FILE = "engine-card.schema.json"
 SCHEMA_ID = f"https://spec-surgery.dev/schemas/{SCHEMA_FILE}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from .engine_releases import release_data, known
+from .releases import release_data, known
 
 RULES = [  # (rule key, column title)
     ("local_verifier_refused", "local speculators verifier refused"),

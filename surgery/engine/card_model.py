@@ -1,13 +1,13 @@
 """Engine cards as typed models: what `surgery/data/engines/<engine>.yaml` may hold, one immutable
 record per section (surgery/records.py says why not a frozen dataclass); their JSON Schema is
-surgery/enginecard_schema.py.
+surgery/engine/card_schema.py.
 
 Why typed: code reads a card through attributes (`card("vllm").limits.cuda_dtypes`), so a section
 no model declares cannot be read anywhere. A key the models do not know is therefore refused when
 the card is loaded (a card entry no code reads is a silent gap), and so is a missing required key
 or a value of the wrong type, each with the card file and the key path. The loader is plain Python
 (no jsonschema: `surgery validate` reads cards at cold start); `schemas/engine-card.schema.json`
-is generated from the same models (surgery/enginecard_schema.py) and checked against the shipped
+is generated from the same models (surgery/engine/card_schema.py) and checked against the shipped
 cards by tests/test_engine_card.py.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, field, fields, is_dataclass
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-from .records import Record, record
+from ..records import Record, record
 
 Paths = tuple[str, ...]
 

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .diagnostics import INFO, WARNING, Diagnostic, Location, diag
-from .resources import data_dir
+from ..diagnostics import INFO, WARNING, Diagnostic, Location, SurgeryError, diag
+from ..resources import data_dir
 
 ENGINES = ("vllm", "sglang")
 
@@ -118,8 +118,6 @@ def judged_version(engine: str, asked: str | None, installed: str | None, where:
     """(the release a verdict judges, why that one): `--engine-version`, else the installed engine's, else
     the newest release the data covers. A version string with no release number in it is a usage error
     (SRG011), never silently judged as some release."""
-    from .diagnostics import SurgeryError
-
     if asked is not None:
         if not version_key(asked):
             raise SurgeryError(diag("SRG011", f"{where} {str(asked)[:40]!r} is not a {engine} release number",

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from .engines import card
+from .cards import card
 
-_DATA = Path(__file__).parent / "data"
+_DATA = Path(__file__).parent.parent / "data"
 
 
 def _load(name: str) -> dict:

@@ -5,7 +5,7 @@ where each role's module lives on a live model, the load-time flags an engine se
 speculative methods and attention backends it has, the limits measured on it. The engine list is
 the set of cards: adding an engine starts with adding its card (docs/architecture.md), and every
 list of engines in the code (CLI choices, the op registry's performer check, the generated docs)
-is this one. A card is read into the typed models of surgery/enginecard.py, once per process: an
+is this one. A card is read into the typed models of surgery/engine/card_model.py, once per process: an
 unknown key, a missing required key or a wrong type stops the load, naming the card and the key.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from .enginecard import EngineCard, Limits, card_from_data
-from .resources import data_dir, load_data
-from .diagnostics import Location
+from .card_model import EngineCard, Limits, card_from_data
+from ..resources import data_dir, load_data
+from ..diagnostics import Location
 
 CARDS = "data/engines"
 
@@ -35,7 +35,7 @@ def card_file(engine: str) -> Path:
 @lru_cache(maxsize=None)
 def card(engine: str) -> EngineCard:
     """The engine's card as typed models (built once per process). KeyError for an engine without one;
-    CardError (surgery/enginecard.py) for a card that does not fit the models."""
+    CardError (surgery/engine/card_model.py) for a card that does not fit the models."""
     if engine not in ENGINES:
         raise KeyError(f"no engine card for {engine!r} (engines: {', '.join(ENGINES)})")
     return card_from_data(load_data(f"{CARDS}/{engine}.yaml"), str(card_file(engine)))

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .enginecard import ArchitectureRewrite
-from .engines import card
-from .resources import load_data
+from .card_model import ArchitectureRewrite
+from .cards import card
+from ..resources import load_data
 
 # what shows a plain config is an EAGLE-3 head (config keys; the fc width is the weights-mode marker,
 # surgery/checks/weights.py)
