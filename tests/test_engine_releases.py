@@ -188,17 +188,17 @@ def test_rejection_sample_method_across_releases(run_cli, value, version, severi
 def test_the_judged_release_is_named(run_cli, monkeypatch):
     """Issue 53: no vLLM installed and no --engine-version -> the newest release in the data is judged, and
     the verdict says so (never "not checked" while a release could be judged); --engine-version wins."""
-    from surgery.checks import config_spelling
+    from surgery.commands import validate as validate_command
     from surgery.engine.releases import known
 
-    monkeypatch.setattr(config_spelling, "installed_vllm_version", lambda: None)
+    monkeypatch.setattr(validate_command, "installed_vllm_version", lambda: None)
     code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--json")
     data = json.loads(out)
     assert data["judged_release"] == {"engine": "vllm", "version": known("vllm")[-1], "from": "newest in surgery's data"}
     assert "SRG048" not in {d["code"] for d in data["diagnostics"]}
     code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3)
     assert out.startswith(f"valid for vLLM {known('vllm')[-1]} (newest in surgery's data): ")
-    monkeypatch.setattr(config_spelling, "installed_vllm_version", lambda: "0.32.0")
+    monkeypatch.setattr(validate_command, "installed_vllm_version", lambda: "0.32.0")
     code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3)
     assert out.startswith("valid for vLLM 0.32.0 (installed): ")
     code, out, err = run_cli("validate", "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.33.0")

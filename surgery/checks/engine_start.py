@@ -29,8 +29,10 @@ from typing import Any
 from ..diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
-from ..engine.releases import Release, release
+from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)
+from ..engine.releases import Release, known, release, release_data
 from ..engine.servedarch import served_architectures
+from .config_spelling import serving
 
 
 def limits() -> dict:
@@ -44,8 +46,6 @@ def judged(version: str | None) -> Release | None:
 
 def cache_dtypes(rel: Release | None = None) -> tuple[str, ...]:
     """The judged release's CacheDType values (config/cache.py), read from its wheel."""
-    from ..engine.releases import known, release_data
-
     facts = rel.facts if rel is not None else release_data("vllm")["releases"][known("vllm")[-1]]
     return tuple(facts.get("cache_dtypes") or ())
 
@@ -222,8 +222,6 @@ def _norm(name: str) -> str:
 
 
 def _mtp_class(rel: Release, facts) -> str | None:
-    from ..engine.coverage import rewrites  # the MTP rewrite table, read only under --pp > 1
-
     archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
     draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
                        if r.get("architecture") in archs or r.get("model_type") in types), None)
@@ -325,8 +323,6 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
 
 
 def cli_engine_start_check(options: CheckOptions, plan, draft, target, recipe=None) -> list[Diagnostic]:
-    from .config_spelling import serving
-
     method, version, _ = serving(options, recipe)
     return engine_start_check(plan, draft, target, version=version, method=method,
                               max_model_len=options.max_model_len, hf_overrides=options.hf_overrides,

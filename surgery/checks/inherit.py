@@ -12,6 +12,7 @@ import copy
 from functools import lru_cache
 
 from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..engine.releases import release  # the judged release's own rules
 from ..resources import load_data
 
 
@@ -94,8 +95,6 @@ def raises_draft_length(version: str | None, method: str, d_cfg: dict) -> str | 
     has that runner (vLLM on CPU, or VLLM_USE_V2_MODEL_RUNNER=0)."""
     if not version or method in (None, "draft_model"):
         return None
-    from ..engine.releases import release  # the judged release's own rules
-
     rel = release("vllm", version)[0]
     runners = (rel.facts.get("runners") or {}) if rel is not None else {}
     if rel is None or not rel.rule("draft_max_position_override") or not runners.get("v2"):

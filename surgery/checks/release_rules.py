@@ -22,6 +22,7 @@ from typing import Any
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
+from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP model type a target becomes)
 from ..engine.releases import all_architectures, first_with, known, no_release, release, release_data
 from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
 from .config_spelling import NO_VERSION, serving
@@ -135,8 +136,6 @@ def mtp_type_finding(rel, draft, target, method: str | None) -> Diagnostic | Non
     has (its MTPModelTypes): Kimi-K3's kimi_k3_mtp arrived in 0.27, so 0.26 cannot build the draft."""
     if method not in (None, "mtp") or target is None or not (draft.source == target.source or draft.raw == target.raw):
         return None
-    from ..engine.coverage import rewrites  # the rewrite table, read only for MTP pairs
-
     archs, types = set(target.architectures or ()), {target.model_type, target.text_model_type}
     draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
                        if r.get("architecture") in archs or r.get("model_type") in types), None)

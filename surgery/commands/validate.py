@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
+from ..checks.config_spelling import installed_vllm_version
 from ..checks.field import with_findings
+from ..engine.releases import judged_version
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..facts import read_facts
 from ..modelref import describe_pin, target_ref_for, verifier_note
@@ -33,9 +35,6 @@ def judged_release(args, release: str | None) -> tuple[str, str] | None:
     else --engine-version, else the installed vLLM, else the newest the data covers."""
     if getattr(args, "engine", None) != "vllm":
         return None
-    from ..checks.config_spelling import installed_vllm_version
-    from ..engine.releases import judged_version
-
     if release is not None:
         return release, "surgery releases"
     return judged_version("vllm", getattr(args, "engine_version", None), installed_vllm_version())
