@@ -170,8 +170,9 @@ def test_peagle_head_across_releases_is_one_bar_per_release(run_cli):
     """`surgery releases`: the SpecForge P-EAGLE head validates on 0.25-0.33 and is refused on 0.34, whose
     draft registry dropped P-EAGLE's classes (SRG723)."""
     rc, out, err = run_cli("releases", "peagle", "--target", QWEN3, "--draft", PEAGLE)
-    lines = out.strip().splitlines()
+    lines = [line for line in out.strip().splitlines() if line.startswith("vllm ")]
     assert len(lines) == len(data("vllm")["releases"])
+    assert "valid: that release starts it" in out and "INVALID: the codes" in out  # the legend under the lines
     bad = [line for line in lines if "INVALID" in line]
     assert bad == [line for line in lines if line.startswith("vllm 0.34.0")] and "SRG723" in bad[0]
     assert rc == 1

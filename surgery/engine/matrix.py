@@ -143,8 +143,14 @@ def run_across(validate_at: Callable[[str], tuple[int, dict]], as_json: bool, ou
         return worst
     width = max(len(v) for v, *_ in rows)
     for v, rc, errors, warnings in rows:
-        bar = "#" * 10 if rc == 0 else "." * 10
         verdict = "valid  " if rc == 0 else "INVALID"
-        out.write(f"vllm {v:<{width}}  {bar}  {verdict}  {' '.join(errors)}"
+        out.write(f"vllm {v:<{width}}  {verdict}  {' '.join(errors)}"
                   + (f"  (warnings: {' '.join(warnings)})" if warnings else "") + "\n")
+    out.write(RUN_LEGEND)
     return worst
+
+
+#: what `surgery releases RECIPE ...`' lines mean (printed under them)
+RUN_LEGEND = ("\nEach line: `surgery validate --engine-version <release>` on this pair. valid: that release starts "
+              "it with no error; INVALID: the codes of the errors that release raises (`surgery explain CODE`); "
+              "(warnings: ...): the codes of its warnings.\n")
