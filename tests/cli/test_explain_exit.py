@@ -14,11 +14,11 @@ from surgery.commands.explain import exit_status
 from surgery.diagnostics import catalogue
 
 LLAMA = CONFIGS / "Llama-3.1-8B-Instruct.json"
-EAGLE3 = CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json"  # states no aux ids: SRG640
+EAGLE3 = CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json"  # unquantised: an fp8 KV cache reaching it is SRG647
 
 # (validate arguments, a code the run raises, the severity it is raised with and the catalogue gives it)
 CASES = {
-    "warning": (["eagle3", "--target", LLAMA, "--draft", EAGLE3], "SRG640", "warning"),
+    "warning": (["eagle3", "--target", LLAMA, "--draft", EAGLE3, "--kv-cache-dtype", "fp8"], "SRG647", "warning"),
     "note": (["eagle3", "--target", LLAMA, "--draft", EAGLE3], "SRG203", "info"),
     "error": (["gemma4-mtp", "--target", E2B_ASSISTANT, "--draft", E2B], "SRG302", "error"),  # the pair swapped
     "load error": (["gemma4-mtp", "--target", CONFIGS / "no-such-config.json", "--draft", E2B], "SRG001", "error"),
