@@ -111,15 +111,43 @@ def _writing(path: Path, where: str):
         raise write_error(exc, path, where) from None
 
 
+def _make_folder(folder: Path) -> None:
+    """`folder` and its parents, where an entry that is no folder stands in the way inside the cache
+    (a file, a FIFO, a dangling link planted where the layout has a folder) is removed first: the
+    cache heals instead of failing on every later run. A link to a folder is kept (the fence has
+    checked where it leads); nothing outside the cache roots is touched."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):
+        pass
+    roots = [Path(os.path.realpath(settings.hub_cache())), Path(os.path.realpath(settings.ranges_cache()))]
+    for part in reversed([folder, *folder.parents]):
+        if not any(r in part.parents for r in roots):
+            continue
+        if os.path.lexists(part) and not os.path.isdir(part):
+            os.unlink(part)
+            break
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _clear_for(path: Path) -> None:
+    """A real folder where a file or link must go (planted, or left by another tool) is removed: a
+    rename cannot replace it. Files, links, FIFOs are replaced by the rename itself."""
+    if os.path.isdir(path) and not os.path.islink(path):  # os.path: False on any error (a link too long)
+        shutil.rmtree(path)
+
+
 def _write_atomic(path: Path, data: bytes, where: str = "") -> None:
     """Callers pass a fenced path (`_hub_path` / `_ranges_path`)."""
     with _writing(path, where or str(path)):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".incomplete", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.chmod(tmp, 0o644)
+            _clear_for(path)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -168,8 +196,8 @@ def cached_commit(repo_id: str, revision: str | None) -> str | None:
     base = settings.hub_cache() / repo_folder(repo_id)
     rev = names.check_revision(revision or "main", repo_id)
     if COMMIT.match(rev):
-        return rev if (base / "snapshots" / rev).is_dir() or (ranges_dir(repo_id, rev) / "listing.json").is_file() \
-            else None
+        known = os.path.isdir(base / "snapshots" / rev) or os.path.lexists(ranges_dir(repo_id, rev) / "listing.json")
+        return rev if known else None
     entry = entries.read_regular(base / "refs" / rev, MAX_REF_BYTES, f"{repo_id}@{rev}")
     if entry is None:
         return None
@@ -182,12 +210,12 @@ def cached_commit(repo_id: str, revision: str | None) -> str | None:
 
 def snapshot_names(repo_id: str, commit: str) -> list[str]:
     snap = settings.hub_cache() / repo_folder(repo_id) / "snapshots" / commit
-    if not snap.is_dir():
+    if not os.path.isdir(snap):
         return []
     found = []
     for p in snap.rglob("*"):
         rel = str(p.relative_to(snap)).replace(os.sep, "/")
-        if names.file_name_problem(rel) is None and p.is_file():
+        if names.file_name_problem(rel) is None and os.path.isfile(p):  # os.path: False on any error
             found.append(rel)
     return sorted(found)
 
@@ -231,6 +259,7 @@ def store_blob(repo_id: str, revision: str | None, commit: str, name: str, tmp: 
                        Location(where), hint="a misbehaving server at HF_ENDPOINT, or a cut connection: run again")
         with _writing(blob, where):
             os.chmod(tmp, 0o644)
+            _clear_for(blob)
             os.replace(tmp, blob)
     finally:
         with contextlib.suppress(OSError):
@@ -244,7 +273,7 @@ def blob_tmp(repo_id: str, blob_id: str, where: str) -> tuple[int, Path]:
     names.check_blob_id(blob_id, where, "the blob id")
     folder = _hub_path(repo_id, "blobs", blob_id).parent
     with _writing(folder, where):
-        folder.mkdir(parents=True, exist_ok=True)
+        _make_folder(folder)
         fd, tmp = tempfile.mkstemp(prefix=f".{blob_id}.", suffix=".incomplete", dir=folder)
     return fd, Path(tmp)
 
@@ -254,7 +283,7 @@ def _link(repo_id: str, revision: str | None, commit: str, name: str, blob: Path
     link = _hub_path(repo_id, "snapshots", commit, name)
     tmp = link.parent / f".{link.name[:64]}.{os.getpid()}.incomplete"
     with _writing(link, where):
-        link.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(link.parent)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         try:
@@ -264,6 +293,7 @@ def _link(repo_id: str, revision: str | None, commit: str, name: str, blob: Path
                 if exc.errno in (errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG):
                     raise
                 shutil.copyfile(blob, tmp)
+            _clear_for(link)
             os.replace(tmp, link)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -282,7 +312,7 @@ def forget_missing(repo_id: str, commit: str, name: str) -> None:
     with _writing(marker, f"{repo_id}/{name}"):
         try:
             os.unlink(marker)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no marker (or no marker folder) there
             pass
         except IsADirectoryError:
             shutil.rmtree(marker)
@@ -349,7 +379,7 @@ def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> 
     names.check_file_name(name, where, "the file list")
     folder = _ranges_path(repo_id, commit, "ranges", file_key(name))
     try:
-        listed = sorted(os.listdir(folder))[:MAX_RANGE_FILES] if folder.is_dir() else []
+        listed = sorted(os.listdir(folder))[:MAX_RANGE_FILES] if os.path.isdir(folder) else []
     except OSError:
         return None
     for entry_name in listed:
