@@ -118,7 +118,8 @@ def first_difference(a: dict | None, b: dict | None) -> str:
         return ""
     for token, i in a.items():
         if b.get(token) != i:
-            return f"; e.g. {quoted(token, 80)} is id {shown(i, 40)} in the draft, {shown(b.get(token), 40)} in the target"
+            return (f"; e.g. {quoted(token, 80)} is id {shown(i, 40)} in the draft, {shown(b.get(token), 40)} "
+                    "in the target")
     return ""
 
 

@@ -67,8 +67,8 @@ def _plan(src) -> tuple[dict[str, tuple[int, str]], int]:
         entry = src.files.get(name) or {}
         size, blob = entry.get("size"), entry.get("blob")
         if not isinstance(size, int) or size < 0 or not isinstance(blob, str) or not names.BLOB_ID.match(blob):
-            raise fail("SRG055", f"{src.repo_id}: the file list gives no size and blob id for {quoted(name)}: its download "
-                       "could not be bounded or verified", Location(src.location(name)))
+            raise fail("SRG055", f"{src.repo_id}: the file list gives no size and blob id for {quoted(name)}: its "
+                       "download could not be bounded or verified", Location(src.location(name)))
         plan[name] = (size, blob)
     return plan, sum(size for size, _ in plan.values())
 

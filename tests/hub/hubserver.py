@@ -120,7 +120,8 @@ class Repo:
 
     def __post_init__(self):
         if not self.revisions:
-            digest = hashlib.sha1(self.repo_id.encode() + b"".join(sorted(f.encode("utf-8", "surrogatepass") for f in self.files))).hexdigest()
+            names = sorted(f.encode("utf-8", "surrogatepass") for f in self.files)  # a hostile name may be no UTF-8
+            digest = hashlib.sha1(self.repo_id.encode() + b"".join(names)).hexdigest()
             self.revisions = {"main": digest}
 
     @property
@@ -162,8 +163,10 @@ class Fault:
 
 
 # Answers that break HTTP, each bounded in what the server sends (count and time) so a test's server
-# thread always ends by itself: the bytes are the hostile campaign's of issue 54.
-MAX_RAW_PIECES = 100  # continue-flood: at most this many interim answers; trickle-header: header bytes
+# thread always ends by itself: the bytes are the hostile campaign's of issue 54. RAW_MODES are sent
+# once; RAW_FLOODS again and again (every raw_interval_s); RAW_TRICKLES one byte every raw_interval_s.
+# bench/hub_hostile.py adds its own modes to these tables.
+MAX_RAW_PIECES = 100  # a flood's answers, a trickle's bytes
 RAW_MODES = {
     "garbage-status": b"HTTZ/9.9 abc def\r\n\r\n",
     "many-headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(150))
@@ -171,10 +174,10 @@ RAW_MODES = {
     "long-header": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}",
     "chunked-cut": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{\"model_type\"",
     "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-    "continue-flood": b"HTTP/1.1 100 Continue\r\n\r\n",  # sent again every raw_interval_s
-    "trickle-header": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"p" * 60
-                      + b"\r\nContent-Length: 2\r\n\r\n{}",  # one byte every raw_interval_s
 }
+RAW_FLOODS = {"continue-flood": b"HTTP/1.1 100 Continue\r\n\r\n"}
+RAW_TRICKLES = {"trickle-header": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"p" * 60
+                + b"\r\nContent-Length: 2\r\n\r\n{}"}
 
 
 class HubServer:
@@ -310,20 +313,21 @@ class HubServer:
             def _raw(self, fault: Fault) -> None:
                 """Bytes that break HTTP, straight to the socket; the row's `bytes` counts the pieces sent
                 (interim answers, header bytes) so a test can say which bound fired by counting."""
-                data, pieces = RAW_MODES[fault.raw], 0
+                pieces = 0
                 try:
-                    if fault.raw == "continue-flood":
+                    if fault.raw in RAW_FLOODS:
                         for pieces in range(1, MAX_RAW_PIECES + 1):
-                            self.wfile.write(data)
+                            self.wfile.write(RAW_FLOODS[fault.raw])
                             self.wfile.flush()
                             time.sleep(fault.raw_interval_s)
-                    elif fault.raw == "trickle-header":
+                    elif fault.raw in RAW_TRICKLES:
+                        data = RAW_TRICKLES[fault.raw]
                         for pieces in range(1, min(len(data), MAX_RAW_PIECES) + 1):
                             self.wfile.write(data[pieces - 1:pieces])
                             self.wfile.flush()
                             time.sleep(fault.raw_interval_s)
                     else:
-                        self.wfile.write(data)
+                        self.wfile.write(RAW_MODES[fault.raw])
                         self.wfile.flush()
                         pieces = 1
                 except (BrokenPipeError, ConnectionResetError):

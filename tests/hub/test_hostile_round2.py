@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -213,19 +214,21 @@ ARGS = ("validate", "eagle3", "--target", TINY_TARGET, "--draft", TINY_HEAD, "--
 @pytest.mark.parametrize("which,plant,offline", [
     ("refs", "fifo", False), ("range", "fifo", False), ("snapshot", "fifo", False),
     ("refs", "/dev/zero", False), ("range", "/dev/zero", False), ("listing", "/dev/zero", True),
-    ("refs", "long-link", False)])
+    ("refs", "long-link", False), ("refs", "dir", False), ("snapshot", "dir", False)])
 def test_a_cache_entry_that_is_no_regular_file_is_refused_and_refresh_replaces_it(
         run_cli, sandbox, hubenv, monkeypatch, which, plant, offline):
     """A FIFO planted as `refs/main`, a stored range or a snapshot file hung the command; a link to
     /dev/zero was read to a MemoryError at 5-6 GiB; a link whose target is too long for the file
-    system. Now SRG066 naming the entry, at once; `--refresh` reads none of them and replaces each, and
-    the next plain run is valid."""
+    system; a folder where a file belongs. Now SRG066 naming the entry, at once; `--refresh` reads
+    none of them and replaces each (a folder removed first), and the next plain run is valid."""
     root, cache_root, _ = sandbox
     assert validate(run_cli)[0] == 0
     entry = _entry(cache_root, hubenv, which)
     entry.unlink()
     if plant == "fifo":
         os.mkfifo(entry)
+    elif plant == "dir":
+        entry.mkdir()
     elif plant == "/dev/zero":
         entry.symlink_to("/dev/zero")
     else:
@@ -241,6 +244,24 @@ def test_a_cache_entry_that_is_no_regular_file_is_refused_and_refresh_replaces_i
     assert rc == 0, err
     assert entry.is_file() and not entry.is_symlink() or which == "snapshot" and entry.resolve().is_file()
     assert validate(run_cli)[0] == 0
+
+
+def test_an_entry_planted_where_the_cache_has_a_folder_is_removed(run_cli, sandbox, hubenv):
+    """A file where a file's range folder belongs (`ranges/<file key>`), and a file where a commit's
+    `.no_exist/<commit>` folder belongs: the next write failed with EEXIST / ENOTDIR on every run.
+    Now the entry in the way is removed (inside the cache only) and the run is valid."""
+    root, cache_root, _ = sandbox
+    assert validate(run_cli)[0] == 0
+    commit = hubenv.repos[TINY_TARGET].main
+    folder = next((cache_root / "spec-surgery" / TARGET_FOLDER / commit / "ranges").iterdir())
+    shutil.rmtree(folder)
+    folder.write_bytes(b"planted")
+    (hub_repo(cache_root) / ".no_exist").mkdir()
+    (hub_repo(cache_root) / ".no_exist" / commit).write_bytes(b"planted")
+    before = snapshot(root)
+    assert validate(run_cli, TINY_TARGET, TINY_HEAD, "--refresh")[0] == 0
+    assert folder.is_dir() and validate(run_cli)[0] == 0
+    nothing_outside(root, cache_root, before)
 
 
 # -- class: a cache that poisons itself (.no_exist markers) ------------------------------------------------
