@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-from ..diagnostics import Location, SurgeryError, fail
+from ..diagnostics import Location, fail
 from ..shown import quoted
-from . import cache, digests, entries, http, names, settings
+from . import cache, digests, http, names, settings
 
 
 class _HashingSink:
@@ -46,17 +45,6 @@ class _HashingSink:
     def truncate(self) -> None:
         self.fh.truncate()
         self.hasher = digests.Hasher(self.blob_id, self.declared)
-
-
-def _cached_ok(src, name: str, size: int) -> bool:
-    local = cache.cached_file(src.repo_id, name, src.commit)
-    if not isinstance(local, str):
-        return False
-    try:
-        span = entries.read_span(Path(local), 0, 0, src.location(name))
-    except SurgeryError:
-        return False  # not a regular file: fetched again, and the link replaced
-    return span is not None and span[1] == size
 
 
 def _plan(src) -> tuple[dict[str, tuple[int, str]], int]:
@@ -88,7 +76,7 @@ def download(src) -> str:
                          "a slow server: SURGERY_HUB_DOWNLOAD_DEADLINE sets the time a whole download may take "
                          "(default SURGERY_HUB_DEADLINE plus 1 s per MiB)")
     for name, (size, blob) in sorted(plan.items()):
-        if not settings.refresh() and _cached_ok(src, name, size):
+        if not settings.refresh() and src.cached_whole(name):
             continue
         _fetch(src, name, size, blob, budget)
     return str(settings.hub_cache() / cache.repo_folder(src.repo_id) / "snapshots" / src.commit)

@@ -12,7 +12,7 @@ import json
 import urllib.parse
 from pathlib import Path
 
-from ..diagnostics import Location, fail
+from ..diagnostics import Location, SurgeryError, fail
 from ..modelsource import HubRef, ModelSource
 from ..shown import quoted, shown
 from ..version import __version__
@@ -224,13 +224,26 @@ class HubSource(ModelSource):
             return None
         return names.check_blob_id(etag, where, "the ETag the hub sent")
 
+    def cached_whole(self, name: str) -> bool:
+        """The snapshot holds `name` as a regular file of the size the listing gives (a link to a FIFO
+        or a device, a short or long copy: not; the download fetches it again and replaces it)."""
+        local = cache.cached_file(self.repo_id, name, self.commit)
+        if not isinstance(local, str):
+            return False
+        try:
+            span = entries.read_span(Path(local), 0, 0, self.location(name))
+        except SurgeryError:
+            return False
+        size = self.size(name)
+        return span is not None and (size is None or span[1] == size)
+
     def full_snapshot(self) -> str | None:
-        """The local snapshot folder when every listed file is in the cache (weights included): what
-        an engine or transformers can load without another download."""
-        if self.names() and all(isinstance(cache.cached_file(self.repo_id, n, self.commit), str) for n in self.names()):
+        """The local snapshot folder when every listed file is in the cache (weights included), each a
+        regular file of its listed size: what an engine or transformers can load, or convert copy,
+        without another download."""
+        if self.names() and all(self.cached_whole(n) for n in self.names()):
             return str(settings.hub_cache() / cache.repo_folder(self.repo_id) / "snapshots" / self.commit)
         return None
-
 
     def download(self) -> str:
         """Every file of the model into the HF cache at the pinned commit, for commands that load or

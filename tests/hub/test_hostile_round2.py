@@ -446,3 +446,21 @@ def test_a_download_is_bounded_in_time(run_cli, sandbox, hubenv, monkeypatch, tm
     hubenv.settle(10)
     cdn = [r for r in hubenv.log if r["path"].startswith("/cdn/")]
     assert cdn and cdn[-1]["bytes"] < hubenv.repos[TINY_HEAD].files["model.safetensors"].size
+
+
+def test_convert_fetches_again_a_cached_file_that_is_not_the_listed_one(run_cli, sandbox, hubenv, tmp_path):
+    """A snapshot whose weights file is a short copy (or a FIFO) counted as complete, and convert
+    copied it as it was. Now a cached file counts only as a regular file of its listed size: the
+    download fetches it again and the converted head holds the hub's bytes."""
+    root, cache_root, _ = sandbox
+    assert _convert(run_cli, tmp_path / "first")[0] == 0
+    snap = hub_repo(cache_root, "models--test-org--tiny-eagle3") / "snapshots" / hubenv.repos[TINY_HEAD].main
+    blob = (snap / "model.safetensors").resolve()
+    blob.write_bytes(blob.read_bytes()[:100])
+    (snap / "config.json").unlink()
+    os.mkfifo(snap / "config.json")
+    rc, out, err = _run_guarded(run_cli, ("convert", TINY_HEAD, "--to", "speculators", str(tmp_path / "second"),
+                                          "--target", TINY_TARGET, "--producer", "eagle"), snap / "config.json")
+    assert rc == 0, err
+    weights = hubenv.repos[TINY_HEAD].files["model.safetensors"]
+    assert (tmp_path / "second" / "model.safetensors").read_bytes() == weights.read(0, weights.size)
