@@ -9,7 +9,8 @@ link target. So every read here:
 - opens with O_NONBLOCK (opening a FIFO returns at once; on a regular file the flag does nothing),
   never follows the entry to anything but a regular file (fstat on the open descriptor: what is read
   is what was checked, no race between a check and the open);
-- reads at most `limit` bytes and says when there was more;
+- reads nothing of a file larger than `limit` (the size the entry may have) and says its size, so
+  the caller refuses or ignores it without holding it (a 100 MB `listing.json` costs no memory);
 - answers a coded SRG066 for a FIFO, a device, a folder, a link loop or any other entry that cannot
   be opened; a missing entry is `None` (the cache does not hold it, which is no error).
 """
@@ -31,8 +32,8 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
 
 @dataclass
 class Entry:
-    data: bytes  # at most `limit` bytes
-    size: int  # the file's size (fstat): more than len(data) when the file is larger than the limit
+    data: bytes  # the file's bytes; empty when the file is larger than the limit
+    size: int  # the file's size (fstat)
 
 
 def _refuse(path: Path, why: str, where: str):
@@ -73,12 +74,15 @@ def open_regular(path: Path, where: str) -> int | None:
 
 
 def read_regular(path: Path, limit: int, where: str) -> Entry | None:
-    """At most `limit` bytes of the regular file at `path` (see `open_regular`), with its size."""
+    """The bytes of the regular file at `path` (see `open_regular`) when it holds at most `limit`
+    (else none), with its size. A file whose size says 0 (/proc) is still read to `limit` at most."""
     fd = open_regular(path, where)
     if fd is None:
         return None
     try:
         size = os.fstat(fd).st_size
+        if size > limit:
+            return Entry(b"", size)
         chunks, got = [], 0
         while got < limit:
             chunk = os.read(fd, min(1 << 20, limit - got))

@@ -246,6 +246,21 @@ def test_a_cache_entry_that_is_no_regular_file_is_refused_and_refresh_replaces_i
     assert validate(run_cli)[0] == 0
 
 
+def test_a_cache_entry_is_read_only_up_to_the_size_it_may_have(tmp_path):
+    """Every cache read is bounded by the size the entry should have: a 100 MB (sparse) `listing.json`
+    or `refs/main` is not read at all, only its size is looked at (counted: the bytes returned)."""
+    from surgery.hub import entries
+
+    big = tmp_path / "listing.json"
+    with open(big, "wb") as fh:
+        fh.truncate(100 << 20)
+    entry = entries.read_regular(big, 64 << 20, "test")
+    assert entry.data == b"" and entry.size == 100 << 20
+    assert entries.read_regular(tmp_path / "absent", 10, "test") is None
+    (tmp_path / "small").write_bytes(b"x" * 10)
+    assert entries.read_regular(tmp_path / "small", 10, "test").data == b"x" * 10
+
+
 def test_an_entry_planted_where_the_cache_has_a_folder_is_removed(run_cli, sandbox, hubenv):
     """A file where a file's range folder belongs (`ranges/<file key>`), and a file where a commit's
     `.no_exist/<commit>` folder belongs: the next write failed with EEXIST / ENOTDIR on every run.
