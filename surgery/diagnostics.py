@@ -11,6 +11,7 @@ from typing import Any
 
 from .resources import load_data
 from .records import Record, record
+from .shown import cut, escape_lines
 
 ERROR = "error"
 WARNING = "warning"
@@ -63,10 +64,11 @@ class Diagnostic(Record):
         }
 
     def render(self) -> str:
+        """One line (plus its hint) for a terminal or a log; control characters escaped (`shown`)."""
         text = f"{self.location}: {self.severity} {self.code}: {self.message}"
         if self.hint:
             text += f"\n    hint: {self.hint}"
-        return text
+        return escape_lines(text)
 
 
 class SurgeryError(Exception):
@@ -100,12 +102,13 @@ def diag(code: str, message: str, location: Location | None = None, hint: str | 
     entry = catalogue().get(code)
     if entry is None:  # a programming error, caught by tests/test_codes.py
         raise KeyError(f"diagnostic code {code} is not in surgery/data/codes.yaml")
+    hint = hint if hint is not None else entry.get("hint")
     return Diagnostic(
         code=code,
         severity=severity or entry.get("severity", ERROR),
-        message=message,
+        message=cut(message),  # the net under a quote nobody bounded (surgery.shown)
         location=location or Location(),
-        hint=hint if hint is not None else entry.get("hint"),
+        hint=cut(hint) if hint is not None else None,
     )
 
 

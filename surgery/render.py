@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location
 from .resources import data_dir, recipes_dir
+from .shown import escape_lines
 
 SEVERITY_ORDER = (ERROR, WARNING, INFO)
 #: how the text output names a severity (``info`` diagnostics are "notes" to a reader)
@@ -78,7 +79,7 @@ class Line:
             f"{SEVERITY_WORD.get(d.severity, d.severity)} {d.code}: {d.message}"
         if d.hint:
             text += f"\n    hint: {d.hint}"
-        return text
+        return escape_lines(text)  # the last net: a message quoting outside text never acts on the terminal
 
 
 def compact(numbers: Iterable[int]) -> str:

@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 
 from ..diagnostics import Location, fail
 from ..modelsource import LocalSource, ModelSource
+from ..shown import quoted
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well
@@ -368,7 +369,7 @@ def parse_header(raw, n: int, size: int | None, shown: str, read_at,
             seen += 1
         else:
             problem = _entry_problem(_entry_fields(value.pairs) if isinstance(value, _Pairs) else None, base, size)
-            raise fail("SRG600", f"tensor {name!r}: {problem or 'malformed header entry'}", where)
+            raise fail("SRG600", f"tensor {quoted(name)}: {problem or 'malformed header entry'}", where)
     if seen != rows:
         raise fail("SRG600", f"{rows - seen} tensor entr{'y' if rows - seen == 1 else 'ies'} nested where no tensor "
                    "may be (inside another entry, a list or __metadata__)", where)
@@ -401,7 +402,7 @@ def find_weight_files(folder) -> tuple[list[str], dict | None]:
             # snapshots/<rev>/*.safetensors to ../../blobs/<hash>)
             rel = PurePosixPath(shard)
             if rel.is_absolute() or ".." in rel.parts or not src.has(shard):
-                raise fail("SRG602", f"shard {shard!r} named by the index is not in the folder",
+                raise fail("SRG602", f"shard {quoted(shard)} named by the index is not in the folder",
                            Location(src.location(INDEX_FILE), key_path=f"weight_map -> {shard}"))
             shards.append(shard)
         return shards, weight_map
@@ -444,7 +445,7 @@ def read_checkpoint(folder) -> Checkpoint:
         missing = sorted(n for n in weight_map if n not in ckpt.tensors)
         if missing:
             raise fail("SRG602", f"{len(missing)} tensor(s) listed in the index are in no shard (first: "
-                       f"{missing[0]!r})", Location(src.location(INDEX_FILE)))
+                       f"{quoted(missing[0])})", Location(src.location(INDEX_FILE)))
     return ckpt
 
 

@@ -4,6 +4,12 @@ vocab_size: a standalone draft with another vocabulary of the same size proposes
 tokens, and output is silently corrupted or acceptance collapses (sgl-project/sglang#23838, #24051).
 vLLM serves the draft with the target's tokenizer (SpeculativeConfig: tokenizer = the target's unless
 use_heterogeneous_vocab), so draft ids must mean the target's tokens. Bounded reads, no tokenizers package.
+
+A tokenizer file is content from outside (a hub, a downloaded folder): a part that is not in the
+shape the tokenizers library writes (`added_tokens` not a list of objects with an int `id` and a
+string `content`, a vocabulary that is no mapping of token -> int) makes the comparison "not checked"
+with the reason (an info line), never a traceback; a token or special-token value quoted in the
+message is escaped and cut (`surgery.shown`: a 40 MB vocabulary key once became 41.9 MB of output).
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from pathlib import Path
 
 from ..diagnostics import INFO, Diagnostic, Location, SurgeryError, diag
 from ..modelsource import LocalSource, ModelSource
+from ..shown import quoted, shown
 
 MAX_TOKENIZER_BYTES = 64 << 20
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -40,7 +47,7 @@ def _json_file(src, name: str):
     try:
         return json.loads(src.read_bytes(name, MAX_TOKENIZER_BYTES, "tokenizer").decode("utf-8")), ""
     except SurgeryError as exc:
-        return None, f"{name} unreadable ({exc.diagnostics[0].code}: {exc.diagnostics[0].message})"
+        return None, f"{name} unreadable ({exc.diagnostics[0].code}: {shown(exc.diagnostics[0].message, 300)})"
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return None, f"{name} unreadable ({type(exc).__name__})"
 
@@ -59,7 +66,9 @@ def tokenizer_summary(folder) -> tuple[dict | None, str]:
     if not isinstance(model, dict):
         return None, "tokenizer.json has no model section"
     vocab = model.get("vocab")
-    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [] if isinstance(t, dict))
+    added, why = _added_tokens(data.get("added_tokens"))
+    if why:
+        return None, f"tokenizer.json's added_tokens {why}"
     payload = json.dumps({"type": model.get("type"), "vocab": vocab, "merges": model.get("merges"), "added": added},
                          sort_keys=True, default=str).encode()
     size = (len(vocab) if isinstance(vocab, (dict, list)) else 0) + len(added)
@@ -72,6 +81,24 @@ def tokenizer_summary(folder) -> tuple[dict | None, str]:
                 special[key] = value.get("content") if isinstance(value, dict) else value
     return {"vocab": hashlib.sha256(payload).hexdigest(), "size": size, "special": special,
             "tokens": vocab if isinstance(vocab, dict) else None}, ""
+
+
+def _added_tokens(value) -> tuple[list[tuple[int, str]], str]:
+    """tokenizer.json's `added_tokens` as sorted (id, content) pairs, or why it cannot be read: the
+    tokenizers library writes a list of objects, each with an int `id` and a string `content`."""
+    if value is None:
+        return [], ""
+    if not isinstance(value, list):
+        return [], f"is {type(value).__name__}, not a list"
+    out = []
+    for i, t in enumerate(value):
+        if not isinstance(t, dict):
+            return [], f"entry {i} is {type(t).__name__}, not an object"
+        tid, content = t.get("id"), t.get("content")
+        if not isinstance(tid, int) or isinstance(tid, bool) or not isinstance(content, str):
+            return [], f"entry {i} has no int id and string content"
+        out.append((tid, content))
+    return sorted(out), ""
 
 
 def same_blobs(d, t) -> bool:
@@ -91,7 +118,8 @@ def first_difference(a: dict | None, b: dict | None) -> str:
         return ""
     for token, i in a.items():
         if b.get(token) != i:
-            return f"; e.g. {token!r} is id {i} in the draft, {b.get(token)} in the target"
+            return (f"; e.g. {quoted(token, 80)} is id {shown(i, 40)} in the draft, {shown(b.get(token), 40)} "
+                    "in the target")
     return ""
 
 
@@ -114,7 +142,7 @@ def tokenizer_check(draft, target) -> list[Diagnostic]:
     if d["vocab"] == t["vocab"] and d["special"] == t["special"]:
         return []
     what = "vocabularies differ" if d["vocab"] != t["vocab"] else "special tokens differ: " + ", ".join(
-        f"{k} {d['special'].get(k)!r} vs {t['special'].get(k)!r}" for k in SPECIAL_KEYS
+        f"{k} {quoted(d['special'].get(k), 80)} vs {quoted(t['special'].get(k), 80)}" for k in SPECIAL_KEYS
         if d["special"].get(k) != t["special"].get(k))
     return [diag("SRG671", f"draft and target tokenizers are not the same ({what}; {d['size']} vs {t['size']} tokens"
                  f"{first_difference(d['tokens'], t['tokens'])}): the draft's ids mean other tokens in the target",

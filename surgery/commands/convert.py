@@ -5,6 +5,7 @@ import json
 import sys
 
 from ..diagnostics import EXIT_OK
+from ..shown import escape_lines
 from .convert_folder import convert_folder
 
 
@@ -12,8 +13,8 @@ def cmd_convert(args, out) -> int:
     result = convert_folder(args.draft_dir, args.to, args.out_dir, target=args.target, producer=args.producer,
                             k=args.num_speculative_tokens, force=args.force, config_only=args.config_only)
     for d in result["diagnostics"]:  # write-time warnings (SRG023, SRG024), on stderr as validate's are
-        sys.stderr.write(f"{d['location']}: {d['severity']} {d['code']}: {d['message']}\n" +
-                         (f"    hint: {d['hint']}\n" if d["hint"] else ""))
+        sys.stderr.write(escape_lines(f"{d['location']}: {d['severity']} {d['code']}: {d['message']}\n" +
+                                      (f"    hint: {d['hint']}\n" if d["hint"] else "")))
     if args.json:
         out.write(json.dumps(result, indent=2) + "\n")
         return EXIT_OK

@@ -10,7 +10,11 @@ mount point, a parent of the source or of the current folder) is refused before 
 (SRG017), a path through a regular file before anything is written (SRG016); a read-only or full file
 system (SRG014, SRG015) or any other OSError (SRG018) during the write is coded with the path and the
 errno's meaning, after the staging folder and the parent folders this command created are removed.
-SIGTERM / SIGHUP clean up as Ctrl-C does (SRG019)."""
+SIGTERM / SIGHUP clean up as Ctrl-C does (SRG019). An OUT_DIR under a symlink loop is SRG018 (ELOOP)
+before anything is written (issue 54: a RuntimeError traceback from Path.resolve).
+
+A hub head (`org/name`) is fetched whole first, through surgery.hub's bounded download (every file
+at most its listed size, its content hash checked, within SURGERY_HUB_DOWNLOAD_DEADLINE)."""
 from __future__ import annotations
 
 import errno
@@ -58,6 +62,17 @@ def os_error(exc: OSError, fallback: Path, doing: str) -> SurgeryError:
                 Location(os.fspath(path)))
 
 
+def _resolved(path: Path) -> Path:
+    """`path.resolve()`, with a symlink loop (RuntimeError before Python 3.13, OSError ELOOP after) or
+    another OS error coded (SRG018 with the errno) instead of a traceback."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise os_error(OSError(errno.ELOOP, os.strerror(errno.ELOOP), os.fspath(path)), path, "resolving") from None
+    except OSError as exc:
+        raise os_error(exc, path, "resolving") from None
+
+
 def _is_within(inner: Path, outer: Path) -> bool:
     return inner == outer or outer in inner.parents
 
@@ -67,13 +82,13 @@ def refuse_out_dir(out: str, out_dir: Path, src_dir: Path) -> None:
     place and replaced without moving the source or the folder the command runs in."""
     if out_dir.name in ("", ".", "..") or Path(out).name in ("", ".", ".."):
         raise fail("SRG017", f"OUT_DIR {out!r} names a folder by `.` / `..`, not a new folder", Location(out))
-    resolved, cwd = out_dir.resolve(), Path.cwd().resolve()
+    resolved, cwd = _resolved(out_dir), _resolved(Path.cwd())
     if resolved.parent == resolved or (out_dir.exists() and os.path.ismount(out_dir)):
         raise fail("SRG017", f"OUT_DIR {out} is {'the root' if resolved.parent == resolved else 'a mount point'}: "
                    "it cannot be replaced by a rename", Location(out))
     if _is_within(cwd, resolved):
         raise fail("SRG017", f"OUT_DIR {out} is the current folder or one of its parents", Location(out))
-    if _is_within(src_dir.resolve(), resolved):
+    if _is_within(_resolved(src_dir), resolved):
         raise fail("SRG017", f"OUT_DIR {out} is DRAFT_DIR or one of its parents: replacing it would move the "
                    "source away", Location(out))
     for parent in out_dir.absolute().parents:  # the nearest existing ancestor must be a folder
@@ -113,7 +128,7 @@ def _verifier_for(target: str | None, target_facts) -> tuple[str | None, dict | 
         return pin["repo_id"], pin
     p = Path(target).expanduser()
     folder = p if p.is_dir() else p.parent
-    return str(folder.resolve()), pin
+    return str(_resolved(folder)), pin
 
 
 def _write(out_dir: Path, files: list[Path], written: dict, provenance: dict) -> None:

@@ -1,34 +1,58 @@
-"""The Hugging Face cache, read through huggingface_hub's own functions and written in its layout,
-plus our store of byte ranges.
+"""The Hugging Face cache, in huggingface_hub's layout, plus our store of byte ranges.
 
-Whole files (configs, tokenizer files, the safetensors index) go where huggingface_hub puts them:
-`<HF_HUB_CACHE>/models--org--name/blobs/<etag>`, a relative symlink (a copy where the file system has
-none) at `snapshots/<commit>/<name>`, `refs/<revision>` holding the commit, and `.no_exist/<commit>/<name>`
-for a file the repo does not have. So transformers, vLLM and `hf` find them, and we find theirs
-(tests/hub/test_cache_oracle.py: `try_to_load_from_cache` and `scan_cache_dir` read what we write).
+Whole files (configs, tokenizer files, the safetensors index, and every file `download()` fetches)
+go where huggingface_hub puts them: `<HF_HUB_CACHE>/models--org--name/blobs/<blob id>`, a relative
+symlink (a copy where the file system has none) at `snapshots/<commit>/<name>`, `refs/<revision>`
+holding the commit, and `.no_exist/<commit>/<name>` for a file the repo does not have. So
+transformers, vLLM and `hf` find them, and we find theirs (tests/hub/test_hub_oracle.py:
+`try_to_load_from_cache` and `scan_cache_dir` read what we write, we read what `hf_hub_download`
+wrote). The lookups are ours, not huggingface_hub's `try_to_load_from_cache`: that one reads
+`refs/<revision>` whole with no bound (a link to /dev/zero: MemoryError) and blocks on a FIFO.
 
-Weight files are never fetched whole: the ranges read from them (a header, the d2t slice) are kept in
-`<ranges_cache>/models--org--name/<commit>/<name>/<start>-<end>`, keyed by the commit so they never go
-stale, next to `listing.json` (the repo's file list at that commit). Every write is a temporary file
-renamed into place: an interrupted run leaves no half-written file under a name that is read.
+Weight files are never fetched whole by the checks: the ranges read from them (a header, the d2t
+slice) are kept in `<ranges_cache>/models--org--name/<commit>/ranges/<file key>/<start>-<end>`, keyed
+by the commit so they never go stale, next to `listing.json` (the repo's file list at that commit).
+The file key is the file name quoted into one path component (`a%2Fb.safetensors`; a sha256 for a
+name too long for one), so no file name can collide with `listing.json`, with another file's
+ranges, or exceed a file system's name limit.
+
+What the cache guarantees (issue 54):
+- a snapshot link points only at a blob whose bytes hash to the id the listing gives for that file
+  (`digests`), so one ETag sent for every file cannot link the index to config.json's blob;
+- `.no_exist` markers are written only for the hub's own answer (the caller decides: `http`), and a
+  file stored at a commit removes the marker that said it was missing;
+- every read is of a regular file, bounded (`entries`): a FIFO, a device or a link loop is SRG066;
+- every write is a temporary file renamed into place (an interrupted run leaves no half-written file
+  under a name that is read), and a write the file system refuses (ENOSPC, EROFS, ENAMETOOLONG...)
+  is SRG065 with the path, the temporary file removed.
 
 Every write site takes its names through `names` (blob ids, commits, revisions and file names in the
-hub's own form) and its final path through `names.inside` (under the cache root once resolved,
-symlinks included): what a hostile hub answers never becomes a path outside the cache.
+hub's own form) and its final path through `names.inside` (its folder under the cache root once
+resolved, symlinks included): what a hostile hub answers never becomes a path outside the cache.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import urllib.parse
 from pathlib import Path
 
-from . import names, settings
+from ..diagnostics import Location, SurgeryError, fail
+from ..shown import shown
+from . import digests, entries, names, settings
 
 COMMIT = names.COMMIT
+MAX_REF_BYTES = 4096  # a ref holds a 40-hex commit (and maybe a newline)
+MAX_LISTING_BYTES = 64 << 20  # our own listing.json: smaller than the 16 MiB model info it came from, with room
+MAX_RANGE_FILES = 4096  # stored ranges looked at for one file (a real run stores two or three)
+MAX_RANGE_BYTES = 64 << 20  # no stored range is larger (a header range is at most 16 MiB)
+_KEY_BYTES = 200  # a quoted file name longer than this is keyed by its sha256
 
 
 def repo_folder(repo_id: str) -> str:
@@ -46,82 +70,252 @@ def _ranges_path(repo_id: str, commit: str, *parts: str) -> Path:
     return names.inside(root, root.joinpath(repo_folder(repo_id), names.check_commit(commit, repo_id), *parts), repo_id)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Callers pass a fenced path (`_hub_path` / `_ranges_path`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
+def file_key(name: str) -> str:
+    """One path component for a file's ranges: the name quoted (`/` too), or `#sha256-<hex>` when that
+    is longer than `_KEY_BYTES` (`#` is always quoted, so the two forms never meet)."""
+    key = urllib.parse.quote(name, safe="")
+    if len(key) <= _KEY_BYTES:
+        return key
+    return "#sha256-" + hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "the disk (or its inodes) is full: free space (df -h, df -i), or point HF_HOME at another "
+                  "file system",
+    errno.EROFS: "the cache is on a read-only file system: point HF_HOME (or HF_HUB_CACHE and SURGERY_HUB_CACHE) "
+                 "at a writable folder; with every file already cached, HF_HUB_OFFLINE=1 reads without writing",
+    errno.ENAMETOOLONG: "the cache path is too long for the file system: a shorter HF_HOME",
+}
+_WRITE_HINTS[errno.EACCES] = _WRITE_HINTS[errno.EPERM] = _WRITE_HINTS[errno.EROFS]
+_WRITE_HINTS[errno.EDQUOT] = _WRITE_HINTS[errno.ENOSPC]
+
+
+def write_error(exc: OSError, path: Path, where: str) -> SurgeryError:
+    """SRG065: the file system refused a cache write; the path, the errno and what to do."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    meaning = os.strerror(exc.errno) if exc.errno else str(exc)
+    shown_path = shown(os.fspath(exc.filename) if exc.filename is not None else str(path), 300)
+    return fail("SRG065", f"cannot write to the cache at {shown_path}: {meaning}{f' ({name})' if name else ''}; "
+                "nothing half-written is left", Location(where),
+                hint=_WRITE_HINTS.get(exc.errno or 0, "fix the file system error named, or point HF_HOME at "
+                                      "another folder"))
+
+
+@contextlib.contextmanager
+def _writing(path: Path, where: str):
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        yield
+    except OSError as exc:
+        raise write_error(exc, path, where) from None
+
+
+def _make_folder(folder: Path) -> None:
+    """`folder` and its parents, where an entry that is no folder stands in the way inside the cache
+    (a file, a FIFO, a dangling link planted where the layout has a folder) is removed first: the
+    cache heals instead of failing on every later run. A link to a folder is kept (the fence has
+    checked where it leads); nothing outside the cache roots is touched."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):
+        pass
+    roots = [Path(os.path.realpath(settings.hub_cache())), Path(os.path.realpath(settings.ranges_cache()))]
+    for part in reversed([folder, *folder.parents]):
+        if not any(r in part.parents for r in roots):
+            continue
+        if os.path.lexists(part) and not os.path.isdir(part):
+            os.unlink(part)
+            break
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _clear_for(path: Path) -> None:
+    """A real folder where a file or link must go (planted, or left by another tool) is removed: a
+    rename cannot replace it. Files, links, FIFOs are replaced by the rename itself."""
+    if os.path.isdir(path) and not os.path.islink(path):  # os.path: False on any error (a link too long)
+        shutil.rmtree(path)
+
+
+def _write_atomic(path: Path, data: bytes, where: str = "") -> None:
+    """Callers pass a fenced path (`_hub_path` / `_ranges_path`)."""
+    with _writing(path, where or str(path)):
+        _make_folder(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".incomplete", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o644)
+            _clear_for(path)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether `path` is a regular file holding exactly `data` (anything else: rewrite it)."""
+    try:
+        entry = entries.read_regular(path, len(data) + 1, str(path))
+    except SurgeryError:
+        return False
+    return entry is not None and entry.data == data
 
 
 # -- the HF cache -------------------------------------------------------------------------------------
 
-def cached_file(repo_id: str, name: str, revision: str) -> str | bool | None:
-    """huggingface_hub's answer: the path of the cached file, False when the cache knows the repo has
-    no such file at that revision (.no_exist), None when the cache does not know."""
-    from huggingface_hub import try_to_load_from_cache
-
+def cached_file(repo_id: str, name: str, commit: str) -> str | bool | None:
+    """The path of the cached file at `commit`, False when the cache records that the repo has no
+    such file there (`.no_exist`), None when the cache does not know. huggingface_hub's answer
+    (`try_to_load_from_cache` with a commit), looked up without reading anything: a snapshot entry
+    that is a dangling link is not cached; one that is not a regular file is refused when read."""
+    if names.file_name_problem(name) is not None or not COMMIT.match(commit):
+        return None
+    base = settings.hub_cache() / repo_folder(repo_id)
     try:
-        found = try_to_load_from_cache(repo_id, name, cache_dir=str(settings.hub_cache()), revision=revision)
-    except ValueError:  # huggingface_hub refuses the file name (e.g. `..`)
+        if os.path.isfile(base / ".no_exist" / commit / name):
+            return False
+        path = base / "snapshots" / commit / name
+        return str(path) if os.path.exists(path) else None
+    except (OSError, ValueError):
         return None
-    if found is None:
-        return None
-    return found if isinstance(found, str) else False  # its `_CACHED_NO_EXIST` marker
+
+
+def missing_marker(repo_id: str, commit: str, name: str) -> bool:
+    try:
+        return os.path.isfile(settings.hub_cache() / repo_folder(repo_id) / ".no_exist" / commit / name)
+    except (OSError, ValueError):
+        return False
 
 
 def cached_commit(repo_id: str, revision: str | None) -> str | None:
     """The commit a revision points to in the cache (refs/<revision>, or the sha itself when that
-    snapshot exists); None when the cache has never seen it."""
+    snapshot exists); None when the cache has never seen it. SRG066 for a ref that is no regular file."""
     base = settings.hub_cache() / repo_folder(repo_id)
     rev = names.check_revision(revision or "main", repo_id)
     if COMMIT.match(rev):
-        return rev if (base / "snapshots" / rev).is_dir() or (ranges_dir(repo_id, rev) / "listing.json").is_file() \
-            else None
-    ref = base / "refs" / rev
+        known = os.path.isdir(base / "snapshots" / rev) or os.path.lexists(ranges_dir(repo_id, rev) / "listing.json")
+        return rev if known else None
+    entry = entries.read_regular(base / "refs" / rev, MAX_REF_BYTES, f"{repo_id}@{rev}")
+    if entry is None:
+        return None
     try:
-        sha = ref.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+        sha = entry.data.decode("ascii").strip()
+    except UnicodeDecodeError:
         return None
     return sha if COMMIT.match(sha) else None
 
 
 def snapshot_names(repo_id: str, commit: str) -> list[str]:
     snap = settings.hub_cache() / repo_folder(repo_id) / "snapshots" / commit
-    if not snap.is_dir():
+    if not os.path.isdir(snap):
         return []
-    return sorted(str(p.relative_to(snap)).replace(os.sep, "/") for p in snap.rglob("*") if p.is_file())
+    found = []
+    for p in snap.rglob("*"):
+        rel = str(p.relative_to(snap)).replace(os.sep, "/")
+        if names.file_name_problem(rel) is None and os.path.isfile(p):  # os.path: False on any error
+            found.append(rel)
+    return sorted(found)
 
 
-def store_file(repo_id: str, revision: str | None, commit: str, name: str, data: bytes, etag: str) -> Path:
-    """Put a fetched file into the HF cache the way huggingface_hub does; returns the snapshot path."""
+def store_file(repo_id: str, revision: str | None, commit: str, name: str, data: bytes, blob_id: str) -> Path:
+    """Put a fetched file into the HF cache the way huggingface_hub does; returns the snapshot path.
+    `blob_id` must be the file's id (git blob sha1 or sha256) and `data` must hash to it: a blob is
+    never stored under another file's id. A `.no_exist` marker for the file at that commit is removed."""
     where = f"{repo_id}/{name}"
-    names.check_blob_id(etag, where, "the ETag / blob id")
+    names.check_blob_id(blob_id, where, "the blob id")
     names.check_file_name(name, where, "the file list")
     names.check_commit(commit, where)
     names.check_revision(revision or "main", where)  # every name checked before the first write
-    blob = _hub_path(repo_id, "blobs", etag)
-    if settings.refresh() or not blob.is_file():
-        _write_atomic(blob, data)
-    link = _hub_path(repo_id, "snapshots", names.check_commit(commit, where), name)
-    link.parent.mkdir(parents=True, exist_ok=True)
-    tmp = link.parent / f".{link.name}.{os.getpid()}.incomplete"
-    with contextlib.suppress(OSError):
-        os.unlink(tmp)
+    if not digests.matches(blob_id, data):
+        raise fail("SRG055", f"{where}: the bytes served do not hash to the blob id {blob_id[:12]} listed for "
+                   "the file; not stored in the cache", Location(where),
+                   hint="a misbehaving server at HF_ENDPOINT (the hub names every file by its content)")
+    blob = _hub_path(repo_id, "blobs", blob_id)
+    if settings.refresh() or not _holds(blob, data):
+        _write_atomic(blob, data, where)
+    return _link(repo_id, revision, commit, name, blob)
+
+
+def store_blob(repo_id: str, revision: str | None, commit: str, name: str, tmp: Path, hasher: digests.Hasher) -> Path:
+    """A downloaded file, streamed into `tmp` (from `blob_tmp`) while `hasher` hashed it: renamed to
+    `blobs/<blob id>` and linked when it matched the id and size the listing gives; else SRG055 and
+    `tmp` removed. `tmp` must be in the blob folder (SRG063 otherwise, and it is not touched)."""
+    where = f"{repo_id}/{name}"
+    names.check_blob_id(hasher.blob_id, where, "the blob id")
+    names.check_file_name(name, where, "the file list")
+    names.check_commit(commit, where)
+    names.check_revision(revision or "main", where)
+    blob = _hub_path(repo_id, "blobs", hasher.blob_id)
+    if Path(os.path.realpath(Path(tmp).parent)) != Path(os.path.realpath(blob.parent)):
+        raise fail("SRG063", f"{where}: a downloaded file {shown(str(tmp), 300)} outside the blob folder",
+                   Location(where))
     try:
-        os.symlink(os.path.relpath(blob, link.parent), tmp)
-    except OSError:  # no symlinks here: a copy, as huggingface_hub does
-        shutil.copyfile(blob, tmp)
-    os.replace(tmp, link)
+        if not hasher.matches():
+            raise fail("SRG055", f"{where}: {hasher.size} bytes served that do not hash to the blob id "
+                       f"{hasher.blob_id[:12]} ({hasher.declared} bytes) the listing gives; not stored",
+                       Location(where), hint="a misbehaving server at HF_ENDPOINT, or a cut connection: run again")
+        with _writing(blob, where):
+            os.chmod(tmp, 0o644)
+            _clear_for(blob)
+            os.replace(tmp, blob)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return _link(repo_id, revision, commit, name, blob)
+
+
+def blob_tmp(repo_id: str, blob_id: str, where: str) -> tuple[int, Path]:
+    """A new temporary file in `blobs/` for the download of `blob_id` (fd, path): `store_blob` renames
+    it into place."""
+    names.check_blob_id(blob_id, where, "the blob id")
+    folder = _hub_path(repo_id, "blobs", blob_id).parent
+    with _writing(folder, where):
+        _make_folder(folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{blob_id}.", suffix=".incomplete", dir=folder)
+    return fd, Path(tmp)
+
+
+def _link(repo_id: str, revision: str | None, commit: str, name: str, blob: Path) -> Path:
+    where = f"{repo_id}/{name}"
+    link = _hub_path(repo_id, "snapshots", commit, name)
+    tmp = link.parent / f".{link.name[:64]}.{os.getpid()}.incomplete"
+    with _writing(link, where):
+        _make_folder(link.parent)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        try:
+            try:
+                os.symlink(os.path.relpath(blob, link.parent), tmp)
+            except OSError as exc:  # no symlinks here: a copy, as huggingface_hub does
+                if exc.errno in (errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG):
+                    raise
+                shutil.copyfile(blob, tmp)
+            _clear_for(link)
+            os.replace(tmp, link)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    forget_missing(repo_id, commit, name)
     store_ref(repo_id, revision, commit)
     return link
+
+
+def forget_missing(repo_id: str, commit: str, name: str) -> None:
+    """Remove the `.no_exist` marker of a file the repo has at `commit` after all (a stored file, or
+    the listing of a --refresh contradicts it)."""
+    marker = _hub_path(repo_id, ".no_exist", names.check_commit(commit, repo_id), names.check_file_name(
+        name, f"{repo_id}/{name}", "the file list"))
+    with _writing(marker, f"{repo_id}/{name}"):
+        try:
+            os.unlink(marker)
+        except (FileNotFoundError, NotADirectoryError):  # no marker (or no marker folder) there
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(marker)
 
 
 def store_ref(repo_id: str, revision: str | None, commit: str) -> None:
@@ -130,18 +324,16 @@ def store_ref(repo_id: str, revision: str | None, commit: str) -> None:
         return
     names.check_revision(rev, repo_id)
     ref = _hub_path(repo_id, "refs", rev)
-    try:
-        if ref.read_text(encoding="utf-8").strip() == commit:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass
-    _write_atomic(ref, commit.encode())
+    if _holds(ref, commit.encode()):
+        return
+    _write_atomic(ref, commit.encode(), f"{repo_id}@{rev}")
 
 
 def store_missing(repo_id: str, revision: str | None, commit: str, name: str) -> None:
-    """huggingface_hub's record that the repo has no such file at that commit."""
+    """huggingface_hub's record that the repo has no such file at that commit: only for the hub's own
+    answer (404 with `X-Error-Code: EntryNotFound` and that commit, see `http.EntryMissing`)."""
     names.check_file_name(name, f"{repo_id}/{name}", "the request")
-    _write_atomic(_hub_path(repo_id, ".no_exist", names.check_commit(commit, repo_id), name), b"")
+    _write_atomic(_hub_path(repo_id, ".no_exist", names.check_commit(commit, repo_id), name), b"", f"{repo_id}/{name}")
     store_ref(repo_id, revision, commit)
 
 
@@ -152,42 +344,61 @@ def ranges_dir(repo_id: str, commit: str) -> Path:
 
 
 def load_listing(repo_id: str, commit: str) -> dict | None:
-    try:
-        data = json.loads((ranges_dir(repo_id, commit) / "listing.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    """The file list stored at `commit`; None when there is none or it is damaged (JSON, shape).
+    SRG066 when `listing.json` is no regular file."""
+    entry = entries.read_regular(ranges_dir(repo_id, commit) / "listing.json", MAX_LISTING_BYTES,
+                                 f"{repo_id}@{commit[:12]}")
+    if entry is None or entry.size > MAX_LISTING_BYTES:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
+    try:
+        data = json.loads(entry.data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("files"), dict)):
+        return None
+    files = data["files"]
+    if any(names.file_name_problem(n) is not None or not isinstance(v, dict) for n, v in files.items()):
+        return None  # not what store_listing writes: asked again online, refused offline
+    return data
 
 
 def store_listing(repo_id: str, commit: str, listing: dict) -> None:
-    _write_atomic(_ranges_path(repo_id, commit, "listing.json"), json.dumps(listing, sort_keys=True).encode())
+    _write_atomic(_ranges_path(repo_id, commit, "listing.json"), json.dumps(listing, sort_keys=True).encode(),
+                  f"{repo_id}@{commit[:12]}")
+
+
+_RANGE = re.compile(r"(\d{1,19})-(\d{1,19})(-eof)?")
 
 
 def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> bytes | None:
-    """Bytes [start, start+length) from a stored range that covers them (or reaches the file's end)."""
+    """Bytes [start, start+length) from a stored range that covers them (or reaches the file's end).
+    A stored range is read only when it is a regular file of exactly the size its name says."""
     if settings.refresh():
         return None
-    names.check_file_name(name, f"{repo_id}/{name}", "the file list")
-    folder = _ranges_path(repo_id, commit, name)
-    if not folder.is_dir():
+    where = f"{repo_id}/{name}"
+    names.check_file_name(name, where, "the file list")
+    folder = _ranges_path(repo_id, commit, "ranges", file_key(name))
+    try:
+        listed = sorted(os.listdir(folder))[:MAX_RANGE_FILES] if os.path.isdir(folder) else []
+    except OSError:
         return None
-    for f in folder.iterdir():
-        m = re.fullmatch(r"(\d+)-(\d+)(-eof)?", f.name)
+    for entry_name in listed:
+        m = _RANGE.fullmatch(entry_name)
         if not m:
             continue
         lo, hi, eof = int(m.group(1)), int(m.group(2)), bool(m.group(3))
+        if hi < lo or hi - lo > MAX_RANGE_BYTES:
+            continue
         if lo <= start and (start + length <= hi or (eof and start <= hi)):
-            try:
-                data = f.read_bytes()
-            except OSError:
-                continue
-            if len(data) != hi - lo:
+            entry = entries.read_regular(folder / entry_name, hi - lo + 1, where)
+            if entry is None or entry.size != hi - lo or len(entry.data) != hi - lo:
                 continue  # not what its name says: ignored, fetched again
-            return data[start - lo:start - lo + length]
+            return entry.data[start - lo:start - lo + length]
     return None
 
 
 def store_range(repo_id: str, commit: str, name: str, start: int, data: bytes, at_eof: bool) -> None:
     end = start + len(data)
     names.check_file_name(name, f"{repo_id}/{name}", "the file list")
-    _write_atomic(_ranges_path(repo_id, commit, name, f"{start}-{end}{'-eof' if at_eof else ''}"), data)
+    _write_atomic(_ranges_path(repo_id, commit, "ranges", file_key(name), f"{start}-{end}{'-eof' if at_eof else ''}"),
+                  data, f"{repo_id}/{name}")

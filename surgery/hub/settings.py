@@ -67,6 +67,14 @@ def request_deadline() -> float:
     return min(_seconds("SURGERY_HUB_REQUEST_DEADLINE", total_deadline() / 2), total_deadline())
 
 
+def download_deadline(declared_bytes: int) -> float:
+    """Seconds a whole-model download (`convert`, `apply --engine hf` from a hub id) may take:
+    SURGERY_HUB_DOWNLOAD_DEADLINE, default SURGERY_HUB_DEADLINE plus one second per MiB the listing
+    declares (a transfer slower than 1 MiB/s is cut). Not charged to the checks' total: a download
+    of gigabytes would use it up."""
+    return _seconds("SURGERY_HUB_DOWNLOAD_DEADLINE", total_deadline() + declared_bytes / (1 << 20))
+
+
 _REFRESH = False
 
 

@@ -8,15 +8,15 @@ so what a run read can be read again exactly, offline.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import sys
 import urllib.parse
+from pathlib import Path
 
-from ..diagnostics import Location, fail
+from ..diagnostics import Location, SurgeryError, fail
 from ..modelsource import HubRef, ModelSource
+from ..shown import quoted, shown
 from ..version import __version__
-from . import cache, http, names, settings
+from . import cache, digests, entries, http, names, settings
 from .ledger import LEDGER
 
 MAX_API_BYTES = 16 << 20  # a model's file list with blob ids; the largest repos list a few thousand files
@@ -73,34 +73,43 @@ class HubSource(ModelSource):
         return (self.files.get(name) or {}).get("blob")
 
     # -- reading --------------------------------------------------------------------------------------
-    def _url(self, name: str) -> str:
+    def url(self, name: str) -> str:
         return f"{settings.endpoint()}/{self.repo_id}/resolve/{self.commit}/{urllib.parse.quote(name)}"
 
-    def _headers(self) -> dict[str, str]:
+    def request_headers(self) -> dict[str, str]:
         h = {"User-Agent": f"spec-surgery/{__version__}", "Accept-Encoding": "identity"}
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         return h
 
+    def _known(self, name: str) -> str | bool | None:
+        """The cache's word on `name` at the commit (see `cache.cached_file`), with a `.no_exist` marker
+        the hub's own file list contradicts taken as no word at all: the file is asked for again, and
+        the marker removed once it is stored (a cache poisoned by an older version heals)."""
+        local = None if settings.refresh() else cache.cached_file(self.repo_id, name, self.commit)
+        if local is False and self.listed and name in self.files:
+            return None
+        return local
+
     def read_bytes(self, name: str, max_bytes: int, what: str) -> bytes:
         where = self.location(name)
         names.check_file_name(name, where, "the request")
-        local = None if settings.refresh() else cache.cached_file(self.repo_id, name, self.commit)
+        local = self._known(name)
         if isinstance(local, str):
-            LEDGER.hit()
-            try:
-                with open(local, "rb") as fh:
-                    data = fh.read(max_bytes + 1)
-            except OSError as exc:
-                raise fail("SRG002", f"cannot read {local}: {exc.strerror or exc}", Location(where)) from None
-            if len(data) > max_bytes:
-                raise fail("SRG008", f"{what} is larger than {max_bytes} bytes", Location(where))
-            problem = self._problem(name, data)
-            if problem:
-                raise fail("SRG064", f"the cached copy of {name} ({local}) {problem}: an earlier run or download "
-                           "stored a bad answer", Location(where),
-                           hint=f"run the command again with --refresh (fetches it anew), or delete {local}")
-            return data
+            size = self.size(name)
+            entry = entries.read_regular(Path(local), max_bytes + 1 if size is None else min(max_bytes, size) + 1,
+                                         where)
+            if entry is not None:
+                LEDGER.hit()
+                if entry.size > max_bytes:
+                    raise fail("SRG008", f"{what} is larger than {max_bytes} bytes", Location(where))
+                problem = self._problem(name, entry.data, entry.size)
+                if problem:
+                    raise fail("SRG064", f"the cached copy of {name} ({shown(local, 300)}) {problem}: an earlier run "
+                               "or download stored a bad answer", Location(where),
+                               hint=f"run the command again with --refresh (fetches it anew), or delete "
+                                    f"{shown(local, 300)}")
+                return entry.data
         if local is False or (self.listed and name not in self.files):
             raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where))
         if settings.offline():
@@ -110,29 +119,44 @@ class HubSource(ModelSource):
         if size is not None and size > max_bytes:
             raise fail("SRG008", f"{what} is {size} bytes (limit {max_bytes})", Location(where))
         try:
-            resp = http.request(self._url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=max_bytes,
-                                headers=self._headers(), kind="file")
-        except http.EntryMissing:
-            cache.store_missing(self.repo_id, self.hub.revision, self.commit, name)
-            raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where)) from None
-        self._check_commit(resp, where)
-        problem = self._problem(name, resp.body)
+            resp = http.request(self.url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=max_bytes,
+                                headers=self.request_headers(), kind="file")
+        except http.EntryMissing as missing:
+            raise self._missing(name, missing, where) from None
+        served = self.check_answer(resp, where)
+        problem = self._problem(name, resp.body, len(resp.body), check_blob=False)
         if problem:  # never committed to the cache: a later run asks again
             raise fail("SRG055", f"the hub served a {name} that {problem}; not stored in the cache", Location(where),
                        hint="a misbehaving server at HF_ENDPOINT or a cut connection; run the command again")
-        etag = (resp.headers.get("x-linked-etag") or resp.headers.get("etag") or "").strip()
-        etag = etag[2:] if etag.startswith("W/") else etag
-        etag = etag.strip('"') or self.blob_id(name) or _sha256(resp.body)
-        cache.store_file(self.repo_id, self.hub.revision, self.commit, name, resp.body, etag)
+        blob = self.blob_id(name) or served or digests.git_blob_id(resp.body)
+        cache.store_file(self.repo_id, self.hub.revision, self.commit, name, resp.body, blob)
         return resp.body
 
-    def _problem(self, name: str, data: bytes) -> str | None:
-        """Why `data` cannot be `name` as the repo listed it (None when it can): its size differs from
-        the listing's, or a `.json` file does not parse. Checked before a file enters the cache, and
-        again when a cached copy is read (a copy an older version or another tool stored)."""
-        size = self.size(name)
-        if size is not None and len(data) != size:
-            return f"is {len(data)} bytes where the repo lists {size}"
+    def _missing(self, name: str, missing: http.EntryMissing, where: str):
+        """The error for a 404 (SRG057; SRG055 for a listed file); the `.no_exist` marker is written only
+        for the hub's own answer about this commit (`http.EntryMissing.authoritative`)."""
+        if missing.authoritative and missing.commit == self.commit:
+            cache.store_missing(self.repo_id, self.hub.revision, self.commit, name)
+            return fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where))
+        if self.listed and name in self.files:
+            return fail("SRG055", f"the repo lists {name} at commit {self.commit[:12]}, and the server answered 404 "
+                        "for it (not the hub's EntryNotFound for this commit); nothing recorded in the cache",
+                        Location(where), hint="a misbehaving server or proxy at HF_ENDPOINT; run the command again")
+        return fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]} (a 404 that is not the hub's "
+                    "own EntryNotFound answer: not recorded in the cache)", Location(where))
+
+    def _problem(self, name: str, data: bytes, size: int, check_blob: bool = True) -> str | None:
+        """Why `data` (of a file `size` bytes long) cannot be `name` as the repo listed it (None when it
+        can): its size differs from the listing's, its bytes do not hash to the listed blob id, or a
+        `.json` file does not parse. Checked before a file enters the cache (the blob id by
+        `cache.store_file`), and again when a cached copy is read (a copy an older version, another
+        tool or a hub that sent one ETag for every file left behind)."""
+        listed = self.size(name)
+        if listed is not None and size != listed:
+            return f"is {size} bytes where the repo lists {listed}"
+        blob = self.blob_id(name)
+        if check_blob and blob is not None and names.BLOB_ID.match(blob) and not digests.matches(blob, data):
+            return f"does not hash to the blob id {blob[:12]} the repo lists for it"
         if name.endswith(".json"):
             try:
                 json.loads(data)
@@ -143,12 +167,18 @@ class HubSource(ModelSource):
     def read_range(self, name: str, start: int, length: int) -> bytes:
         where = self.location(name)
         names.check_file_name(name, where, "the request")
-        local = None if settings.refresh() else cache.cached_file(self.repo_id, name, self.commit)
+        local = self._known(name)
         if isinstance(local, str):  # the whole file is in the cache (e.g. `hf download`)
-            LEDGER.hit()
-            with open(local, "rb") as fh:
-                fh.seek(start)
-                return fh.read(length)
+            span = entries.read_span(Path(local), start, length, where)
+            if span is not None:
+                data, size = span
+                listed = self.size(name)
+                if listed is not None and size != listed:
+                    raise fail("SRG064", f"the cached copy of {name} ({shown(local, 300)}) is {size} bytes where "
+                               f"the repo lists {listed}", Location(where),
+                               hint=f"run the command again with --refresh, or delete {shown(local, 300)}")
+                LEDGER.hit()
+                return data
         stored = cache.get_range(self.repo_id, self.commit, name, start, length)
         if stored is not None:
             LEDGER.hit()
@@ -159,14 +189,14 @@ class HubSource(ModelSource):
                        hint=_fetch_hints(self.repo_id, self.hub.revision, [name]) + " (or run the same "
                        "check once online: only the ranges it reads are kept)")
         try:
-            resp = http.request(self._url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=length,
-                                headers=self._headers(), byte_range=(start, length), kind="range")
+            resp = http.request(self.url(name), what=f"{self.repo_id}/{name}", where=where, max_bytes=length,
+                                headers=self.request_headers(), byte_range=(start, length), kind="range")
         except http.EntryMissing:
             raise fail("SRG057", f"the repo has no {name} at commit {self.commit[:12]}", Location(where)) from None
-        self._check_commit(resp, where)
+        self.check_answer(resp, where, etag=False)
         total = (http.content_range(resp.headers) or (0, 0, None))[2]
-        if total is None and resp.status == 200 and resp.headers.get("content-length", "").isdigit():
-            total = int(resp.headers["content-length"])
+        if total is None and resp.status == 200:
+            total = http.number(resp.headers.get("content-length"))
         if total is not None:
             known = self.size(name)
             if known is not None and known != total:
@@ -176,57 +206,52 @@ class HubSource(ModelSource):
         cache.store_range(self.repo_id, self.commit, name, start, resp.body, at_eof)
         return resp.body
 
-    def _check_commit(self, resp: http.Response, where: str) -> None:
-        served = resp.headers.get("x-repo-commit")
+    def check_answer(self, resp: http.Response, where: str, etag: bool = True) -> str | None:
+        """The commit the answer says it is for must be ours (SRG055); with `etag`, the ETag the hub's
+        own answer gives (`X-Linked-Etag`, else `ETag`, before any redirect) must be a hex digest
+        (SRG063: it could name a blob) and is returned, or None when it sent none. A CDN's ETag (a
+        range read may go to the CDN directly) says nothing and is not looked at."""
+        served = resp.headers.get("x-repo-commit") or resp.first.get("x-repo-commit")
         if served and served != self.commit:
-            raise fail("SRG055", f"asked for commit {self.commit[:12]}, the hub served {served[:12]}", Location(where))
+            raise fail("SRG055", f"asked for commit {self.commit[:12]}, the hub served {quoted(served, 60)}",
+                       Location(where))
+        if not etag:
+            return None
+        etag = (resp.first.get("x-linked-etag") or resp.first.get("etag") or "").strip()
+        etag = etag[2:] if etag.startswith("W/") else etag
+        etag = etag.strip('"')
+        if not etag:
+            return None
+        return names.check_blob_id(etag, where, "the ETag the hub sent")
+
+    def cached_whole(self, name: str) -> bool:
+        """The snapshot holds `name` as a regular file of the size the listing gives (a link to a FIFO
+        or a device, a short or long copy: not; the download fetches it again and replaces it)."""
+        local = cache.cached_file(self.repo_id, name, self.commit)
+        if not isinstance(local, str):
+            return False
+        try:
+            span = entries.read_span(Path(local), 0, 0, self.location(name))
+        except SurgeryError:
+            return False
+        size = self.size(name)
+        return span is not None and (size is None or span[1] == size)
 
     def full_snapshot(self) -> str | None:
-        """The local snapshot folder when every listed file is in the cache (weights included): what
-        an engine or transformers can load without another download."""
-        if self.names() and all(isinstance(cache.cached_file(self.repo_id, n, self.commit), str) for n in self.names()):
+        """The local snapshot folder when every listed file is in the cache (weights included), each a
+        regular file of its listed size: what an engine or transformers can load, or convert copy,
+        without another download."""
+        if self.names() and all(self.cached_whole(n) for n in self.names()):
             return str(settings.hub_cache() / cache.repo_folder(self.repo_id) / "snapshots" / self.commit)
         return None
 
-
     def download(self) -> str:
-        """Every file of the model into the HF cache at the pinned commit (huggingface_hub's
-        snapshot_download), for commands that load or copy the weights themselves; the folder.
+        """Every file of the model into the HF cache at the pinned commit, for commands that load or
+        copy the weights themselves (convert, apply --engine hf); the folder. Bounded in bytes, time
+        and content by our own client (`surgery.hub.download`)."""
+        from .download import download
 
-        huggingface_hub joins the server's ETag to `blobs/` unchecked (file_download.py, 2.4), so the
-        download runs with its ETag normaliser fenced by `names.check_blob_id`: a hostile ETag stops
-        the download (SRG063) before the blob path exists."""
-        from huggingface_hub import file_download, snapshot_download
-        from huggingface_hub.utils import disable_progress_bars
-
-        if not sys.stderr.isatty():  # no progress lines unless stderr is a terminal (as every command)
-            disable_progress_bars()
-        refused: list[str] = []
-        original = file_download._normalize_etag
-
-        def fenced(etag):
-            value = original(etag)
-            if value is not None and not names.BLOB_ID.match(value):
-                refused.append(value)
-                raise ValueError("ETag refused by spec-surgery: not a hex digest")
-            return value
-
-        file_download._normalize_etag = fenced
-        try:
-            return snapshot_download(self.repo_id, revision=self.commit, cache_dir=str(settings.hub_cache()),
-                                     token=self.token, endpoint=settings.endpoint(), force_download=settings.refresh())
-        except Exception as exc:  # noqa: BLE001 - huggingface_hub's many error types: one coded line
-            if refused:
-                names.check_blob_id(refused[0], self.location(), "the ETag the server sent")
-            raise fail("SRG060", f"could not download {self.repo_id}@{self.commit[:12]}: {type(exc).__name__}: "
-                       f"{str(exc)[:300]}", Location(self.location()),
-                       hint=f"`hf download {self.repo_id} --revision {self.commit}`, then run the command again")
-        finally:
-            file_download._normalize_etag = original
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+        return download(self)
 
 
 def _api_info(hub: HubRef) -> dict:
@@ -263,22 +288,30 @@ def _api_info(hub: HubRef) -> dict:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise fail("SRG055", f"{hub.repo_id}: the model-info answer is not what the hub sends (no commit sha or "
                    "file list)", Location(where)) from None
+    if hub.revision and cache.COMMIT.match(hub.revision) and sha != hub.revision:
+        raise fail("SRG067", f"{hub.repo_id}: asked for commit {hub.revision}, the hub answered with commit {sha}: "
+                   "refused, nothing read or stored for it", Location(where),
+                   hint="a commit sha names one state of the repo for ever: a server that answers another is "
+                        "misbehaving (check HF_ENDPOINT)")
     for name, entry in files.items():  # names and blob ids become cache paths: the hub's own forms only
         names.check_file_name(name, where, "the model info's file list")
         if entry["blob"] is not None:
-            names.check_blob_id(entry["blob"], where, f"the model info's blob id of {name}")
-    return {"commit": sha, "files": files, "gated": info.get("gated", False)}
+            names.check_blob_id(entry["blob"], where, f"the model info's blob id of {shown(name)}")
+    gated = info.get("gated", False)
+    gated = gated if isinstance(gated, bool) or (isinstance(gated, str) and len(gated) <= 40) else bool(gated)
+    return {"commit": sha, "files": files, "gated": gated}
 
 
 def open_hub_model(hub: HubRef, ref: str) -> HubSource:
     """Pin `hub` to a commit: from the cache when offline (or when the revision is a cached sha),
     else with one API request; coded errors for every way that can fail."""
     names.check_revision(hub.revision or "main", ref)
-    commit = cache.cached_commit(hub.repo_id, hub.revision)
-    pinned_sha = commit is not None and hub.revision == commit and not settings.refresh()
     if settings.offline() and settings.refresh():
         raise fail("SRG062", "--refresh asks the hub again, and HF_HUB_OFFLINE forbids asking it", Location(ref),
                    hint="unset HF_HUB_OFFLINE, or drop --refresh")
+    # --refresh reads nothing of the cache (a planted refs/ entry is replaced, not read)
+    commit = None if settings.refresh() else cache.cached_commit(hub.repo_id, hub.revision)
+    pinned_sha = commit is not None and hub.revision == commit
     if settings.offline() or pinned_sha:
         if commit is None:
             raise fail("SRG050", f"HF_HUB_OFFLINE is set and {hub} is not in the HF cache "
@@ -291,4 +324,8 @@ def open_hub_model(hub: HubRef, ref: str) -> HubSource:
         return HubSource(hub, ref, commit, {n: {"size": None, "blob": None} for n in cached_names}, False, "hf-cache")
     info = _api_info(hub)
     cache.store_listing(hub.repo_id, info["commit"], {"files": info["files"], "gated": info["gated"]})
+    if settings.refresh():  # the hub's own list: a `.no_exist` marker for a file it lists is wrong
+        for name in info["files"]:
+            if cache.missing_marker(hub.repo_id, info["commit"], name):
+                cache.forget_missing(hub.repo_id, info["commit"], name)
     return HubSource(hub, ref, info["commit"], info["files"], True, "hub")

@@ -131,6 +131,18 @@ def test_output_under_a_regular_file_is_refused_before_writing(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+@pytest.mark.parametrize("below", ["", "sub/"])
+def test_output_under_a_symlink_loop_is_coded(below, tmp_path, capsys):
+    """OUT_DIR through a symlink loop (`loop -> loop`): Path.resolve raised RuntimeError, a traceback
+    (issue 54). Now SRG018 naming ELOOP, before anything is written."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc, result, err = _run(_convert(tmp_path / "loop" / f"{below}out"), capsys)
+    d = result["diagnostics"][0]
+    assert rc == 2 and d["code"] == "SRG018" and "ELOOP" in d["message"], d
+    assert "Traceback" not in err and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 @pytest.mark.parametrize("out", [".", "..", "./", "sub/..", "CWD", "CWD_PARENT", "SOURCE_PARENT"])
 def test_force_onto_dot_dotdot_cwd_or_a_parent_is_refused_before_touching_anything(out, tmp_path, capsys,
                                                                                    monkeypatch):

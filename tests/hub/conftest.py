@@ -2,6 +2,9 @@
 environment per test: HF_ENDPOINT at the server, a fresh HF_HOME, the server's token (or none)."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from hub.hubserver import HubServer
@@ -32,3 +35,15 @@ def hubenv(hub, tmp_path, monkeypatch):
     hub.reset_log()
     yield hub
     hub.faults.clear()
+
+
+@pytest.fixture
+def sandbox(hubenv, tmp_path):
+    """(root, cache root, a file outside the cache that must stay as it is): HF_HOME is `<tmp>/hf`,
+    the rest of `<tmp>` is "outside" (tests/hub/hostile.py lists it before and after)."""
+    cache_root = Path(os.environ["HF_HOME"])
+    cache_root.mkdir(parents=True, exist_ok=True)
+    victim = tmp_path / "victim" / "file.txt"
+    victim.parent.mkdir()
+    victim.write_bytes(b"precious\n")
+    return tmp_path, cache_root, victim

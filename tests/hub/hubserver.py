@@ -92,14 +92,22 @@ class RepoFile:
 
     @property
     def oid(self) -> str:
-        """git blob sha1 (a small file's ETag) or a stand-in sha256 for LFS (computed from the header
-        and size only: the bulk is virtual)."""
-        if self.lfs:
+        """git blob sha1 (a small file's ETag) or the sha256 of the bytes for LFS, as the hub lists them;
+        for an LFS file over 64 MiB (virtual: its bulk is never materialised) a stand-in computed from
+        its header and size only. Computed once."""
+        cached = self.__dict__.get("_oid")
+        if cached is not None:
+            return cached
+        if self.lfs and self.size > 64 << 20:
             head = self.content.prefix if isinstance(self.content, VirtualFile) else self.content
             patches = b"".join(p for _, p in getattr(self.content, "patches", []))
-            return hashlib.sha256(head + patches + str(self.size).encode()).hexdigest()
-        data = self.content if isinstance(self.content, bytes) else self.content.read(0, self.content.size)
-        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            value = hashlib.sha256(head + patches + str(self.size).encode()).hexdigest()
+        else:
+            data = self.content if isinstance(self.content, bytes) else self.content.read(0, self.content.size)
+            value = hashlib.sha256(data).hexdigest() if self.lfs else \
+                hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        self.__dict__["_oid"] = value
+        return value
 
 
 @dataclass
@@ -112,7 +120,8 @@ class Repo:
 
     def __post_init__(self):
         if not self.revisions:
-            digest = hashlib.sha1(self.repo_id.encode() + b"".join(sorted(f.encode() for f in self.files))).hexdigest()
+            names = sorted(f.encode("utf-8", "surrogatepass") for f in self.files)  # a hostile name may be no UTF-8
+            digest = hashlib.sha1(self.repo_id.encode() + b"".join(names)).hexdigest()
             self.revisions = {"main": digest}
 
     @property
@@ -144,6 +153,31 @@ class Fault:
     etag: str | None = None  # the ETag / X-Linked-Etag header sent instead of the file's ("": none at all)
     delay_s: float = 0.0  # a pause before the answer (each request stays inside its own bounds)
     redirect_to: str | None = None  # answer 302 to this address
+    # issue 54: answers that break HTTP itself, written straight to the socket (RAW_MODES), `times` times
+    raw: str | None = None
+    raw_interval_s: float = 0.2  # continue-flood / trickle-header: the pause between pieces
+    headers: dict[str, str] | None = None  # extra headers on the fault's answer (e.g. X-Error-Message)
+    bare_404: bool = False  # 404 with no X-Error-Code (a proxy's page, not the hub's answer)
+    endless: bool = False  # a file's 200 body that never ends (no Content-Length), until the client hangs up
+    encoding: str | None = None  # Content-Encoding sent with the file's body (a gzip bomb: the body gzipped)
+
+
+# Answers that break HTTP, each bounded in what the server sends (count and time) so a test's server
+# thread always ends by itself: the bytes are the hostile campaign's of issue 54. RAW_MODES are sent
+# once; RAW_FLOODS again and again (every raw_interval_s); RAW_TRICKLES one byte every raw_interval_s.
+# bench/hub_hostile.py adds its own modes to these tables.
+MAX_RAW_PIECES = 100  # a flood's answers, a trickle's bytes
+RAW_MODES = {
+    "garbage-status": b"HTTZ/9.9 abc def\r\n\r\n",
+    "many-headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(150))
+                    + b"Content-Length: 2\r\n\r\n{}",
+    "long-header": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}",
+    "chunked-cut": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{\"model_type\"",
+    "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+}
+RAW_FLOODS = {"continue-flood": b"HTTP/1.1 100 Continue\r\n\r\n"}
+RAW_TRICKLES = {"trickle-header": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"p" * 60
+                + b"\r\nContent-Length: 2\r\n\r\n{}"}
 
 
 class HubServer:
@@ -276,10 +310,35 @@ class HubServer:
                 if fault and (fault.truncate_to is not None):
                     self.close_connection = True
 
-            def _error(self, status: int, code: str, message: str, head: bool) -> None:
+            def _raw(self, fault: Fault) -> None:
+                """Bytes that break HTTP, straight to the socket; the row's `bytes` counts the pieces sent
+                (interim answers, header bytes) so a test can say which bound fired by counting."""
+                pieces = 0
+                try:
+                    if fault.raw in RAW_FLOODS:
+                        for pieces in range(1, MAX_RAW_PIECES + 1):
+                            self.wfile.write(RAW_FLOODS[fault.raw])
+                            self.wfile.flush()
+                            time.sleep(fault.raw_interval_s)
+                    elif fault.raw in RAW_TRICKLES:
+                        data = RAW_TRICKLES[fault.raw]
+                        for pieces in range(1, min(len(data), MAX_RAW_PIECES) + 1):
+                            self.wfile.write(data[pieces - 1:pieces])
+                            self.wfile.flush()
+                            time.sleep(fault.raw_interval_s)
+                    else:
+                        self.wfile.write(RAW_MODES[fault.raw])
+                        self.wfile.flush()
+                        pieces = 1
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+                self._record(-1, pieces)
+
+            def _error(self, status: int, code: str, message: str, head: bool, extra: dict | None = None) -> None:
                 body = json.dumps({"error": message}).encode()
                 self._send(status, {"X-Error-Code": code, "X-Error-Message": message,
-                                    "Content-Type": "application/json"}, body, head)
+                                    "Content-Type": "application/json", **(extra or {})}, body, head)
 
             def _authorized(self) -> bool:
                 auth = self.headers.get("Authorization", "")
@@ -303,9 +362,16 @@ class HubServer:
                 if fault and fault.redirect_loop:
                     self._send(302, {"Location": self.path})
                     return
+                if fault and fault.raw is not None and fault.times > 0:
+                    fault.times -= 1
+                    return self._raw(fault)
                 if fault and fault.status is not None and fault.times > 0:
                     fault.times -= 1
-                    self._send(fault.status, {"Content-Type": "text/plain"}, b"server error", head)
+                    self._send(fault.status, {"Content-Type": "text/plain", **(fault.headers or {})}, b"server error",
+                               head)
+                    return
+                if fault and fault.bare_404:
+                    self._send(404, {"Content-Type": "text/html"}, b"<html>not here</html>", head)
                     return
                 m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/.*)?", path)
                 if m:
@@ -387,8 +453,9 @@ class HubServer:
                 if commit is None:
                     return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
                 f = repo.files.get(name)
-                if f is None:
-                    return self._error(404, "EntryNotFound", f"{name} does not exist", head)
+                if f is None:  # the hub names the commit it looked in (huggingface_hub needs it for .no_exist)
+                    return self._error(404, "EntryNotFound", f"{name} does not exist", head,
+                                       {"X-Repo-Commit": commit})
                 served_commit = "f" * 40 if fault and fault.wrong_commit else commit
                 common = {"X-Repo-Commit": served_commit, "Accept-Ranges": "bytes"}
                 etag = {} if fault and fault.etag == "" else \
@@ -399,8 +466,8 @@ class HubServer:
                     return self._send(302, {**common, "Location": loc, **linked,
                                             "X-Linked-Size": str(f.size), **etag}, b"", head)
                 if fault and fault.body_override is not None and not head:
-                    return self._send(200, {**common, **etag}, fault.body_override, False)
-                self._serve(f, {**common, **etag}, head, fault)
+                    return self._send(200, {**common, **etag, **(fault.headers or {})}, fault.body_override, False)
+                self._serve(f, {**common, **etag, **((fault and fault.headers) or {})}, head, fault)
 
             def _cdn(self, repo_id: str, commit: str, name: str, head: bool, fault: Fault | None) -> None:
                 if self.headers.get("Authorization"):  # the hub's token never goes to its CDN
@@ -413,6 +480,13 @@ class HubServer:
 
             def _serve(self, f: RepoFile, headers: dict, head: bool, fault: Fault | None) -> None:
                 rng = self.headers.get("Range")
+                if fault and fault.endless and not head:
+                    return self._endless(headers)
+                if fault and fault.encoding and not head:
+                    import gzip
+
+                    bomb = gzip.compress(b"\0" * (64 << 20), 9)  # 64 MiB of zeros in about 64 kB
+                    return self._send(200, {**headers, "Content-Encoding": fault.encoding}, bomb, False)
                 m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
                 if fault and fault.ignore_range and not head and f.size > 64 << 20:
                     return self._stream_whole(f, headers)
@@ -431,6 +505,24 @@ class HubServer:
                 if f.size > 64 << 20:  # a whole weight file: never sent by these tests; refuse loudly
                     return self._send(500, {}, b"test server: refusing to send a whole virtual weight file", head)
                 self._send(200, headers, f.read(0, f.size), head, fault)
+
+            def _endless(self, headers: dict) -> None:
+                """A 200 body with no Content-Length that goes on until the client hangs up (at most
+                256 MiB, so the server thread ends by itself)."""
+                self.send_response(200)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                sent, chunk = 0, b"\0" * (1 << 20)
+                try:
+                    while sent < 256 << 20:
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self._record(200, sent)
+                self.close_connection = True
 
             def _stream_whole(self, f: RepoFile, headers: dict) -> None:
                 """A server that ignores Range and sends a whole (virtual) weight file: in 1 MiB

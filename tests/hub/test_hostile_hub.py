@@ -9,53 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from hub.hostile import nothing_outside, refused, snapshot, validate
 from hub.hubserver import Fault, Repo, RepoFile, safetensors_file
 from hub.repos import TINY_HEAD, TINY_TARGET
-
-
-def snapshot(root: Path) -> dict[str, bytes | str]:
-    """Every file and link under `root`: its bytes (or its link target)."""
-    out = {}
-    for p in root.rglob("*"):
-        if p.is_symlink():
-            out[str(p)] = "-> " + os.readlink(p)
-        elif p.is_file():
-            out[str(p)] = p.read_bytes()
-    return out
-
-
-@pytest.fixture
-def sandbox(hubenv, tmp_path):
-    """(root, cache root, a file outside the cache that must stay as it is)."""
-    cache_root = Path(os.environ["HF_HOME"])
-    cache_root.mkdir(parents=True, exist_ok=True)
-    victim = tmp_path / "victim" / "file.txt"
-    victim.parent.mkdir()
-    victim.write_bytes(b"precious\n")
-    return tmp_path, cache_root, victim
-
-
-def nothing_outside(root: Path, cache_root: Path, before: dict) -> None:
-    after = snapshot(root)
-    changed = [p for p in set(before) | set(after) if before.get(p) != after.get(p)]
-    outside = [p for p in changed if not Path(p).is_relative_to(cache_root)]
-    assert not outside, f"written outside the cache: {outside}"
-
-
-def validate(run_cli, target=TINY_TARGET, draft=TINY_HEAD, *extra):
-    return run_cli("validate", "eagle3", "--target", target, "--draft", draft, "--weights", *extra)
-
-
-def refused(result, code):
-    rc, out, err = result
-    assert rc == 2, (rc, out, err)
-    assert code in err and "Traceback" not in err, err
-    return err
 
 
 # -- names from the network are data, never paths ------------------------------------------------------
@@ -221,21 +181,38 @@ def test_total_deadline_bounds_the_sum_of_requests(run_cli, sandbox, hubenv, mon
 
 # -- the last fence: every write site ---------------------------------------------------------------------
 
+WRITES = ("_write_atomic(", "_link(", "os.replace(", "os.unlink(", "mkstemp(", ".mkdir(", "rmtree(")
+
+
 def _write_sites():
-    """Every function of the cache module that writes: named `store_*` (a new one must be added to
-    HOSTILE below, or this test fails)."""
+    """Every public function of the cache module that writes: named `store_*`, or any other whose
+    source calls a write primitive (a new one must be added to HOSTILE below, or this test fails)."""
+    import inspect
+
     from surgery.hub import cache
 
-    return sorted(n for n in dir(cache) if n.startswith("store_") and callable(getattr(cache, n)))
+    return sorted(n for n, f in vars(cache).items() if inspect.isfunction(f) and f.__module__ == cache.__name__
+                  and not n.startswith("_") and (n.startswith("store_") or any(w in inspect.getsource(f)
+                                                                                for w in WRITES)))
+
+
+class _Hasher:
+    """A stand-in for digests.Hasher with a hostile blob id."""
+
+    def __init__(self, blob_id):
+        self.blob_id, self.size, self.declared = blob_id, 1, 1
+
+    def matches(self):
+        return True
 
 
 HOSTILE = {
-    "store_file": [dict(repo_id="o/n", revision=None, commit="a" * 40, name="../../../../x", data=b"1", etag="b" * 40),
-                   dict(repo_id="o/n", revision=None, commit="a" * 40, name="c.json", data=b"1", etag="../../x"),
+    "store_file": [dict(repo_id="o/n", revision=None, commit="a" * 40, name="../../../../x", data=b"1", blob_id="b" * 40),
+                   dict(repo_id="o/n", revision=None, commit="a" * 40, name="c.json", data=b"1", blob_id="../../x"),
                    dict(repo_id="o/n", revision=None, commit="../../x" + "a" * 33, name="c.json", data=b"1",
-                        etag="b" * 40),
+                        blob_id="b" * 40),
                    dict(repo_id="o/n", revision="../../../x", commit="a" * 40, name="c.json", data=b"1",
-                        etag="b" * 40)],
+                        blob_id="b" * 40)],
     "store_ref": [dict(repo_id="o/n", revision="../../../../x", commit="a" * 40),
                   dict(repo_id="o/n", revision="/abs/x", commit="a" * 40)],
     "store_missing": [dict(repo_id="o/n", revision=None, commit="a" * 40, name="../../../../x"),
@@ -243,6 +220,17 @@ HOSTILE = {
     "store_listing": [dict(repo_id="o/n", commit="../../../../x", listing={"files": {}})],
     "store_range": [dict(repo_id="o/n", commit="a" * 40, name="../../../../x", start=0, data=b"1", at_eof=True),
                     dict(repo_id="o/n", commit="/abs", name="m.safetensors", start=0, data=b"1", at_eof=True)],
+    "store_blob": [dict(repo_id="o/n", revision=None, commit="a" * 40, name="../../../../x", tmp=Path("/nonexistent"),
+                        hasher=_Hasher("b" * 40)),
+                   dict(repo_id="o/n", revision=None, commit="a" * 40, name="c.json", tmp=Path("/nonexistent"),
+                        hasher=_Hasher("../../x")),
+                   dict(repo_id="o/n", revision="../../x", commit="a" * 40, name="c.json", tmp=Path("/nonexistent"),
+                        hasher=_Hasher("b" * 40)),
+                   dict(repo_id="o/n", revision=None, commit="a" * 40, name="c.json", tmp=Path("/tmp/elsewhere"),
+                        hasher=_Hasher("b" * 40))],
+    "forget_missing": [dict(repo_id="o/n", commit="a" * 40, name="../../../../x"),
+                       dict(repo_id="o/n", commit="../../../x", name="c.json")],
+    "blob_tmp": [dict(repo_id="o/n", blob_id="../../../../x", where="o/n")],
 }
 
 
@@ -278,7 +266,7 @@ def test_a_link_inside_the_cache_that_points_outside_is_not_followed(tmp_path, m
     repo.mkdir(parents=True)
     (repo / "blobs").symlink_to(outside)
     with pytest.raises(SurgeryError) as exc:
-        cache.store_file("o/n", None, "a" * 40, "config.json", b"{}", hashlib.sha1(b"x").hexdigest())
+        cache.store_file("o/n", None, "a" * 40, "config.json", b"{}", hashlib.sha1(b"blob 2\0{}").hexdigest())
     assert exc.value.diagnostics[0].code == "SRG063" and "outside the cache" in exc.value.diagnostics[0].message
     assert not list(outside.iterdir())
 
