@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..engine.releases import release
 from ..options import CheckOptions
 from ..checks.field import field_checks, with_findings
 from ..formats.findings import format_findings  # the draft's published format (issue 24)
@@ -35,7 +36,9 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
         findings = list(report.findings) + findings
         if report.superseded:  # the weights answered a config-only finding (SRG207): theirs replaces it
             plan = replace(plan, diagnostics=tuple(d for d in plan.diagnostics if d.code not in report.superseded))
+    judged = release("vllm", options.engine_version)[0] if options.engine == "vllm" and options.engine_version else None
     findings += format_findings(draft, target, producer=options.producer,
+                                runners=(judged.facts.get("runners") or None) if judged is not None else None,
                                 num_speculative_tokens=options.num_speculative_tokens,
                                 method=options.method or recipe.engine.get("vllm", {}).get("method"))
     findings += last_slot_check(plan, draft, target, producer=options.producer)

@@ -123,7 +123,9 @@ def shifted_own_ids(fmt: DraftFormat, draft) -> list[Diagnostic]:
 
 
 def format_findings(draft, target, producer: str | None = None, num_speculative_tokens: int | None = None,
-                    method: str | None = None) -> list[Diagnostic]:
+                    method: str | None = None, runners: dict | None = None) -> list[Diagnostic]:
+    """`runners`: the judged release's runners (releases/vllm.json `runners`: legacy / v2 present); a runner
+    the release does not have reads nothing (0.34 has only the V2 runner). None: both, as before."""
     fmt = format_of(draft, producer)
     if fmt.speculators is not None and (algorithm(fmt.speculators.algorithm) or {}).get("aux_ids"):
         return block_draft_findings(fmt, draft, target, num_speculative_tokens)
@@ -135,6 +137,8 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
     where = Location(draft.source, key_path=fmt.where_written or "eagle_aux_hidden_state_layer_ids")
     L = target.num_layers
     reads = runner_reads(fmt, L)
+    if runners is not None:
+        reads = {r: v for r, v in reads.items() if runners.get(r)} or reads
     trained = trained_on(fmt, L)
     parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
              else f"draft format {fmt.name}",
@@ -164,8 +168,8 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
                    if any(tuple(ids) != to_vllm(fmt.ids_written, w) for w in fmt.writers)]
         out.append(diag("SRG659", f"ids {list(fmt.ids_written)} in {what}: the producers that write it number them "
                         f"differently ({readings}; vLLM's convention: id i = input of layer i); the "
-                        f"{' and '.join(misread) or 'legacy'} runner{'s read' if len(misread) > 1 else ' reads'} "
-                        f"{list(reads[(misread or ['legacy'])[0]][0])}: "
+                        f"{' and '.join(misread) or list(reads)[0]} runner{'s read' if len(misread) > 1 else ' reads'} "
+                        f"{list(reads[(misread or list(reads))[0]][0])}: "
                         "under one of these readings the head drafts from layers one off, acceptance drops with "
                         "nothing logged (-22.4 points on the miniature)", where, severity="warning"))
     else:
@@ -173,7 +177,7 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
             if tuple(ids) != tuple(trained[0]):
                 out.append(diag("SRG656", f"the {runner} runner captures target layers {list(ids)} ({why}), the head "
                                 f"was trained on {list(trained[0])} ({trained[1]}), both in vLLM's convention", where))
-    if reads["legacy"][0] != reads["v2"][0]:
+    if "legacy" in reads and "v2" in reads and reads["legacy"][0] != reads["v2"][0]:
         out.append(diag("SRG657", f"legacy runner reads {list(reads['legacy'][0])}, v2 runner "
                         f"{list(reads['v2'][0])} ({reads['v2'][1]})", where))
     return out
