@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -281,7 +282,9 @@ def blob_tmp(repo_id: str, blob_id: str, where: str) -> tuple[int, Path]:
 def _link(repo_id: str, revision: str | None, commit: str, name: str, blob: Path) -> Path:
     where = f"{repo_id}/{name}"
     link = _hub_path(repo_id, "snapshots", commit, name)
-    tmp = link.parent / f".{link.name[:64]}.{os.getpid()}.incomplete"
+    # one name per process and thread: the draft and the target of an MTP pair are the same repo, read
+    # side by side, and two threads linking the same file must not remove each other's link in flight
+    tmp = link.parent / f".{link.name[:64]}.{os.getpid()}.{threading.get_ident()}.incomplete"
     with _writing(link, where):
         _make_folder(link.parent)
         with contextlib.suppress(OSError):

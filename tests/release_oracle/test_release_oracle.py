@@ -70,6 +70,24 @@ def cases(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def oracle_runs(cases):
+    """Every release's grid and fact run, started together on first use; each test reads its own."""
+    from surgery.engine.releases import release_data
+
+    runs = {}
+    for release in venvs.RELEASES:
+        if venvs.oracle_python(release)[0] is None:
+            continue
+        runs[("grid", release)] = venvs.OracleRun(release, cases)
+        facts = release_data("vllm")["releases"][release]
+        runs[("facts", release)] = venvs.OracleRun(release, {"facts_for": _facts_asked(facts)})
+    yield runs
+    for run in runs.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+
+
 def classify(verdict: dict) -> str | None:
     if verdict.get("stage") in (None, "unjudged"):
         return None
@@ -93,11 +111,11 @@ def says_lowered(diags: list[dict]) -> bool:
 
 
 @pytest.mark.parametrize("release", venvs.RELEASES)
-def test_release_oracle_grid(release, cases, run_cli):
+def test_release_oracle_grid(release, cases, run_cli, oracle_runs):
     py, why = venvs.oracle_python(release)
     if py is None:
         pytest.skip(why)
-    answer = venvs.run_oracle(release, cases)
+    answer = oracle_runs[("grid", release)].result()
     assert answer["vllm"].split("+")[0] == release, answer["vllm"]
     verdicts = {v["id"]: v for v in answer["verdicts"]}
     RESULTS[release] = verdicts
@@ -162,7 +180,7 @@ def _facts_asked(facts: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("release", venvs.RELEASES)
-def test_release_facts_are_the_releases_classes(release):
+def test_release_facts_are_the_releases_classes(release, oracle_runs):
     """The wheel-read facts (tools/releasefacts.py ClassIndex, committed in surgery/data/releases/vllm.json)
     against the release's imported classes: SupportsPP, the aux-hidden-state relay, the cache dtypes."""
     from surgery.engine.releases import release_data
@@ -173,7 +191,7 @@ def test_release_facts_are_the_releases_classes(release):
     facts = release_data("vllm")["releases"][release]
     classes = facts["classes"]
     asked = _facts_asked(facts)
-    answer = venvs.run_oracle(release, {"facts_for": asked})
+    answer = oracle_runs[("facts", release)].result()
     assert answer["cache_dtypes"] == facts["cache_dtypes"]
     drafts = set(facts.get("draft_architectures") or {})
     wrong, judged, unimportable = [], 0, []

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,15 +35,38 @@ def oracle_python(release: str) -> tuple[str | None, str]:
     return None, why + (": " + " | ".join(tail)[-400:] if tail else "")
 
 
-def run_oracle(release: str, cases: list[dict]) -> dict:
-    """The release's verdict on every case, from one run of runner.py in its venv."""
-    py, why = oracle_python(release)
-    if py is None:
-        raise RuntimeError(why)
-    env = {**os.environ, **ENV}
-    env.pop("PYTHONPATH", None)  # the oracle sees only its own release
-    proc = subprocess.run([py, str(RUNNER)], input=json.dumps(cases), capture_output=True, text=True, env=env,
-                          timeout=1500, cwd=str(ORACLES if ORACLES.is_dir() else ROOT))
-    if proc.returncode != 0:
-        raise RuntimeError(f"the vLLM {release} oracle failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class OracleRun:
+    """One runner.py process in a release's venv, started now and read later: the grids and fact checks of
+    every release run side by side (the machine has two cores; serially they are most of the suite's time).
+    Input and output go through files, so a process never blocks on a full pipe while it waits its turn."""
+
+    def __init__(self, release: str, payload):
+        py, why = oracle_python(release)
+        if py is None:
+            raise RuntimeError(why)
+        self.release = release
+        self.folder = Path(tempfile.mkdtemp(prefix=f"oracle-{release}-"))
+        (self.folder / "in.json").write_text(json.dumps(payload), encoding="utf-8")
+        env = {**os.environ, **ENV}
+        env.pop("PYTHONPATH", None)  # the oracle sees only its own release
+        with open(self.folder / "in.json", "rb") as stdin, open(self.folder / "out", "wb") as out, \
+                open(self.folder / "err", "wb") as err:
+            self.proc = subprocess.Popen([py, str(RUNNER)], stdin=stdin, stdout=out, stderr=err, env=env,
+                                         cwd=str(ORACLES if ORACLES.is_dir() else ROOT))
+
+    def result(self) -> dict:
+        try:
+            code = self.proc.wait(timeout=1800)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError(f"the vLLM {self.release} oracle ran past 1800 s") from None
+        out = (self.folder / "out").read_text(encoding="utf-8", errors="replace")
+        err = (self.folder / "err").read_text(encoding="utf-8", errors="replace")
+        if code != 0:
+            raise RuntimeError(f"the vLLM {self.release} oracle failed (exit {code}): {err[-3000:]}")
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def run_oracle(release: str, cases) -> dict:
+    """The release's verdict on `cases` (or its class facts for {"facts_for": [...]}), run now."""
+    return OracleRun(release, cases).result()
