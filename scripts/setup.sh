@@ -38,13 +38,15 @@ if [ "${1:-}" = "--test" ]; then
   # The release oracles (issue 53): each judged release's own config layer, in its own venv under
   # .cache/oracles (kept while its recipe stamp matches). A build that fails is not fatal here: its log
   # stays beside the venv and tests/release_oracle reports that release as skipped, with the log's tail.
+  # The two builds run side by side (mostly downloads and unpacking).
   for ver in 0.26.0 0.34.0; do
-    if bash scripts/oracle_venv.sh "$ver" > ".cache/oracles/vllm-$ver.log" 2>&1; then
-      tail -n 1 ".cache/oracles/vllm-$ver.log"
-    else
-      echo "oracle venv vLLM $ver: build failed (the tests skip it; see .cache/oracles/vllm-$ver.log)"
-    fi
+    ( if bash scripts/oracle_venv.sh "$ver" > ".cache/oracles/vllm-$ver.log" 2>&1; then
+        tail -n 1 ".cache/oracles/vllm-$ver.log"
+      else
+        echo "oracle venv vLLM $ver: build failed (the tests skip it; see .cache/oracles/vllm-$ver.log)"
+      fi ) &
   done
+  wait
 else
   quiet_pip install -q -e '.[apply]'
 fi
