@@ -39,6 +39,9 @@ CODES = {"collapse": "SRG470", "break_even": "SRG471", "shape": "SRG472", "drift
          "expectation": "SRG474"}
 ACTIONS = ("warn", "fail")
 EXPECT_KEYS = ("mean_length", "acceptance", "per_position")
+# where an expectation comes from (docs: fmt of issue 55): a measured run (release, card), the head's model
+# card, or the user's own figure; the SRG474 line names it, so a release regression reads as one
+SOURCE_KINDS = ("measured", "model_card", "user")
 WHERE = "additional_config.surgery.guard"
 
 
@@ -67,6 +70,7 @@ class GuardConfig:
     min_support: int = 50
     drift_points: float = 20.0
     expect: tuple[tuple[str, Any], ...] = ()  # (key, value) pairs of EXPECT_KEYS
+    expect_source: tuple[tuple[str, str], ...] = ()  # expect.source: (key, value) pairs, "kind" first
     expect_tolerance: float = 0.15
     clear_after: int = 3
     verify_cost: float = 0.05
@@ -77,6 +81,10 @@ class GuardConfig:
     @property
     def expectations(self) -> dict[str, Any]:
         return dict(self.expect)
+
+    @property
+    def source(self) -> dict[str, str]:
+        return dict(self.expect_source)
 
 
 _NUMBERS = {  # key -> (type, lowest, highest, lowest included)
@@ -113,6 +121,8 @@ def _expect(value: Any) -> tuple[tuple[str, Any], ...]:
                    'e.g. {"mean_length": 2.8} from the head\'s model card, or vLLM\'s own log line numbers')
     out = []
     for key, v in value.items():
+        if key == "source":
+            continue  # _source
         if key not in EXPECT_KEYS:
             raise _bad(f"expect.{key}", f"unknown expectation {key!r} (known: {', '.join(EXPECT_KEYS)})")
         if key == "per_position":
@@ -129,7 +139,39 @@ def _expect(value: Any) -> tuple[tuple[str, Any], ...]:
             if not ok or (key == "acceptance" and not 0 <= v <= 1) or (key == "mean_length" and v < 1):
                 raise _bad(f"expect.{key}", f"{key} must be {'a rate in [0, 1]' if key == 'acceptance' else 'a length >= 1 (bonus token included)'}, got {v!r}")
             out.append((key, float(v)))
+    if not out:
+        raise _bad("expect", "expect has a source but no figure (mean_length, acceptance or per_position)")
     return tuple(out)
+
+
+def _source(value: Any) -> tuple[tuple[str, str], ...]:
+    """expect.source: {kind: measured | model_card | user, other keys free strings}; () when absent."""
+    source = value.get("source") if isinstance(value, dict) else None
+    if source is None:
+        return ()
+    if not isinstance(source, dict) or source.get("kind") not in SOURCE_KINDS:
+        raise _bad("expect.source", f"source must be a mapping with kind one of {', '.join(SOURCE_KINDS)}, got "
+                   f"{source!r}", 'e.g. {kind: measured, engine: vllm, release: "0.26.0", card: H200}')
+    out = [("kind", source["kind"])]
+    for key, v in source.items():
+        if key == "kind":
+            continue
+        if not isinstance(key, str) or isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise _bad(f"expect.source.{key}", f"source values are strings, got {key}: {v!r}")
+        out.append((key, str(v)))
+    return tuple(out)
+
+
+def source_text(source: dict[str, str]) -> str:
+    """'measured on vllm 0.26.0, H200 (bench/gpu/vllm_families_gpu.py, 2026-12-03)': what the SRG474 line
+    says the expectation is; '' without a source."""
+    if not source:
+        return ""
+    kind = source["kind"].replace("_", " ")
+    where = " ".join(source[k] for k in ("engine", "release") if k in source)
+    text = kind + (f" on {where}" if where else "") + (f", {source['card']}" if "card" in source else "")
+    extra = [source[k] for k in ("by", "date", "reference") if k in source]
+    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 def parse_config(raw: Any) -> GuardConfig:
@@ -171,8 +213,8 @@ def parse_config(raw: Any) -> GuardConfig:
     if numbers["check_every"] > numbers["window"]:
         raise _bad("check_every", f"check_every ({numbers['check_every']}) is larger than the window "
                    f"({numbers['window']} drafts)")
-    return GuardConfig(enabled=enabled, action=action, expect=_expect(merged.get("expect")), bands=tuple(bands),
-                       **numbers)
+    return GuardConfig(enabled=enabled, action=action, expect=_expect(merged.get("expect")),
+                       expect_source=_source(merged.get("expect")), bands=tuple(bands), **numbers)
 
 
 def round_cost(config: GuardConfig, method: str | None, num_spec: int, parallel: bool = False) -> tuple[float | None, str]:
@@ -312,6 +354,7 @@ class Stream:
         self.drafted_hist = [0] * (self.positions + 1)
         self.accepted_hist = [0] * (self.positions + 1)
         self.pending = 0
+        self.step_counts: Counts | None = None  # drafts given as totals (observe_counts) since the last bucket
 
     def observe(self, num_draft_tokens: int, num_accepted: int) -> list[Trip | Ended]:
         try:
@@ -327,7 +370,26 @@ class Stream:
         self.pending += 1
         if self.pending < self.config.check_every:
             return NOTHING
+        return self._close()
+
+    def observe_counts(self, counts: Counts) -> list[Trip | Ended]:
+        """Many drafts at once, as per-position totals (one engine step's SpecDecodingStats): the same
+        window and rules as `observe`, evaluated when at least `check_every` drafts are pending. Two feeds
+        that pass the same steps make the same buckets, hence the same decisions (surgery/vllm/statlogger.py)."""
+        if counts.drafts <= 0:
+            return NOTHING
+        self.seen += counts.drafts
+        self.pending += counts.drafts
+        if self.step_counts is None:
+            self.step_counts = Counts.sized(self.positions)
+        self.step_counts.add(counts)
+        if self.pending < self.config.check_every:
+            return NOTHING
+        return self._close()
+
+    def _close(self) -> list[Trip | Ended]:
         bucket = self.open_bucket()
+        self.step_counts = None
         self.drafted_hist = [0] * len(self.drafted_hist)
         self.accepted_hist = [0] * len(self.accepted_hist)
         self.pending = 0
@@ -348,6 +410,9 @@ class Stream:
             drafted += self.drafted_hist[i]
             accepted += self.accepted_hist[i]
             out.drafted[i - 1], out.accepted[i - 1] = drafted, accepted
+        if self.step_counts is not None:  # drafts given as totals: `pending` counts them already
+            out.add(self.step_counts)
+            out.drafts = self.pending
         return out
 
     def evaluate(self) -> list[Trip | Ended]:
@@ -456,8 +521,10 @@ class Stream:
                         break
         if not misses:
             return None
-        return (f"{'; '.join(misses)} (tolerance {cfg.expect_tolerance:g}) over the last {w.drafts} drafts",
-                {**base, "detail": "; ".join(misses), "tolerance": f"{cfg.expect_tolerance:g}"})
+        source = source_text(cfg.source)
+        detail = "; ".join(misses) + (f", expected as {source}" if source else "")
+        return (f"{detail} (tolerance {cfg.expect_tolerance:g}) over the last {w.drafts} drafts",
+                {**base, "detail": detail, "tolerance": f"{cfg.expect_tolerance:g}"})
 
 
 def band_name(batch: int, bands: tuple[int, ...]) -> str:
@@ -505,12 +572,30 @@ class Guard:
             self.trips.extend(t for t in out if isinstance(t, Trip))
         return out
 
+    def observe_counts(self, counts: Counts, batch: int | None = None) -> list[Trip | Ended]:
+        """One engine step's drafts as totals (vLLM's SpecDecodingStats of the step); `batch` for the bands
+        (the step's drafts, by default)."""
+        out = self.streams["all"].observe_counts(counts)
+        batch = counts.drafts if batch is None else batch
+        if self.config.bands and batch:
+            stream = self.band_streams.get(batch)
+            if stream is None:
+                name = band_name(batch, self.config.bands)
+                stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
+                self.band_streams[batch] = stream
+            more = stream.observe_counts(counts)
+            if more:
+                out = out + more
+        if out:
+            self.trips.extend(t for t in out if isinstance(t, Trip))
+        return out
+
     def to_dict(self) -> dict:
         """The guard's record: configuration, trips so far, the last numbers of each stream."""
         cfg = self.config
         return {"action": cfg.action, "floor": cfg.floor, "min_drafts": cfg.min_drafts, "window": cfg.window,
                 "check_every": cfg.check_every, "break_even": self.break_even, "cost": self.cost_source,
-                "expect": cfg.expectations or None, "num_spec": self.num_spec, "method": self.method,
+                "expect": cfg.expectations or None, "expect_source": cfg.source or None, "num_spec": self.num_spec, "method": self.method,
                 "trips": [t.to_dict() for t in self.trips],
                 "streams": {n: {"drafts_seen": s.seen, "active": sorted(s.active), "last": s.last,
                                 "reference_acceptance": s.reference} for n, s in self.streams.items()}}

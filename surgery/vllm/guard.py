@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import SurgeryError, catalogue, diag
-from ..guard import CODES, Ended, Guard, Trip, parse_config
+from ..guard import CODES, Counts, Ended, Guard, Trip, parse_config
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -57,6 +57,8 @@ class GuardRun:
 
     guard: Guard | None
     batch: int = 0  # requests in the step being processed
+    step: Any = None  # the step's drafts (Counts), judged at the step's end (see _step_wrapper)
+    paused: bool = False  # the start-up canary's drafts are judged on their own (surgery/vllm/canary.py)
     pending: list = field(default_factory=list)  # trips / episode ends not yet emitted
     last_numbers: Any = None  # the evaluation the gauges show
     stopped: Any = None  # the Diagnostic `action: fail` stopped the engine with
@@ -121,13 +123,9 @@ def _observe_wrapper(orig):
         run = guard_run(self)
         if run is not None and run.guard is not None and num_draft_tokens:
             drafted = num_draft_tokens - ((num_invalid_spec_tokens or {}).get(request_id, 0))
-            try:
-                events = run.guard.observe(drafted, num_accepted_tokens, run.batch)
-            except Exception as exc:  # noqa: BLE001 - the guard never breaks serving
-                disable(run, exc)
-                return result
-            if events:
-                run.pending.extend(events)
+            if run.step is None:
+                run.step = Counts.sized(run.guard.num_spec)
+            run.step.observe(drafted, num_accepted_tokens)
         return result
 
     setattr(make_spec_decoding_stats, _MARK, orig)
@@ -141,8 +139,17 @@ def _step_wrapper(orig):
         if run is None or run.guard is None:
             return orig(self, scheduler_output, *args, **kwargs)
         run.batch = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())
+        run.step = None
         result = orig(self, scheduler_output, *args, **kwargs)
         try:
+            step, run.step = run.step, None
+            if step is not None and not run.paused:
+                # the step's drafts judged together, as the API server's stat logger gets them
+                # (SchedulerStats.spec_decoding_stats): both feeds make the same buckets and decisions;
+                # the bands' batch is the step's drafts, which both sides know
+                events = run.guard.observe_counts(step, step.drafts)
+                if events:
+                    run.pending.extend(events)
             last = run.guard.streams["all"].last
             if last is not run.last_numbers:
                 run.last_numbers = last
