@@ -217,6 +217,29 @@ def parse_config(raw: Any) -> GuardConfig:
                        expect_source=_source(merged.get("expect")), bands=tuple(bands), **numbers)
 
 
+def miniature_settings() -> dict[str, Any]:
+    """The guard's settings for the built-in miniatures' short runs (`apply --ablate` rows), data/guard.yaml."""
+    return dict(load_data("data/guard.yaml")["miniature"])
+
+
+def verdict(record: dict | None) -> dict:
+    """One run's guard verdict from its record (Guard.to_dict): `trips` (the codes), `silent` (judged, no
+    rule held), `not judged` (fewer drafts than min_drafts), or `off`; with a short text for tables."""
+    if not record:
+        return {"verdict": "off", "codes": [], "text": "guard off"}
+    seen = (record.get("streams") or {}).get("all", {}).get("drafts_seen", 0)
+    judged = ((record.get("streams") or {}).get("all", {}).get("last") or {}).get("drafts")
+    codes = list(dict.fromkeys(t["code"] for t in record.get("trips") or ()))
+    if codes:
+        kinds = list(dict.fromkeys(t["kind"] for t in record["trips"]))
+        return {"verdict": "trips", "codes": codes, "kinds": kinds, "drafts": seen,
+                "text": "trips " + ", ".join(f"{c} {k}" for c, k in zip(codes, kinds))}
+    if judged is None:
+        return {"verdict": "not judged", "codes": [], "drafts": seen,
+                "text": f"not judged ({seen} drafts < min_drafts {record.get('min_drafts')})"}
+    return {"verdict": "silent", "codes": [], "drafts": seen, "text": f"silent ({seen} drafts judged)"}
+
+
 def round_cost(config: GuardConfig, method: str | None, num_spec: int, parallel: bool = False) -> tuple[float | None, str]:
     """(a speculative round's cost in plain decode steps, where it came from); (None, why) when the
     method has no documented default and none was given: the break-even rule is then off."""
