@@ -33,6 +33,7 @@ from pathlib import Path
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
+from ..guard import miniature_settings, verdict
 from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring
@@ -82,8 +83,6 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     # miniature's few hundred drafts, against the built-in pair's measured acceptance (index.yaml expect.vllm)
     guard = None
     if ablate:
-        from ..guard import miniature_settings
-
         guard = miniature_settings()
         expect = ((pair.info.get("expect") or {}).get("vllm")) if builtin else None
         if expect:
@@ -105,8 +104,6 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
                          spec_extra=spec_extra, guard=guard) if ablate else None
     if ablate:
-        from ..guard import verdict
-
         run_guard = verdict(run.get("guard"))
         for row in rows:
             if row.get("runs"):
