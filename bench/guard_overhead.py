@@ -81,11 +81,14 @@ def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int
     import os
 
     sys.path.insert(0, str(ROOT / "tests" / "vllm"))
-    from openai_server import CPU_ARGS, Server
+    from openai_server import CPU_ARGS, Server, stat_logger_site
 
     surgery = {"recipe": "eagle3", "guard": {} if guard_on else False}
     spec = {"method": "eagle3", "model": str(pair_dir / "draft"), "num_speculative_tokens": 3}
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    site = log.parent / "site"  # the stat-logger entry point for a checkout vLLM's metadata does not list
+    if not site.exists():
+        stat_logger_site(site)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "SURGERY_RECIPE": None, "SURGERY_REPORT": None, "PROMETHEUS_MULTIPROC_DIR": None}
     server = Server(pair_dir / "target", log_path=log, env=env)
     args = list(CPU_ARGS) if cpu else ["--dtype", "bfloat16", "--max-model-len", "512", "--max-num-seqs", "32",

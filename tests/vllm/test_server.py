@@ -25,7 +25,7 @@ import pytest
 
 import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
 import openai  # a dependency of vLLM: present wherever these tests are collected (conftest.py)
-from openai_server import Server
+from openai_server import Server, stat_logger_site
 
 from surgery.vllm.log import APPLIED, CHECKED, GUARD_ON, KV_BOUND
 
@@ -39,21 +39,6 @@ def _env(*paths, **extra) -> dict:
     # the worker processes import this checkout's `surgery` (an installed copy would do as well)
     path = os.pathsep.join([*map(str, paths), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return {"PYTHONPATH": path, "SURGERY_REPORT": None, "SURGERY_RECIPE": None, **extra}
-
-
-def stat_logger_site(root: Path) -> Path:
-    """A folder whose dist-info declares this checkout's `vllm.stat_logger_plugins` entry point (the one in
-    pyproject.toml): an install made before the entry point existed lacks it, and vLLM finds plugins only
-    through installed metadata. Same entry-point name as pyproject's: vLLM keeps one plugin per name."""
-    import tomllib
-
-    eps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["vllm.stat_logger_plugins"]
-    info = root / "spec_surgery_stat_logger-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spec-surgery-stat-logger\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[vllm.stat_logger_plugins]\n"
-                                           + "".join(f"{k} = {v}\n" for k, v in eps.items()))
-    return root
 
 
 def _tail(text: str, n: int) -> list[str]:
