@@ -72,6 +72,7 @@ class GuardConfig:
     expect: tuple[tuple[str, Any], ...] = ()  # (key, value) pairs of EXPECT_KEYS
     expect_source: tuple[tuple[str, str], ...] = ()  # expect.source: (key, value) pairs, "kind" first
     expect_tolerance: float = 0.15
+    expect_z: float = 2.576  # the support bound: Wilson upper end at this z (expectation, canary)
     clear_after: int = 3
     verify_cost: float = 0.05
     round_cost: float | None = None  # measured: a speculative round's time in plain decode steps
@@ -92,6 +93,7 @@ _NUMBERS = {  # key -> (type, lowest, highest, lowest included)
     "check_every": (int, 1, None, True), "shape_margin": (float, 0.0, 1.0, True),
     "cliff_ratio": (float, 0.0, 1.0, True), "min_support": (int, 1, None, True),
     "drift_points": (float, 0.0, 100.0, True), "expect_tolerance": (float, 0.0, 1.0, True),
+    "expect_z": (float, 0.0, 10.0, True),
     "clear_after": (int, 1, None, True),
     "verify_cost": (float, 0.0, None, True), "round_cost": (float, 1.0, None, True),
     "draft_cost": (float, 0.0, None, True),
@@ -530,24 +532,121 @@ class Stream:
 
     def _expectation(self, w: Counts, per_pos, mean_len, acc, base) -> tuple[str, dict] | None:
         cfg = self.config
-        factor = 1 - cfg.expect_tolerance
-        misses = []
-        for key, want in cfg.expect:
-            if key == "mean_length" and mean_len < want * factor:
-                misses.append(f"mean accepted length {mean_len:.2f} < expected {want:g}")
-            elif key == "acceptance" and acc < want * factor:
-                misses.append(f"acceptance {acc:.3f} < expected {want:g}")
-            elif key == "per_position":
-                for i, target in enumerate(want):
-                    if i < len(per_pos) and per_pos[i] < target * factor:
-                        misses.append(f"position {i} acceptance {per_pos[i]:.3f} < expected {target:g}")
-                        break
+        misses = expectation_misses(w, cfg)
         if not misses:
             return None
         source = source_text(cfg.source)
         detail = "; ".join(misses) + (f", expected as {source}" if source else "")
         return (f"{detail} (tolerance {cfg.expect_tolerance:g}) over the last {w.drafts} drafts",
                 {**base, "detail": detail, "tolerance": f"{cfg.expect_tolerance:g}"})
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def wilson_upper(successes: float, n: int, z: float) -> float:
+    """The upper end of the Wilson score interval of a rate seen as `successes` of `n`, at `z` (1.0 when n is 0).
+
+    Why: the expectation rule and the canary judge small supports (a miniature's 64-draft window, a canary's
+    ~100 drafts), where a healthy rate reads well under its long-run value by chance (the healthy mtp pair's
+    position 2 at 44/64 = 0.688 against 0.824 x 0.85 = 0.700). A rule trips only when even the upper end of
+    the interval is under the threshold: the more drafts, the tighter the bound. Wilson rather than the
+    normal interval: it stays inside [0, 1] and keeps its width at rates near 0 or 1 and small n."""
+    if n <= 0:
+        return 1.0
+    p = min(max(successes / n, 0.0), 1.0)
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z2 / n))
+
+
+def expectation_misses(w: Counts, cfg: GuardConfig) -> list[str]:
+    """The expectations (cfg.expect) the drafts in `w` miss beyond the support bound: observed under expected x
+    (1 - expect_tolerance) with the Wilson upper end (z = expect_z) for the support still under it. Counts only.
+
+    The support of each figure, as a rate in [0, 1] over `w.drafts` drafts:
+    - per_position[i]: drafts accepted at position i of all drafts (a binomial count);
+    - acceptance: accepted / drafted tokens, as the mean of each draft's accepted fraction over the drafts (a
+      draft's tokens are not independent: the drafts, not the tokens, are the support);
+    - mean_length: (mean length - 1) / k, the mean of each draft's accepted tokens / k over the drafts.
+    For the last two the Wilson bound is that of a mean of values in [0, 1] (variance at most p (1 - p)):
+    wider than needed, never narrower. Drafts of one request are correlated, so the bound is a floor on the
+    noise, not a test level: the tolerance keeps covering what differs between runs (prompts, dtype, card)."""
+    factor, z, n = 1 - cfg.expect_tolerance, cfg.expect_z, w.drafts
+    if n <= 0:
+        return []
+    misses = []
+    for key, want in cfg.expect:
+        if key == "per_position":
+            for i, target in enumerate(want):
+                if i >= len(w.accepted):
+                    break
+                a = w.accepted[i]
+                upper, limit = wilson_upper(a, n, z), target * factor
+                if upper < limit:
+                    misses.append(f"position {i} accepted {_pct(a / n)} ({a}/{n}) under expected {_pct(target)} x "
+                                  f"{factor:g} = {_pct(limit)} (upper bound {_pct(upper)} at z {z:g})")
+                    break
+        elif key == "acceptance":
+            drafted = sum(w.drafted)
+            if not drafted:
+                continue
+            acc = sum(w.accepted) / drafted
+            upper, limit = wilson_upper(acc * n, n, z), want * factor
+            if upper < limit:
+                misses.append(f"acceptance {_pct(acc)} ({sum(w.accepted)}/{drafted} drafted tokens in {n} drafts) "
+                              f"under expected {_pct(want)} x {factor:g} = {_pct(limit)} (upper bound {_pct(upper)} "
+                              f"at z {z:g})")
+        elif key == "mean_length":
+            k = len(w.accepted)
+            if not k:
+                continue
+            mean_len = 1 + sum(w.accepted) / n
+            upper, limit = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z), want * factor
+            if upper < limit:
+                misses.append(f"mean accepted length {mean_len:.2f} over {n} drafts under expected {want:g} x "
+                              f"{factor:g} = {limit:.2f} (upper bound {upper:.2f} at z {z:g})")
+    return misses
+
+
+def judge_once(guard: "Guard", counts: Counts, stream: str = "canary") -> list[Trip]:
+    """One judgement of a fixed set of drafts (the start-up canary, `surgery audit --guard`): no window, no
+    episodes, and no min_drafts: the support bound stands in for it, so a few dozen drafts are judged, but only
+    a clear miss trips. Rules:
+    - collapse: position 0's Wilson upper end (z = expect_z) under the floor;
+    - break_even: the mean length's upper end under the break-even (when the rule is on);
+    - expectation: `expectation_misses`, as on the live window.
+    Shape and drift need a window (support per position, a first full window): not judged here."""
+    cfg, n = guard.config, counts.drafts
+    if n <= 0:
+        return []
+    z, k = cfg.expect_z, len(counts.accepted)
+    per_pos = counts.per_position()
+    mean_len = counts.mean_length()
+    base = {"drafts": n, "per_position": _rates(per_pos), "mean_length": f"{mean_len:.2f}"}
+    out = []
+    if k:
+        a0 = counts.accepted[0]
+        upper = wilson_upper(a0, n, z)
+        if upper < cfg.floor:
+            out.append(Trip("collapse", stream, f"position 0 accepted {_pct(a0 / n)} ({a0}/{n}) under the floor "
+                            f"{_pct(cfg.floor)} (upper bound {_pct(upper)} at z {z:g}) over {n} drafts",
+                            {**base, "position0": f"{a0 / n:.3f}", "floor": f"{cfg.floor:.3f}"}, n))
+        if guard.break_even is not None:
+            upper = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z)
+            if upper < guard.break_even:
+                out.append(Trip("break_even", stream, f"mean accepted length {mean_len:.2f} under the break-even "
+                                f"{guard.break_even:.2f} (upper bound {upper:.2f} at z {z:g}) over {n} drafts",
+                                {**base, "break_even": f"{guard.break_even:.2f}"}, n))
+    misses = expectation_misses(counts, cfg)
+    if misses:
+        source = source_text(cfg.source)
+        detail = "; ".join(misses) + (f", expected as {source}" if source else "")
+        out.append(Trip("expectation", stream, f"{detail} over {n} drafts",
+                        {**base, "detail": detail, "tolerance": f"{cfg.expect_tolerance:g}"}, n))
+    return out
 
 
 def band_name(batch: int, bands: tuple[int, ...]) -> str:

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from surgery.diagnostics import SurgeryError
-from surgery.guard import Counts, Guard, Trip, parse_config, source_text, verdict
+from surgery.guard import (Counts, Guard, Trip, expectation_misses, judge_once, parse_config, source_text, verdict,
+                           wilson_upper)
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}
@@ -33,7 +34,7 @@ def test_source_is_parsed_and_named_in_the_expectation_line():
     g = Guard(cfg, 3, "eagle3")
     events = [e for _ in range(5) for e in g.observe_counts(counts([10, 4, 2], 20))]
     [trip] = [e for e in events if isinstance(e, Trip) and e.kind == "expectation"]
-    assert "measured on vllm 0.26.0, H200" in trip.message and "position 0 acceptance 0.500 < expected 0.9" in trip.message
+    assert "measured on vllm 0.26.0, H200" in trip.message and "position 0 accepted 50.0 % (20/40) under expected 90.0 %" in trip.message
     assert g.to_dict()["expect_source"]["card"] == "H200"
     assert source_text({}) == ""
 
@@ -136,3 +137,77 @@ def test_ablation_table_shows_each_rows_verdict():
     result = {"ablation": rows, "guard_verdict": {"text": "silent (345 drafts judged)"}}
     text = "\n".join(ablation_lines(result))
     assert "guard: trips SRG470 collapse" in text and "guard on the recipe's run: silent" in text
+
+
+# --- the support bound (expect_z): noise of a small window never trips, a real drop does -------------------------
+
+def test_wilson_upper_bound():
+    assert wilson_upper(0, 0, 2.576) == 1.0
+    assert wilson_upper(44, 64, 2.576) > 0.70 > 44 / 64  # the healthy mtp window that tripped before the bound
+    assert wilson_upper(28, 72, 2.576) < 0.894 * 0.85  # DSpark's drop on 0.34 at 72 drafts
+    assert wilson_upper(50, 100, 0) == 0.5  # z 0: the observed rate itself
+    bounds = [wilson_upper(n // 2, n, 2.576) for n in (10, 40, 160, 640)]
+    assert bounds == sorted(bounds, reverse=True) and all(b > 0.5 for b in bounds)  # tighter with support
+
+
+def test_the_healthy_small_window_that_tripped_is_silent():
+    """`apply mtp --engine vllm --ablate` on CPU (2026-12-06): a 64-draft window of the healthy mtp pair read
+    position 2 at 44/64 = 0.688 against its expectation 0.824 x 0.85 = 0.700 and tripped SRG474."""
+    expect = index()["mtp"]["expect"]["vllm"]
+    cfg = parse_config({"min_drafts": 50, "window": 200, "check_every": 25, "expect": expect})
+    assert cfg.expect_tolerance == 0.15 and cfg.expect_z == 2.576
+    assert expectation_misses(counts([58, 53, 44], 64), cfg) == []
+    g = Guard(cfg, 3, "mtp")
+    assert not [e for e in g.observe_counts(counts([58, 53, 44], 64)) if isinstance(e, Trip)]
+
+
+def test_healthy_windows_drawn_at_the_expected_rates_never_trip():
+    """Windows of 50-200 drafts sampled (seeded) from a pair that accepts exactly its expectation: 2000 windows,
+    no SRG474 (without the bound, ~4 % of the 50-draft windows would trip at tolerance 0.15)."""
+    import random
+
+    rng = random.Random(55)
+    expect = index()["mtp"]["expect"]["vllm"]  # conditional acceptance 0.917, 0.949, 0.947
+    p = expect["per_position"]
+    cond = [p[0]] + [b / a for a, b in zip(p, p[1:])]
+    cfg = parse_config({"min_drafts": 50, "window": 200, "check_every": 25, "expect": expect})
+    unbounded = parse_config({"min_drafts": 50, "window": 200, "check_every": 25, "expect": expect, "expect_z": 0})
+    tripped = tripped_unbounded = 0
+    for i in range(2000):
+        n = 50 + (i % 4) * 50
+        c = Counts.sized(3)
+        for _ in range(n):
+            accepted = 0
+            while accepted < 3 and rng.random() < cond[accepted]:
+                accepted += 1
+            c.observe(3, accepted)
+        tripped += bool(expectation_misses(c, cfg))
+        tripped_unbounded += bool(expectation_misses(c, unbounded))
+    assert tripped == 0 and tripped_unbounded > 0
+
+
+@pytest.mark.parametrize("drafts", [72, 100, 216, 1000])
+def test_a_drop_like_dsparks_trips_from_72_drafts(drafts):
+    """DSpark's miniature on 0.34: position 0 at 38.9 % against an expected 0.894 (x 0.85 = 76.0 %)."""
+    cfg = parse_config({"expect": index()["dspark"]["expect"]["vllm"]})
+    a0 = round(0.389 * drafts)
+    misses = expectation_misses(counts([a0, a0 // 2, a0 // 4], drafts), cfg)
+    assert misses[0].startswith(f"position 0 accepted {100 * a0 / drafts:.1f} % ({a0}/{drafts}) under expected 89.4 %")
+
+
+def test_judge_once_the_canary_rules():
+    """One judgement without min_drafts: collapse and break-even on their upper bounds, the expectation as live."""
+    expect = index()["dspark"]["expect"]["vllm"]
+    g = Guard(parse_config({"expect": expect}), 3, "dspark", parallel=True)
+    healthy = judge_once(g, counts([95, 84, 79], 106))
+    assert healthy == []
+    [t] = judge_once(g, counts([84, 40, 20], 216))
+    assert t.kind == "expectation" and t.stream == "canary" and t.drafts_seen == 216
+    assert "(84/216)" in t.message and "measured on vllm 0.26.0, H200" in t.message
+    ablated = judge_once(g, counts([0, 0, 0], 200))  # an lm_head ablation: nothing accepted
+    assert [t.kind for t in ablated] == ["collapse", "break_even", "expectation"]
+    assert "0/200" in ablated[0].message and "upper bound" in ablated[0].message
+    # 0 of 40: the upper end (14.2 %) does not exclude the 10 % floor; from 60 drafts it does
+    assert [t.kind for t in judge_once(g, counts([0, 0, 0], 40))] == ["expectation"]
+    assert "collapse" in [t.kind for t in judge_once(g, counts([0, 0, 0], 60))]
+    assert judge_once(g, Counts.sized(3)) == []
