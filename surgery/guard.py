@@ -39,6 +39,9 @@ CODES = {"collapse": "SRG470", "break_even": "SRG471", "shape": "SRG472", "drift
          "expectation": "SRG474"}
 ACTIONS = ("warn", "fail")
 EXPECT_KEYS = ("mean_length", "acceptance", "per_position")
+# where an expectation comes from (docs: fmt of issue 55): a measured run (release, card), the head's model
+# card, or the user's own figure; the SRG474 line names it, so a release regression reads as one
+SOURCE_KINDS = ("measured", "model_card", "user")
 WHERE = "additional_config.surgery.guard"
 
 
@@ -67,7 +70,9 @@ class GuardConfig:
     min_support: int = 50
     drift_points: float = 20.0
     expect: tuple[tuple[str, Any], ...] = ()  # (key, value) pairs of EXPECT_KEYS
+    expect_source: tuple[tuple[str, str], ...] = ()  # expect.source: (key, value) pairs, "kind" first
     expect_tolerance: float = 0.15
+    expect_z: float = 2.576  # the support bound: Wilson upper end at this z (expectation, canary)
     clear_after: int = 3
     verify_cost: float = 0.05
     round_cost: float | None = None  # measured: a speculative round's time in plain decode steps
@@ -78,12 +83,17 @@ class GuardConfig:
     def expectations(self) -> dict[str, Any]:
         return dict(self.expect)
 
+    @property
+    def source(self) -> dict[str, str]:
+        return dict(self.expect_source)
+
 
 _NUMBERS = {  # key -> (type, lowest, highest, lowest included)
     "floor": (float, 0.0, 1.0, True), "min_drafts": (int, 1, None, True), "window": (int, 1, None, True),
     "check_every": (int, 1, None, True), "shape_margin": (float, 0.0, 1.0, True),
     "cliff_ratio": (float, 0.0, 1.0, True), "min_support": (int, 1, None, True),
     "drift_points": (float, 0.0, 100.0, True), "expect_tolerance": (float, 0.0, 1.0, True),
+    "expect_z": (float, 0.0, 10.0, True),
     "clear_after": (int, 1, None, True),
     "verify_cost": (float, 0.0, None, True), "round_cost": (float, 1.0, None, True),
     "draft_cost": (float, 0.0, None, True),
@@ -113,6 +123,8 @@ def _expect(value: Any) -> tuple[tuple[str, Any], ...]:
                    'e.g. {"mean_length": 2.8} from the head\'s model card, or vLLM\'s own log line numbers')
     out = []
     for key, v in value.items():
+        if key == "source":
+            continue  # _source
         if key not in EXPECT_KEYS:
             raise _bad(f"expect.{key}", f"unknown expectation {key!r} (known: {', '.join(EXPECT_KEYS)})")
         if key == "per_position":
@@ -129,7 +141,39 @@ def _expect(value: Any) -> tuple[tuple[str, Any], ...]:
             if not ok or (key == "acceptance" and not 0 <= v <= 1) or (key == "mean_length" and v < 1):
                 raise _bad(f"expect.{key}", f"{key} must be {'a rate in [0, 1]' if key == 'acceptance' else 'a length >= 1 (bonus token included)'}, got {v!r}")
             out.append((key, float(v)))
+    if not out:
+        raise _bad("expect", "expect has a source but no figure (mean_length, acceptance or per_position)")
     return tuple(out)
+
+
+def _source(value: Any) -> tuple[tuple[str, str], ...]:
+    """expect.source: {kind: measured | model_card | user, other keys free strings}; () when absent."""
+    source = value.get("source") if isinstance(value, dict) else None
+    if source is None:
+        return ()
+    if not isinstance(source, dict) or source.get("kind") not in SOURCE_KINDS:
+        raise _bad("expect.source", f"source must be a mapping with kind one of {', '.join(SOURCE_KINDS)}, got "
+                   f"{source!r}", 'e.g. {kind: measured, engine: vllm, release: "0.26.0", card: H200}')
+    out = [("kind", source["kind"])]
+    for key, v in source.items():
+        if key == "kind":
+            continue
+        if not isinstance(key, str) or isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise _bad(f"expect.source.{key}", f"source values are strings, got {key}: {v!r}")
+        out.append((key, str(v)))
+    return tuple(out)
+
+
+def source_text(source: dict[str, str]) -> str:
+    """'measured on vllm 0.26.0, H200 (bench/gpu/vllm_families_gpu.py, 2026-12-03)': what the SRG474 line
+    says the expectation is; '' without a source."""
+    if not source:
+        return ""
+    kind = source["kind"].replace("_", " ")
+    where = " ".join(source[k] for k in ("engine", "release") if k in source)
+    text = kind + (f" on {where}" if where else "") + (f", {source['card']}" if "card" in source else "")
+    extra = [source[k] for k in ("by", "date", "reference") if k in source]
+    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 def parse_config(raw: Any) -> GuardConfig:
@@ -171,8 +215,31 @@ def parse_config(raw: Any) -> GuardConfig:
     if numbers["check_every"] > numbers["window"]:
         raise _bad("check_every", f"check_every ({numbers['check_every']}) is larger than the window "
                    f"({numbers['window']} drafts)")
-    return GuardConfig(enabled=enabled, action=action, expect=_expect(merged.get("expect")), bands=tuple(bands),
-                       **numbers)
+    return GuardConfig(enabled=enabled, action=action, expect=_expect(merged.get("expect")),
+                       expect_source=_source(merged.get("expect")), bands=tuple(bands), **numbers)
+
+
+def miniature_settings() -> dict[str, Any]:
+    """The guard's settings for the built-in miniatures' short runs (`apply --ablate` rows), data/guard.yaml."""
+    return dict(load_data("data/guard.yaml")["miniature"])
+
+
+def verdict(record: dict | None) -> dict:
+    """One run's guard verdict from its record (Guard.to_dict): `trips` (the codes), `silent` (judged, no
+    rule held), `not judged` (fewer drafts than min_drafts), or `off`; with a short text for tables."""
+    if not record:
+        return {"verdict": "off", "codes": [], "text": "guard off"}
+    seen = (record.get("streams") or {}).get("all", {}).get("drafts_seen", 0)
+    judged = ((record.get("streams") or {}).get("all", {}).get("last") or {}).get("drafts")
+    codes = list(dict.fromkeys(t["code"] for t in record.get("trips") or ()))
+    if codes:
+        kinds = list(dict.fromkeys(t["kind"] for t in record["trips"]))
+        return {"verdict": "trips", "codes": codes, "kinds": kinds, "drafts": seen,
+                "text": "trips " + ", ".join(f"{c} {k}" for c, k in zip(codes, kinds))}
+    if judged is None:
+        return {"verdict": "not judged", "codes": [], "drafts": seen,
+                "text": f"not judged ({seen} drafts < min_drafts {record.get('min_drafts')})"}
+    return {"verdict": "silent", "codes": [], "drafts": seen, "text": f"silent ({seen} drafts judged)"}
 
 
 def round_cost(config: GuardConfig, method: str | None, num_spec: int, parallel: bool = False) -> tuple[float | None, str]:
@@ -312,6 +379,7 @@ class Stream:
         self.drafted_hist = [0] * (self.positions + 1)
         self.accepted_hist = [0] * (self.positions + 1)
         self.pending = 0
+        self.step_counts: Counts | None = None  # drafts given as totals (observe_counts) since the last bucket
 
     def observe(self, num_draft_tokens: int, num_accepted: int) -> list[Trip | Ended]:
         try:
@@ -327,7 +395,26 @@ class Stream:
         self.pending += 1
         if self.pending < self.config.check_every:
             return NOTHING
+        return self._close()
+
+    def observe_counts(self, counts: Counts) -> list[Trip | Ended]:
+        """Many drafts at once, as per-position totals (one engine step's SpecDecodingStats): the same
+        window and rules as `observe`, evaluated when at least `check_every` drafts are pending. Two feeds
+        that pass the same steps make the same buckets, hence the same decisions (surgery/vllm/statlogger.py)."""
+        if counts.drafts <= 0:
+            return NOTHING
+        self.seen += counts.drafts
+        self.pending += counts.drafts
+        if self.step_counts is None:
+            self.step_counts = Counts.sized(self.positions)
+        self.step_counts.add(counts)
+        if self.pending < self.config.check_every:
+            return NOTHING
+        return self._close()
+
+    def _close(self) -> list[Trip | Ended]:
         bucket = self.open_bucket()
+        self.step_counts = None
         self.drafted_hist = [0] * len(self.drafted_hist)
         self.accepted_hist = [0] * len(self.accepted_hist)
         self.pending = 0
@@ -348,6 +435,9 @@ class Stream:
             drafted += self.drafted_hist[i]
             accepted += self.accepted_hist[i]
             out.drafted[i - 1], out.accepted[i - 1] = drafted, accepted
+        if self.step_counts is not None:  # drafts given as totals: `pending` counts them already
+            out.add(self.step_counts)
+            out.drafts = self.pending
         return out
 
     def evaluate(self) -> list[Trip | Ended]:
@@ -442,22 +532,121 @@ class Stream:
 
     def _expectation(self, w: Counts, per_pos, mean_len, acc, base) -> tuple[str, dict] | None:
         cfg = self.config
-        factor = 1 - cfg.expect_tolerance
-        misses = []
-        for key, want in cfg.expect:
-            if key == "mean_length" and mean_len < want * factor:
-                misses.append(f"mean accepted length {mean_len:.2f} < expected {want:g}")
-            elif key == "acceptance" and acc < want * factor:
-                misses.append(f"acceptance {acc:.3f} < expected {want:g}")
-            elif key == "per_position":
-                for i, target in enumerate(want):
-                    if i < len(per_pos) and per_pos[i] < target * factor:
-                        misses.append(f"position {i} acceptance {per_pos[i]:.3f} < expected {target:g}")
-                        break
+        misses = expectation_misses(w, cfg)
         if not misses:
             return None
-        return (f"{'; '.join(misses)} (tolerance {cfg.expect_tolerance:g}) over the last {w.drafts} drafts",
-                {**base, "detail": "; ".join(misses), "tolerance": f"{cfg.expect_tolerance:g}"})
+        source = source_text(cfg.source)
+        detail = "; ".join(misses) + (f", expected as {source}" if source else "")
+        return (f"{detail} (tolerance {cfg.expect_tolerance:g}) over the last {w.drafts} drafts",
+                {**base, "detail": detail, "tolerance": f"{cfg.expect_tolerance:g}"})
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def wilson_upper(successes: float, n: int, z: float) -> float:
+    """The upper end of the Wilson score interval of a rate seen as `successes` of `n`, at `z` (1.0 when n is 0).
+
+    Why: the expectation rule and the canary judge small supports (a miniature's 64-draft window, a canary's
+    ~100 drafts), where a healthy rate reads well under its long-run value by chance (the healthy mtp pair's
+    position 2 at 44/64 = 0.688 against 0.824 x 0.85 = 0.700). A rule trips only when even the upper end of
+    the interval is under the threshold: the more drafts, the tighter the bound. Wilson rather than the
+    normal interval: it stays inside [0, 1] and keeps its width at rates near 0 or 1 and small n."""
+    if n <= 0:
+        return 1.0
+    p = min(max(successes / n, 0.0), 1.0)
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z2 / n))
+
+
+def expectation_misses(w: Counts, cfg: GuardConfig) -> list[str]:
+    """The expectations (cfg.expect) the drafts in `w` miss beyond the support bound: observed under expected x
+    (1 - expect_tolerance) with the Wilson upper end (z = expect_z) for the support still under it. Counts only.
+
+    The support of each figure, as a rate in [0, 1] over `w.drafts` drafts:
+    - per_position[i]: drafts accepted at position i of all drafts (a binomial count);
+    - acceptance: accepted / drafted tokens, as the mean of each draft's accepted fraction over the drafts (a
+      draft's tokens are not independent: the drafts, not the tokens, are the support);
+    - mean_length: (mean length - 1) / k, the mean of each draft's accepted tokens / k over the drafts.
+    For the last two the Wilson bound is that of a mean of values in [0, 1] (variance at most p (1 - p)):
+    wider than needed, never narrower. Drafts of one request are correlated, so the bound is a floor on the
+    noise, not a test level: the tolerance keeps covering what differs between runs (prompts, dtype, card)."""
+    factor, z, n = 1 - cfg.expect_tolerance, cfg.expect_z, w.drafts
+    if n <= 0:
+        return []
+    misses = []
+    for key, want in cfg.expect:
+        if key == "per_position":
+            for i, target in enumerate(want):
+                if i >= len(w.accepted):
+                    break
+                a = w.accepted[i]
+                upper, limit = wilson_upper(a, n, z), target * factor
+                if upper < limit:
+                    misses.append(f"position {i} accepted {_pct(a / n)} ({a}/{n}) under expected {_pct(target)} x "
+                                  f"{factor:g} = {_pct(limit)} (upper bound {_pct(upper)} at z {z:g})")
+                    break
+        elif key == "acceptance":
+            drafted = sum(w.drafted)
+            if not drafted:
+                continue
+            acc = sum(w.accepted) / drafted
+            upper, limit = wilson_upper(acc * n, n, z), want * factor
+            if upper < limit:
+                misses.append(f"acceptance {_pct(acc)} ({sum(w.accepted)}/{drafted} drafted tokens in {n} drafts) "
+                              f"under expected {_pct(want)} x {factor:g} = {_pct(limit)} (upper bound {_pct(upper)} "
+                              f"at z {z:g})")
+        elif key == "mean_length":
+            k = len(w.accepted)
+            if not k:
+                continue
+            mean_len = 1 + sum(w.accepted) / n
+            upper, limit = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z), want * factor
+            if upper < limit:
+                misses.append(f"mean accepted length {mean_len:.2f} over {n} drafts under expected {want:g} x "
+                              f"{factor:g} = {limit:.2f} (upper bound {upper:.2f} at z {z:g})")
+    return misses
+
+
+def judge_once(guard: "Guard", counts: Counts, stream: str = "canary") -> list[Trip]:
+    """One judgement of a fixed set of drafts (the start-up canary, `surgery audit --guard`): no window, no
+    episodes, and no min_drafts: the support bound stands in for it, so a few dozen drafts are judged, but only
+    a clear miss trips. Rules:
+    - collapse: position 0's Wilson upper end (z = expect_z) under the floor;
+    - break_even: the mean length's upper end under the break-even (when the rule is on);
+    - expectation: `expectation_misses`, as on the live window.
+    Shape and drift need a window (support per position, a first full window): not judged here."""
+    cfg, n = guard.config, counts.drafts
+    if n <= 0:
+        return []
+    z, k = cfg.expect_z, len(counts.accepted)
+    per_pos = counts.per_position()
+    mean_len = counts.mean_length()
+    base = {"drafts": n, "per_position": _rates(per_pos), "mean_length": f"{mean_len:.2f}"}
+    out = []
+    if k:
+        a0 = counts.accepted[0]
+        upper = wilson_upper(a0, n, z)
+        if upper < cfg.floor:
+            out.append(Trip("collapse", stream, f"position 0 accepted {_pct(a0 / n)} ({a0}/{n}) under the floor "
+                            f"{_pct(cfg.floor)} (upper bound {_pct(upper)} at z {z:g}) over {n} drafts",
+                            {**base, "position0": f"{a0 / n:.3f}", "floor": f"{cfg.floor:.3f}"}, n))
+        if guard.break_even is not None:
+            upper = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z)
+            if upper < guard.break_even:
+                out.append(Trip("break_even", stream, f"mean accepted length {mean_len:.2f} under the break-even "
+                                f"{guard.break_even:.2f} (upper bound {upper:.2f} at z {z:g}) over {n} drafts",
+                                {**base, "break_even": f"{guard.break_even:.2f}"}, n))
+    misses = expectation_misses(counts, cfg)
+    if misses:
+        source = source_text(cfg.source)
+        detail = "; ".join(misses) + (f", expected as {source}" if source else "")
+        out.append(Trip("expectation", stream, f"{detail} over {n} drafts",
+                        {**base, "detail": detail, "tolerance": f"{cfg.expect_tolerance:g}"}, n))
+    return out
 
 
 def band_name(batch: int, bands: tuple[int, ...]) -> str:
@@ -505,12 +694,30 @@ class Guard:
             self.trips.extend(t for t in out if isinstance(t, Trip))
         return out
 
+    def observe_counts(self, counts: Counts, batch: int | None = None) -> list[Trip | Ended]:
+        """One engine step's drafts as totals (vLLM's SpecDecodingStats of the step); `batch` for the bands
+        (the step's drafts, by default)."""
+        out = self.streams["all"].observe_counts(counts)
+        batch = counts.drafts if batch is None else batch
+        if self.config.bands and batch:
+            stream = self.band_streams.get(batch)
+            if stream is None:
+                name = band_name(batch, self.config.bands)
+                stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
+                self.band_streams[batch] = stream
+            more = stream.observe_counts(counts)
+            if more:
+                out = out + more
+        if out:
+            self.trips.extend(t for t in out if isinstance(t, Trip))
+        return out
+
     def to_dict(self) -> dict:
         """The guard's record: configuration, trips so far, the last numbers of each stream."""
         cfg = self.config
         return {"action": cfg.action, "floor": cfg.floor, "min_drafts": cfg.min_drafts, "window": cfg.window,
                 "check_every": cfg.check_every, "break_even": self.break_even, "cost": self.cost_source,
-                "expect": cfg.expectations or None, "num_spec": self.num_spec, "method": self.method,
+                "expect": cfg.expectations or None, "expect_source": cfg.source or None, "num_spec": self.num_spec, "method": self.method,
                 "trips": [t.to_dict() for t in self.trips],
                 "streams": {n: {"drafts_seen": s.seen, "active": sorted(s.active), "last": s.last,
                                 "reference_acceptance": s.reference} for n, s in self.streams.items()}}

@@ -223,9 +223,11 @@ def test_drift_not_judged_before_a_full_window():
 
 def test_expectation_each_key():
     pattern = HEALTHY  # mean length 1 + 37/20 = 2.85, acceptance 0.617, per position 0.8 / 0.6 / 0.45
-    for expect, trips_ in (({"mean_length": 2.9}, False), ({"mean_length": 3.5}, True),
-                           ({"acceptance": 0.7}, False), ({"acceptance": 0.8}, True),
-                           ({"per_position": [0.85, 0.65]}, False), ({"per_position": [0.85, 0.8]}, True)):
+    # over the 200-draft window the support bound (Wilson upper end, z 2.576) allows ~0.09 on a rate: a mean
+    # length of 3.5 x 0.85 = 2.98 is within it (upper 3.12), 4.0 x 0.85 = 3.4 is not
+    for expect, trips_ in (({"mean_length": 3.5}, False), ({"mean_length": 4.0}, True),
+                           ({"acceptance": 0.8}, False), ({"acceptance": 0.9}, True),
+                           ({"per_position": [0.85, 0.8]}, False), ({"per_position": [0.85, 0.85]}, True)):
         g = Guard(cfg(expect=expect), 3, "eagle3")
         got = trips(feed(g, pattern, 400), "expectation")
         assert bool(got) == trips_, expect

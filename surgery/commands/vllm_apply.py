@@ -33,6 +33,7 @@ from pathlib import Path
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
+from ..guard import miniature_settings, verdict
 from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring
@@ -78,12 +79,21 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     # `peagle` file tells it; a native config cannot): the recipe's hint, or the pair's index entry
     parallel = bool((engine or {}).get("parallel_drafting") or (pair.info.get("parallel_drafting") if builtin else False))
     spec_extra = {"parallel_drafting": True} if parallel else None
+    # --ablate: the acceptance guard on every engine (the recipe's and each row's stock engine), sized for the
+    # miniature's few hundred drafts, against the built-in pair's measured acceptance (index.yaml expect.vllm)
+    guard = None
+    if ablate:
+        guard = miniature_settings()
+        expect = ((pair.info.get("expect") or {}).get("vllm")) if builtin else None
+        if expect:
+            guard["expect"] = expect
     progress("target-only greedy reference")
     reference, ref_s = decoding.greedy_reference(target, ids, max_tokens)
     progress(f"speculative run ({method}, {num_spec} draft tokens, recipe {recipe.name})")
     try:
         run = decoding.speculative_run(target, draft, method, ids, reference, recipe=recipe_ref, num_spec=num_spec,
-                                       max_tokens=max_tokens, spec_extra=spec_extra, head_as_model=head_as_model)
+                                       max_tokens=max_tokens, spec_extra=spec_extra, head_as_model=head_as_model,
+                                       **({"guard": guard} if guard else {}))
     except SurgeryError:
         raise
     except Exception as exc:  # the engine refused the pair or the plugin's error was wrapped by vLLM
@@ -92,7 +102,12 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
     if ablate:  # the rows edit a copy of the draft folder: a hub draft is in the HF cache by now (vLLM loaded it)
         target, draft = local_snapshot(target, "--ablate"), local_snapshot(draft, "--ablate")
     rows = ablation_rows(run, pair, target, draft, method, ids, reference, num_spec, max_tokens, progress,
-                         spec_extra=spec_extra) if ablate else None
+                         spec_extra=spec_extra, guard=guard) if ablate else None
+    if ablate:
+        run_guard = verdict(run.get("guard"))
+        for row in rows:
+            if row.get("runs"):
+                row["guard_verdict"] = verdict(row.get("guard"))
     d = dict(run["decode"], prompt_set=prompt_set)
     verified = bool(run["plugin"]["verified"]) and all(c["ok"] for c in run["plugin"].get("engine_checks") or ())
     ok = bool(verified) and d["identical"]
@@ -102,6 +117,7 @@ def run_vllm_apply(recipe_ref: str, target=None, draft=None, ablate=False, num_s
             "served": dict(run.get("served") or {}, as_given=AS_MODEL if head_as_model else AS_SPEC_CONFIG),
             "plugin": run["plugin"], "wiring": brief_wiring(run["inspect"]),
             "decode": d, "greedy_s": round(ref_s, 3), "ablation": rows,
+            **({"guard": run.get("guard"), "guard_verdict": run_guard} if ablate else {}),
             "diagnostics": [n.to_dict() for n in notes], "models": _pins(target, draft)}
 
 
@@ -181,15 +197,25 @@ def render(result: dict) -> str:
              f"  drafted {d['drafted']}, accepted {d['accepted']}, acceptance {d['acceptance_rate']:.1%} "
              f"at {d['num_draft_tokens']} draft tokens (per position {d['accepted_per_position']}; "
              f"{d['prompts']} prompts, {d.get('prompt_set', 'given')})"]
+    lines += ablation_lines(result)
+    return "\n".join(lines)
+
+
+def ablation_lines(result: dict) -> list[str]:
+    """The guard's verdict on the recipe's run and the `--ablate` rows, each with its guard verdict."""
+    out: list[str] = []
+    if result.get("guard_verdict"):
+        out.append(f"  guard on the recipe's run: {result['guard_verdict']['text']}")
     for row in result.get("ablation") or ():
         if row["runs"]:
-            lines.append(f"  ablation {row['variant']:<44} acceptance {row['acceptance_rate']:6.1%}  identical "
-                         f"{'yes' if row['identical'] else 'NO'}")
+            out.append(f"  ablation {row['variant']:<44} acceptance {row['acceptance_rate']:6.1%}  identical "
+                         f"{'yes' if row['identical'] else 'NO'}"
+                         + (f"  guard: {row['guard_verdict']['text']}" if row.get("guard_verdict") else ""))
         elif row["runs"] is None:
-            lines.append(f"  ablation {row['variant']:<44} not run: {row['note']}")
+            out.append(f"  ablation {row['variant']:<44} not run: {row['note']}")
         else:
-            lines.append(f"  ablation {row['variant']:<44} cannot run: {row['error']}")
-    return "\n".join(lines)
+            out.append(f"  ablation {row['variant']:<44} cannot run: {row['error']}")
+    return out
 
 
 def run_apply_vllm(options: ApplyOptions, out) -> int:

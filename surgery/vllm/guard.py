@@ -24,7 +24,10 @@ Three wrappers on `Scheduler` (AsyncScheduler inherits them):
 
 The scheduler runs in the engine-core process (in-process with VLLM_ENABLE_V1_MULTIPROCESSING=0), so
 the metrics live in that process's Prometheus registry: visible to `LLM(...)` callers and in-process
-engines; a server's /metrics shows them only in Prometheus multiprocess mode (docs/vllm.md).
+engines, and to a server's /metrics in Prometheus multiprocess mode. A default server (no
+PROMETHEUS_MULTIPROC_DIR) shows them through the stat-logger plugin (surgery/vllm/statlogger.py): the
+API server's copy of the same rules, fed the same steps, exports them there; this process stays the one
+that logs, records and stops.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import SurgeryError, catalogue, diag
-from ..guard import CODES, Ended, Guard, Trip, parse_config
+from ..guard import CODES, Counts, Ended, Guard, Trip, parse_config
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -57,6 +60,8 @@ class GuardRun:
 
     guard: Guard | None
     batch: int = 0  # requests in the step being processed
+    step: Any = None  # the step's drafts (Counts), judged at the step's end (see _step_wrapper)
+    paused: bool = False  # the start-up canary's drafts are judged on their own (surgery/vllm/canary.py)
     pending: list = field(default_factory=list)  # trips / episode ends not yet emitted
     last_numbers: Any = None  # the evaluation the gauges show
     stopped: Any = None  # the Diagnostic `action: fail` stopped the engine with
@@ -69,8 +74,9 @@ def guard_setting(vllm_config: Any) -> Any:
     return surgery_config(vllm_config).get("guard")
 
 
-def build(vllm_config: Any) -> GuardRun:
-    """The guard for an engine config (SRG475 on a bad `guard:`); GuardRun(None) when it is off."""
+def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
+    """The guard for an engine config (SRG475 on a bad `guard:`); GuardRun(None) when it is off.
+    `quiet`: no start lines (the API server's copy, surgery/vllm/statlogger.py: the engine core says them)."""
     from .selection import selected_recipe
 
     config = parse_config(guard_setting(vllm_config))
@@ -80,11 +86,15 @@ def build(vllm_config: Any) -> GuardRun:
     log = get_logger()
     spec = getattr(vllm_config, "speculative_config", None)
     num_spec = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec is not None else 0
+    if num_spec <= 0 and quiet:
+        return GuardRun(None)
     if num_spec <= 0:
         log.info(DIAGNOSTIC.fmt, diag("SRG477", "guard off: the engine has no speculative decoding").render())
         return GuardRun(None)
     method = getattr(spec, "method", None)
     guard = Guard(config, num_spec, method, bool(getattr(spec, "parallel_drafting", False)))
+    if quiet:
+        return GuardRun(guard)
     log.info(GUARD_ON.fmt, method, num_spec, f"{config.floor:.3f}", config.min_drafts,
              "off" if guard.break_even is None else f"{guard.break_even:.2f}", guard.cost_source, config.window,
              config.check_every, config.action)
@@ -121,13 +131,9 @@ def _observe_wrapper(orig):
         run = guard_run(self)
         if run is not None and run.guard is not None and num_draft_tokens:
             drafted = num_draft_tokens - ((num_invalid_spec_tokens or {}).get(request_id, 0))
-            try:
-                events = run.guard.observe(drafted, num_accepted_tokens, run.batch)
-            except Exception as exc:  # noqa: BLE001 - the guard never breaks serving
-                disable(run, exc)
-                return result
-            if events:
-                run.pending.extend(events)
+            if run.step is None:
+                run.step = Counts.sized(run.guard.num_spec)
+            run.step.observe(drafted, num_accepted_tokens)
         return result
 
     setattr(make_spec_decoding_stats, _MARK, orig)
@@ -141,12 +147,21 @@ def _step_wrapper(orig):
         if run is None or run.guard is None:
             return orig(self, scheduler_output, *args, **kwargs)
         run.batch = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())
+        run.step = None
         result = orig(self, scheduler_output, *args, **kwargs)
         try:
+            step, run.step = run.step, None
+            if step is not None and not run.paused:
+                # the step's drafts judged together, as the API server's stat logger gets them
+                # (SchedulerStats.spec_decoding_stats): both feeds make the same buckets and decisions;
+                # the bands' batch is the step's drafts, which both sides know
+                events = run.guard.observe_counts(step, step.drafts)
+                if events:
+                    run.pending.extend(events)
             last = run.guard.streams["all"].last
             if last is not run.last_numbers:
                 run.last_numbers = last
-                metrics().show(last)
+                metrics().show(last, run.guard.break_even)
             if run.pending:
                 emit(run)
         except SurgeryError:
@@ -253,8 +268,9 @@ def write_record(run: GuardRun) -> None:
 
 class Metrics:
     """`surgery_guard_trips_total{kind, stream}` and the window's gauges
-    (`surgery_guard_acceptance{position}`, `surgery_guard_mean_accepted_length`), in this process's
-    Prometheus registry (created once per process: Prometheus refuses a name registered twice)."""
+    (`surgery_guard_acceptance{position}`, `surgery_guard_mean_accepted_length`,
+    `surgery_guard_break_even`), in this process's Prometheus registry (created once per process:
+    Prometheus refuses a name registered twice)."""
 
     def __init__(self):
         import prometheus_client as prom
@@ -266,16 +282,21 @@ class Metrics:
                                      labelnames=["position"], **kw)
         self.mean_length = prom.Gauge("surgery_guard_mean_accepted_length",
                                       "Mean accepted length (bonus token included) over the guard's window", **kw)
+        self.break_even = prom.Gauge("surgery_guard_break_even", "The mean accepted length under which speculation "
+                                     "costs throughput (the break-even rule's threshold; NaN: rule off)", **kw)
+        for kind in CODES:  # every kind shows 0 before its first trip (a rate() over it needs the series)
+            self.trips.labels(kind=kind, stream="all")
 
     def trip(self, t: Trip) -> None:
         self.trips.labels(kind=t.kind, stream=t.stream).inc()
 
-    def show(self, numbers: dict | None) -> None:
+    def show(self, numbers: dict | None, break_even: float | None = None) -> None:
         if not numbers:
             return
         for i, rate in enumerate(numbers["per_position"]):
             self.acceptance.labels(position=str(i)).set(rate)
         self.mean_length.set(numbers["mean_length"])
+        self.break_even.set(float("nan") if break_even is None else break_even)
 
 
 _metrics: Metrics | None = None

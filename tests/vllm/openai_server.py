@@ -35,6 +35,21 @@ def speculative_config(draft: str | Path, k: int = NUM_SPEC) -> str:
     return json.dumps({"method": "mtp", "model": str(draft), "num_speculative_tokens": k})
 
 
+def stat_logger_site(root: Path) -> Path:
+    """A folder whose dist-info declares this checkout's `vllm.stat_logger_plugins` entry point (the one in
+    pyproject.toml): an install made before the entry point existed lacks it, and vLLM finds plugins only
+    through installed metadata. Same entry-point name as pyproject's: vLLM keeps one plugin per name."""
+    import tomllib
+
+    eps = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["entry-points"]["vllm.stat_logger_plugins"]
+    info = root / "spec_surgery_stat_logger-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spec-surgery-stat-logger\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[vllm.stat_logger_plugins]\n"
+                                           + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    return root
+
+
 class Server:
     def __init__(self, target, draft=None, *, log_path, env=None, extra_args=(), port=None):
         self.port = port or free_port()

@@ -25,7 +25,7 @@ import pytest
 
 import tiny_vllm_pair as tp  # noqa: F401  (tests/vllm on sys.path via conftest)
 import openai  # a dependency of vLLM: present wherever these tests are collected (conftest.py)
-from openai_server import Server
+from openai_server import Server, stat_logger_site
 
 from surgery.vllm.log import APPLIED, CHECKED, GUARD_ON, KV_BOUND
 
@@ -35,9 +35,9 @@ MAX_TOKENS = 24
 START_TIMEOUT = 300  # hard limit for one server start on a loaded 2-core machine
 
 
-def _env(**extra) -> dict:
+def _env(*paths, **extra) -> dict:
     # the worker processes import this checkout's `surgery` (an installed copy would do as well)
-    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    path = os.pathsep.join([*map(str, paths), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return {"PYTHONPATH": path, "SURGERY_REPORT": None, "SURGERY_RECIPE": None, **extra}
 
 
@@ -77,14 +77,14 @@ def runs(exported, tmp_path_factory):
     finally:
         bad.stop()
     report = logs / "report.json"
-    # the acceptance guard's metrics live in the engine core, where the scheduler runs: /metrics (served by
-    # the API server) shows them in vLLM's Prometheus multiprocess mode; a small window so that 3 x 24
+    # a default server (no PROMETHEUS_MULTIPROC_DIR): the guard's series reach /metrics through the
+    # stat-logger plugin in the API server (surgery/vllm/statlogger.py); a small window so that 3 x 24
     # tokens are judged (docs/vllm.md "The acceptance guard")
-    prom_dir = tmp_path_factory.mktemp("prometheus")
+    site = stat_logger_site(tmp_path_factory.mktemp("site"))
     guard = {"surgery": {"guard": {"min_drafts": 10, "window": 20, "check_every": 5, "drift_points": 60}}}
     server = Server(target, draft, log_path=logs / "good.log", extra_args=("--additional-config", json.dumps(guard)),
-                    env=_env(SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report),
-                             PROMETHEUS_MULTIPROC_DIR=str(prom_dir)))
+                    env=_env(site, SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report),
+                             PROMETHEUS_MULTIPROC_DIR=None))
     server.start()
     try:
         if not server.wait_ready(START_TIMEOUT):
@@ -94,7 +94,12 @@ def runs(exported, tmp_path_factory):
         texts = [c.text for c in sorted(resp.choices, key=lambda c: c.index)]
         metrics = server.metrics()
         guard_metrics = server.metrics(prefixes=("surgery_guard",))
+        import urllib.request
+
+        with urllib.request.urlopen(server.url + "/metrics", timeout=10) as r:
+            metrics_text = r.read().decode()
         yield {"baseline": baseline, "texts": texts, "usage": resp.usage, "metrics": metrics, "guard_metrics": guard_metrics,
+               "metrics_text": metrics_text,
                "log": server.log_text(), "report": report, "bad_rc": bad_rc, "bad_log": bad.log_text()}
     finally:
         server.stop()
@@ -116,13 +121,22 @@ def test_acceptance_from_metrics(runs):
 
 
 def test_guard_gauges_on_metrics(runs):
-    """The guard's window on the server's /metrics: per-position acceptance and mean accepted length,
-    consistent with each other; no trip counted on the healthy pair."""
-    g = runs["guard_metrics"]
+    """The guard's window on a default server's /metrics (no Prometheus multiprocess mode): per-position
+    acceptance and mean accepted length, consistent with each other; the break-even under it; the trip
+    counter of every kind present, at 0 on the healthy pair."""
+    g, m = runs["guard_metrics"], runs["metrics"]
     rates = [g[f'surgery_guard_acceptance{{position="{i}"}}'] for i in range(3)]
     assert 0 < rates[0] <= 1 and rates[0] >= rates[1] >= rates[2] >= 0, g
     assert g["surgery_guard_mean_accepted_length"] == pytest.approx(1 + sum(rates)), g
-    assert not any(k.startswith("surgery_guard_trips_total") and v for k, v in g.items()), g
+    assert g["surgery_guard_break_even"] == pytest.approx(1 + 0.05 + 3 * 0.05), g  # mtp's default cost, k=3
+    assert g["surgery_guard_mean_accepted_length"] > g["surgery_guard_break_even"], g
+    from surgery.guard import KINDS
+
+    trips = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in runs["metrics_text"].splitlines()
+             if line.startswith("surgery_guard_trips_total{")}
+    assert {f'surgery_guard_trips_total{{kind="{k}",stream="all"}}' for k in KINDS} <= set(trips), trips
+    assert not any(trips.values()), trips
+    assert m["vllm:spec_decode_num_drafts_total"] > 0, m
 
 
 def test_plugin_lines_in_server_log(runs):
