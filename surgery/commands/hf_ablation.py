@@ -42,7 +42,7 @@ class _Randomised:
                 raise ValueError(f"HF ablation rewire {role}: {kind!r} (HF rows know {sorted(ROLES)} -> random)")
             weight = getattr(self.draft, ROLES[role])().weight
             self.saved.append((weight, weight.detach().clone()))
-            noise = torch.randn(weight.shape, generator=gen, dtype=torch.float32) * float(weight.float().std())
+            noise = torch.randn(weight.shape, generator=gen, dtype=torch.float32) * float(weight.detach().float().std())
             with torch.no_grad():
                 weight.copy_(noise.to(weight.dtype))
         return self
