@@ -12,8 +12,9 @@ field rows of surgery/data/pairs/ablations_hf.yaml).
 
 False positives are counted two ways on the healthy rows: the whole run (what the CLI judges: support
 bound 30 drafts) and each prompt on its own with the support bound lowered to 10 (rows x prompts;
-the per-prompt verdicts are a stress test, not what the CLI does). The healthy rows are judged with the
-expectation this script measures (so SRG474 is exercised on them too), the ablation rows likewise.
+the per-prompt verdicts are a stress test, not what the CLI does), once as judged (the expectation needs
+100 drafts: not judged there) and once with the expectation forced at 10 drafts (why that bound exists).
+The healthy rows are judged with the expectation this script measures, the ablation rows likewise.
 """
 from __future__ import annotations
 
@@ -89,8 +90,12 @@ def family(recipe: str, progress) -> dict:
     whole = judge([tuple(x) for p in d["per_draft"] for x in p], guard, K, pair.method)
     per_prompt = [judge([tuple(x) for x in p], {**guard, "min_drafts": PER_PROMPT_MIN}, K, pair.method)
                   for p in d["per_draft"]]
+    forced = [judge([tuple(x) for x in p], {**guard, "min_drafts": PER_PROMPT_MIN, "expect_min_drafts": PER_PROMPT_MIN},
+                    K, pair.method) for p in d["per_draft"]]
+    keys = ("status", "drafts", "codes", "per_position")
     healthy = {"acceptance_rate": d["acceptance_rate"], "identical": d["identical"], "whole": whole,
-               "per_prompt": [{k: v[k] for k in ("status", "drafts", "codes", "per_position")} for v in per_prompt]}
+               "per_prompt": [{k: v[k] for k in keys} for v in per_prompt],
+               "per_prompt_expectation_forced": [{k: v[k] for k in keys} for v in forced]}
     options = ApplyOptions(recipe=recipe, max_new_tokens=MAX_NEW, num_draft_tokens=K, prompts=len(prompts))
     rows = ablation(plan, draft, target, report, prompts, options, progress, check,
                     guard=lambda r: judge([tuple(x) for p in r["per_draft"] for x in p], guard, K, pair.method))
@@ -154,15 +159,18 @@ def main(argv=None) -> int:
     fp_whole = sum(r["healthy"]["whole"]["status"] == "tripped" for r in results.values())
     fp_prompt = sum(v["status"] == "tripped" for r in results.values() for v in r["healthy"]["per_prompt"])
     judged_prompt = sum(v["status"] != "not judged" for r in results.values() for v in r["healthy"]["per_prompt"])
+    fp_forced = sum(v["status"] == "tripped" for r in results.values()
+                    for v in r["healthy"]["per_prompt_expectation_forced"])
     summary = {"max_new_tokens": MAX_NEW, "k": K, "per_prompt_min_drafts": PER_PROMPT_MIN,
                "false_positives": {"whole_runs": fp_whole, "of_whole_runs": len(results),
-                                   "prompts": fp_prompt, "of_prompts_judged": judged_prompt},
+                                   "prompts": fp_prompt, "of_prompts_judged": judged_prompt,
+                                   "prompts_expectation_forced": fp_forced},
                "results": results}
     out = ROOT / "bench" / "results" / "guard_hf.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"false positives: {fp_whole} of {len(results)} whole healthy runs, {fp_prompt} of {judged_prompt} "
-          f"healthy prompts judged; wrote {out.relative_to(ROOT)}")
+          f"healthy prompts judged ({fp_forced} with the expectation judged under its bound); wrote {out.relative_to(ROOT)}")
     if args.write_expect:
         write_expect(results)
         print(f"wrote expect.hf of {', '.join(results)} into {INDEX.relative_to(ROOT)}")

@@ -93,8 +93,11 @@ def judge(drafts: Iterable[tuple[int, int]], raw: Any = None, num_spec: int | No
     "why"}: JSON-ready, what the CLI prints and the ablation rows carry."""
     raw, source = split_source(raw)
     base = run_defaults()
+    expect_min = base.pop("expect_min_drafts")
     settings = {**base, **{k: v for k, v in (raw if isinstance(raw, dict) else {}).items()
                            if k not in ignored_keys()}}
+    if isinstance(settings, dict):
+        expect_min = settings.pop("expect_min_drafts", expect_min)
     if raw is not None and not isinstance(raw, dict):
         settings = raw  # parse_config refuses it with the type named
     rows = [(int(d), int(a)) for d, a in drafts if d]
@@ -118,7 +121,12 @@ def judge(drafts: Iterable[tuple[int, int]], raw: Any = None, num_spec: int | No
         guard = Guard(probe, k, method, parallel)
         out.update(break_even=guard.break_even, cost=guard.cost_source)
         return out
-    config = parse_config({**(settings if isinstance(settings, dict) else {}), "window": n, "check_every": n})
+    judged = dict(settings)
+    if probe.expect and n < expect_min:
+        judged.pop("expect", None)
+        out["expect_not_judged"] = (f"{n} drafts, under expect_min_drafts {expect_min} "
+                                    "(surgery/data/guard_runs.yaml): per-position rates that close are noise")
+    config = parse_config({**judged, "window": n, "check_every": n})
     guard = Guard(config, k, method, parallel)
     for d, a in rows:
         guard.observe(d, a)

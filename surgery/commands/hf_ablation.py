@@ -11,6 +11,7 @@ from ..applier import apply_plan, rollback, verify_plan
 from ..live.kvrouting import default_kv_sources, first_kv_shared_layer, text_config
 from ..ops.registry import UNITS
 from ..options import ApplyOptions
+from ..pairs import load_ablations
 
 
 WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
@@ -20,8 +21,6 @@ ROLES = {"lm_head": "get_output_embeddings"}  # role -> the transformers accesso
 
 def field_rows(recipe: str | None) -> list[dict]:
     """The recipe's HF field rows (surgery/data/pairs/ablations_hf.yaml)."""
-    from ..pairs import load_ablations
-
     return list(load_ablations(FIELD_ROWS).get(recipe) or ()) if recipe else []
 
 

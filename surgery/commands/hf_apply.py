@@ -23,7 +23,7 @@ from .. import applier  # applier.verify_plan read when called: tests wrap it (t
 from ..modelref import local_snapshot
 from .hf_ablation import ablation
 from ..hf import guard as hf_guard
-from ..guardrun import line as guard_line
+from ..guardrun import describe_source, line as guard_line
 
 
 class Progress:
@@ -301,9 +301,7 @@ def _guard_inputs(options: ApplyOptions, recipe, recipe_name: str, target_dir, d
 
 
 def _guard_lines(verdict: dict) -> list[str]:
-    from ..guardrun import describe_source, line
-
-    lines = [f"  acceptance guard: {line(verdict)}; per-position acceptance "
+    lines = [f"  acceptance guard: {guard_line(verdict)}; per-position acceptance "
              + "[" + ", ".join(f"{p:.3f}" for p in verdict["per_position"]) + "]"
              + (f", mean accepted length {verdict['mean_length']:.2f}" if verdict.get("mean_length") else "")
              + (f", break-even {verdict['break_even']:.2f}" if verdict.get("break_even") else "")]

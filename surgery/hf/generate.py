@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..diagnostics import SurgeryError, diag
+from ..guard import Counts
 from . import fastdraft
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
@@ -58,8 +59,6 @@ class RoundStats:
     def counts(self):
         """Per-position counts of the call (surgery.guard.Counts: drafts, drafted and accepted at each
         position), vLLM's "Per-position acceptance rate" from ``counts().per_position()``."""
-        from ..guard import Counts
-
         out = Counts()
         for drafted, accepted in self.per_draft:
             out.observe(drafted, accepted)

@@ -96,10 +96,10 @@ def configure(worker: Any) -> Guard | None:
     """At the draft load (surgery/sglang/hooks.py): the guard for this engine's algorithm and depth."""
     if not _state["on"]:
         return None
-    args = getattr(worker, "server_args", None)
+    server_args = getattr(worker, "server_args", None)
     algo = getattr(getattr(worker, "speculative_algorithm", None), "name", None) or \
-        str(getattr(args, "speculative_algorithm", "") or "").upper() or None
-    steps = int(getattr(args, "speculative_num_steps", 0) or 0)
+        str(getattr(server_args, "speculative_algorithm", "") or "").upper() or None
+    steps = int(getattr(server_args, "speculative_num_steps", 0) or 0)
     if steps <= 0:
         _off(f"no speculative_num_steps on the draft worker ({algo or 'no algorithm'})")
         return None
