@@ -60,7 +60,8 @@ def test_apply_draft_model_runs_transformers_assisted_generation(run_cli, llamas
         assert d["acceptance_rate"] < 0.5
     # per-draft counts from transformers' own round bookkeeping: one draft per verifying target forward
     g = d["guard"]
-    assert g["drafts"] == d["target_forwards"] and g["status"] == "not judged"  # 2 x 12 tokens; prefill verifies too
+    # a round whose draft proposed nothing (length limit, confidence cut) is a plain step, no draft
+    assert 0 < g["drafts"] <= d["target_forwards"] and g["status"] == "not judged"  # 2 x 12 tokens
     assert sum(g["per_position"]) * g["drafts"] == pytest.approx(d["accepted"], abs=0.01)
 
 
