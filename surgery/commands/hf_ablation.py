@@ -4,25 +4,68 @@ runner (it loops over the rows), so it sits with the commands, not in surgery/hf
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..applier import apply_plan, rollback, verify_plan
 from ..live.kvrouting import default_kv_sources, first_kv_shared_layer, text_config
 from ..ops.registry import UNITS
 from ..options import ApplyOptions
+from ..pairs import load_ablations
 
 
 WRONG_MAP_VARIANT = "share_kv with a wrong map (first of each type)"
+FIELD_ROWS = Path(__file__).resolve().parent.parent / "data" / "pairs" / "ablations_hf.yaml"
+ROLES = {"lm_head": "get_output_embeddings"}  # role -> the transformers accessor of the draft's module
 
 
-def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progress, check=None) -> list[dict]:
+def field_rows(recipe: str | None) -> list[dict]:
+    """The recipe's HF field rows (surgery/data/pairs/ablations_hf.yaml)."""
+    return list(load_ablations(FIELD_ROWS).get(recipe) or ()) if recipe else []
+
+
+class _Randomised:
+    """A field row's `rewire: {role: random}` on the live draft: seeded random weights of the module's own
+    shape, dtype and scale in place, the draft's own weights put back on exit (a tied embedding shares
+    the weight: it is restored with it)."""
+
+    def __init__(self, draft, rewire: dict, seed: int = 0):
+        self.draft, self.rewire, self.seed, self.saved = draft, rewire, seed, []
+
+    def __enter__(self):
+        import torch
+
+        gen = torch.Generator().manual_seed(self.seed)
+        for role, kind in self.rewire.items():
+            if role not in ROLES or kind != "random":
+                raise ValueError(f"HF ablation rewire {role}: {kind!r} (HF rows know {sorted(ROLES)} -> random)")
+            weight = getattr(self.draft, ROLES[role])().weight
+            self.saved.append((weight, weight.detach().clone()))
+            noise = torch.randn(weight.shape, generator=gen, dtype=torch.float32) * float(weight.detach().float().std())
+            with torch.no_grad():
+                weight.copy_(noise.to(weight.dtype))
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        with torch.no_grad():
+            for weight, original in self.saved:
+                weight.copy_(original)
+        return False
+
+
+def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progress, check=None,
+             guard=None) -> list[dict]:
     """Remove each recipe step in turn (and all of them), rerun the decoding check, restore.
 
     Besides the removals, one variant keeps share_kv but with a deliberately wrong map (the first
     unshared target layer of each type instead of the last): in HF an unwired draft layer reads
     ``shared_kv_states[layer_type]``, which transformers fills from the same layers as the
     gemma4-mtp rule, so removing share_kv alone changes nothing there; the wrong map shows what
-    the map is worth. Rows may carry a ``note`` saying why a removal changes nothing."""
+    the map is worth. Then the recipe's field rows (ablations_hf.yaml), on the whole wiring. Rows may
+    carry a ``note`` saying why a removal changes nothing. ``guard``: check result -> the acceptance
+    guard's verdict (surgery/hf/guard.py), carried by each row that ran."""
     from ..hf.specdec import decode_check  # imports torch
 
     rows = []
@@ -36,9 +79,10 @@ def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progre
     if wrong is not None:
         variants.append((WRONG_MAP_VARIANT, wrong[0], wrong[1]))
     variants.append(("without any wiring", None, None))
+    fields = [(r["name"], plan, r.get("because") or None, r.get("rewire") or {}) for r in field_rows(plan.recipe)]
     rollback(report)
     try:
-        for label, variant, note in variants:
+        for label, variant, note, rewire in [v + ({},) for v in variants] + fields:
             progress(f"ablation: {label}")
             row: dict[str, Any] = {"variant": label}
             sub = None
@@ -46,9 +90,13 @@ def ablation(plan, draft, target, report, prompts, options: ApplyOptions, progre
                 if variant is not None:
                     sub = apply_plan(variant, draft, target, strict=options.strict)
                     row["verified"] = verify_plan(variant, draft, target, report=sub).ok
-                d = (check or decode_check)(target, draft, prompts, options.max_new_tokens, options.num_draft_tokens)
+                with _Randomised(draft, rewire):
+                    d = (check or decode_check)(target, draft, prompts, options.max_new_tokens,
+                                                options.num_draft_tokens)
                 row.update({"runs": True, "acceptance_rate": d["acceptance_rate"], "identical": d["identical"],
                             "drafted": d["drafted"], "accepted": d["accepted"]})
+                if guard is not None:
+                    row["guard"] = guard(d)
             except Exception as exc:  # a removed step can make the draft unrunnable: that is the finding
                 row.update({"runs": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             finally:

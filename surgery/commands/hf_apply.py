@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..options import ApplyOptions
-from ..pairs import DEFAULT_PROMPTS, builtin_pair, held_out_prompts
+from ..pairs import DEFAULT_PROMPTS, GEMMA_PAIR, builtin_pair, held_out_prompts
 from ..recipe import load_recipe
 from ..tinypair import ensure_tiny_pair
 from ..bytevocab import encode
@@ -22,6 +22,8 @@ from ..resolver import resolve
 from .. import applier  # applier.verify_plan read when called: tests wrap it (tests/cli/test_apply_cli.py)
 from ..modelref import local_snapshot
 from .hf_ablation import ablation
+from ..hf import guard as hf_guard
+from ..guardrun import describe_source, line as guard_line
 
 
 class Progress:
@@ -230,6 +232,7 @@ def run_apply(options: ApplyOptions, out) -> int:
         target_dir = local_snapshot(target_facts.model, "apply --engine hf", download=True)
         draft_dir = local_snapshot(draft_facts.model, "apply --engine hf", download=True)
     check_loadable(target_facts, draft_facts, plan.recipe)
+    guard_raw, guard_method = _guard_inputs(options, recipe, plan.recipe, target_dir, draft_dir)
 
     progress("loading models")
     if not progress.enabled:  # transformers' own "Loading weights" bars would land in pipes and logs
@@ -262,11 +265,19 @@ def run_apply(options: ApplyOptions, out) -> int:
         decode["prompt_ids"] = prompt_source
         decode["prompt_set"] = prompt_set
         decode["torch_threads"] = torch.get_num_threads()
-        abl = ablation(plan, draft, target, report, prompts, options, progress, check) if options.ablate else None
+
+        def judged(d: dict) -> dict:  # the acceptance guard on a check's per-draft counts
+            return hf_guard.verdict(d, guard_raw, options.num_draft_tokens, guard_method)
+
+        decode["guard"] = judged(decode)
+        abl = (ablation(plan, draft, target, report, prompts, options, progress, check, guard=judged)
+               if options.ablate else None)
     finally:
         torch.set_num_threads(saved_threads)
     progress.done()
-    ok = verification.ok and decode["identical"]
+    decode.pop("per_draft", None)  # judged above; the verdict carries the per-position rates
+    stopped = decode["guard"]["status"] == "tripped" and decode["guard"]["action"] == "fail"
+    ok = verification.ok and decode["identical"] and not stopped
     result = {"ok": ok, "verified": verification.ok, "device": device, "dtype": dtype_name,
               "target": str(target_dir), "draft": str(draft_dir), "plan": plan.to_dict(), "apply": report.to_dict(),
               "verify": verification.to_dict(), "decode": decode, "ablation": abl,
@@ -276,6 +287,32 @@ def run_apply(options: ApplyOptions, out) -> int:
     else:
         out.write(_render(plan, report, verification, decode, abl, timings, render_table) + "\n")
     return EXIT_OK if ok else EXIT_INVALID
+
+
+def _guard_inputs(options: ApplyOptions, recipe, recipe_name: str, target_dir, draft_dir) -> tuple:
+    """(the `guard:` settings this run is judged with, the drafter's method for break-even), checked
+    before any weight is read (SRG475 / SRG486). The built-in pair's measured `expect.hf` applies
+    when this run is that pair (surgery/hf/guard.py)."""
+    builtin = GEMMA_PAIR if options.target is None else hf_guard.builtin_recipe_of(target_dir, draft_dir)
+    raw = hf_guard.settings(recipe_name, builtin if builtin == recipe_name else None, getattr(recipe, "guard", None))
+    method = hf_guard.method_of(recipe_name)
+    hf_guard.verdict({}, raw, options.num_draft_tokens, method)  # validates the settings now
+    return raw, method
+
+
+def _guard_lines(verdict: dict) -> list[str]:
+    lines = [f"  acceptance guard: {guard_line(verdict)}; per-position acceptance "
+             + "[" + ", ".join(f"{p:.3f}" for p in verdict["per_position"]) + "]"
+             + (f", mean accepted length {verdict['mean_length']:.2f}" if verdict.get("mean_length") else "")
+             + (f", break-even {verdict['break_even']:.2f}" if verdict.get("break_even") else "")]
+    if verdict.get("expect"):
+        lines.append(f"    expected {verdict['expect']}"
+                     + (f" ({describe_source(verdict['reference'])})" if verdict.get("reference") else ""))
+    if verdict["status"] == "not judged":
+        lines.append(f"    {diag('SRG487', verdict['why']).render()}")
+    for t in verdict["trips"]:
+        lines.append(f"    {t['code']} {t['message']}")
+    return lines
 
 
 def _render(plan, report, verification, decode, abl, timings, render_table) -> str:
@@ -300,12 +337,15 @@ def _render(plan, report, verification, decode, abl, timings, render_table) -> s
               f"  wall time {d['wall_s']:.2f} s speculative vs {d['greedy_wall_s']:.2f} s greedy"
               + (f" ({d['torch_threads']} torch thread{'s' if d['torch_threads'] != 1 else ''})"
                  if d.get("torch_threads") else "")]
+    if d.get("guard"):
+        lines += _guard_lines(d["guard"])
     if abl is not None:
         lines += ["", "ablation (each recipe step removed in turn)"]
         for row in abl:
             if row["runs"]:
                 lines.append(f"  {row['variant']:<50} acceptance {row['acceptance_rate']:6.1%}  identical "
-                             f"{'yes' if row['identical'] else 'NO'}")
+                             f"{'yes' if row['identical'] else 'NO'}"
+                             + (f"  guard {guard_line(row['guard'])}" if row.get("guard") else ""))
             else:
                 lines.append(f"  {row['variant']:<50} draft cannot run: {row['error']}")
             if row.get("note"):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..diagnostics import SurgeryError, diag
+from ..guard import Counts
 from . import fastdraft
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
@@ -38,7 +39,7 @@ from ..live.paths import get_path, layers_path
 @dataclass
 class RoundStats:
     """What the last call did (``speculative_decoding.last_stats``): drafted / accepted tokens and
-    target forwards, for benchmarks and the CLI's decoding check."""
+    target forwards, for benchmarks and the CLI's decoding check; per-draft counts for the guard."""
 
     drafted: int = 0
     accepted: int = 0
@@ -47,10 +48,21 @@ class RoundStats:
     rounds: int = 0
     tokens: list[int] = field(default_factory=list)
     draft_path: str | None = None  # HOISTED, or why the assistant's own forward ran each step
+    # one (drafted, accepted) pair per round, in order: the per-draft counts the acceptance guard reads
+    # (surgery/guardrun.py), as vLLM's SpecDecodingStats.observe_draft takes them
+    per_draft: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    def counts(self):
+        """Per-position counts of the call (surgery.guard.Counts: drafts, drafted and accepted at each
+        position), vLLM's "Per-position acceptance rate" from ``counts().per_position()``."""
+        out = Counts()
+        for drafted, accepted in self.per_draft:
+            out.observe(drafted, accepted)
+        return out
 
 
 HOISTED = "hoisted (surgery/hf/fastdraft.py, checked against draft(...))"
@@ -278,6 +290,7 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
             host = torch.cat([greedy, matched.view(1)]).tolist()  # the round's one host sync
             m = host[-1]
         stats.rounds += 1
+        stats.per_draft.append((k_round, m))
         stats.drafted += k_round
         stats.accepted += m
         stats.draft_forwards += k_round

@@ -15,7 +15,7 @@ argmax token and its own projected hidden state at the same position: the draft 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -29,6 +29,7 @@ class SpecResult:
     target_forwards: int = 0
     draft_forwards: int = 0
     wall_s: float = 0.0
+    per_draft: list = field(default_factory=list)  # (drafted, accepted) per round: the guard's input
 
     @property
     def acceptance_rate(self) -> float:
@@ -108,12 +109,14 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
     stats = speculative_decoding.last_stats
     return SpecResult(tokens=stats.tokens, drafted=stats.drafted, accepted=stats.accepted,
                       target_forwards=stats.target_forwards, draft_forwards=stats.draft_forwards,
-                      wall_s=time.perf_counter() - start)
+                      wall_s=time.perf_counter() - start, per_draft=list(stats.per_draft))
 
 
 def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
-    """Speculative vs plain greedy on every prompt; the totals the report shows."""
+    """Speculative vs plain greedy on every prompt; the totals the report shows, and the per-draft
+    counts of each prompt (``per_draft``: [[drafted, accepted], ...] per prompt) the guard judges."""
     identical = True
+    per_draft: list[list[tuple[int, int]]] = []
     drafted = accepted = target_fwd = greedy_fwd = tokens = 0
     spec_s = greedy_s = 0.0
     mismatches = []
@@ -128,6 +131,7 @@ def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, n
             mismatches.append(i)
         drafted += res.drafted
         accepted += res.accepted
+        per_draft.append(list(res.per_draft))
         target_fwd += res.target_forwards
         greedy_fwd += len(ref)
         tokens += len(res.tokens)
@@ -136,5 +140,5 @@ def decode_check(target, draft, prompts: list[list[int]], max_new_tokens: int, n
         "acceptance_rate": (accepted / drafted) if drafted else 0.0, "num_draft_tokens": num_draft_tokens,
         "target_forwards": target_fwd, "greedy_target_forwards": greedy_fwd,
         "target_forwards_saved": greedy_fwd - target_fwd, "wall_s": round(spec_s, 4),
-        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches,
+        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches, "per_draft": per_draft,
     }

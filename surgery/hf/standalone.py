@@ -76,19 +76,49 @@ def _counting(module, counter: list[int]):
         handle.remove()
 
 
+@contextlib.contextmanager
+def _per_draft(target, sink: list):
+    """Per-draft counts of transformers' assisted generation on ``target``: (drafted, accepted) per round.
+
+    Where transformers counts them (generation/utils.py ``_assisted_decoding``, 5.x): each round ends
+    with ``candidate_generator.update_candidate_strategy(input_ids, new_logits, n_matches)``, where
+    ``n_matches`` is the accepted drafts (after the length / EOS cut) and ``new_logits`` holds the
+    round's candidate_length + 1 positions. The candidate generator is built per ``generate`` call by
+    ``target._get_candidate_generator``; it is wrapped on this model object only, for this block."""
+    orig = target._get_candidate_generator
+
+    def build(*args, **kwargs):
+        generator = orig(*args, **kwargs)
+        update = generator.update_candidate_strategy
+
+        def update_candidate_strategy(input_ids, scores, num_matches):
+            sink.append((int(scores.shape[1]) - 1, int(num_matches)))
+            return update(input_ids, scores, num_matches)
+
+        generator.update_candidate_strategy = update_candidate_strategy
+        return generator
+
+    target._get_candidate_generator = build
+    try:
+        yield
+    finally:
+        del target._get_candidate_generator
+
+
 def assisted_check(target, draft, prompts: list[list[int]], max_new_tokens: int, num_draft_tokens: int) -> dict:
     """transformers' standard assisted generation vs plain greedy ``generate`` on every prompt.
 
     Counted with forward hooks: every draft forward proposes one token (drafted); every target
     forward of the assisted loop verifies a candidate run and yields accepted + 1 tokens, so
     ``accepted = tokens - target forwards`` (a lower bound when the last round is cut by the length
-    limit). Returns the same keys as the MTP decoding check."""
+    limit). Per-draft counts (``per_draft``) come from transformers' own round bookkeeping
+    (:func:`_per_draft`). Returns the same keys as the MTP decoding check."""
     import torch
 
     check_same_vocabulary(target, draft)
     gc = draft.generation_config
     gc.num_assistant_tokens, gc.num_assistant_tokens_schedule = num_draft_tokens, "constant"
-    identical, mismatches = True, []
+    identical, mismatches, per_draft = True, [], []
     tokens = drafted = target_fwd = greedy_fwd = 0
     spec_s = greedy_s = 0.0
     for i, ids in enumerate(prompts):
@@ -98,7 +128,8 @@ def assisted_check(target, draft, prompts: list[list[int]], max_new_tokens: int,
             t0 = time.perf_counter()
             ref = target.generate(x, max_new_tokens=max_new_tokens, do_sample=False)
             greedy_s += time.perf_counter() - t0
-        with _counting(target, t_count), _counting(draft, d_count):
+        rounds: list = []
+        with _counting(target, t_count), _counting(draft, d_count), _per_draft(target, rounds):
             t0 = time.perf_counter()
             out = target.generate(x, assistant_model=draft, max_new_tokens=max_new_tokens, do_sample=False)
             spec_s += time.perf_counter() - t0
@@ -106,6 +137,7 @@ def assisted_check(target, draft, prompts: list[list[int]], max_new_tokens: int,
             identical = False
             mismatches.append(i)
         tokens += out.shape[1] - x.shape[1]
+        per_draft.append(rounds)
         drafted += d_count[0]
         target_fwd += t_count[0]
         greedy_fwd += g_count[0]
@@ -116,5 +148,5 @@ def assisted_check(target, draft, prompts: list[list[int]], max_new_tokens: int,
         "acceptance_rate": accepted / drafted if drafted else 0.0, "num_draft_tokens": num_draft_tokens,
         "target_forwards": target_fwd, "greedy_target_forwards": greedy_fwd,
         "target_forwards_saved": greedy_fwd - target_fwd, "wall_s": round(spec_s, 4),
-        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches,
+        "greedy_wall_s": round(greedy_s, 4), "mismatched_prompts": mismatches, "per_draft": per_draft,
     }

@@ -11,6 +11,8 @@ Lifecycle in SGLang's scheduler process (0.5.21, speculative/eagle_worker_v2.py)
                                             >>> the recipe is applied and verified here <<<
     (every model load) DefaultModelLoader.load_weights_and_postprocess <- wrapped: the checkpoint's
                                             tensor names recorded (has-own answers, must_exist)
+    (every verify step) Req.update_spec_correct_drafts_histogram <- wrapped when the acceptance guard
+                                            is on: one draft per request and step (surgery/sglang/guard.py)
     ModelRunner.init_attention_backends  <- wrapped: configure_aux_hidden_state_capture ->
                                             target.set_eagle3_layers_to_capture(SGLang's ids + 1);
                                             >>> the planned capture is re-applied and checked <<<
@@ -26,7 +28,7 @@ from typing import Any
 
 from ..diagnostics import SurgeryError, diag
 from ..engine.cards import card
-from . import report
+from . import guard as accept_guard, report
 from .log import get_logger
 from .selection import selected_recipe, strict
 from ..applier.core import prepare_op
@@ -126,6 +128,7 @@ def install(recipe: str | None = None, points=None) -> list[str]:
     """Wrap SGLang's draft-load points (and the runner's attention-backend set-up). Returns the
     wrapped methods. SRG361 when no draft-load point exists in this SGLang."""
     _state["recipe"] = selected_recipe(recipe)
+    guarded = accept_guard.install(_state["recipe"])  # SURGERY_GUARD checked first (SRG486 / SRG475)
     wrapped, missing = [], []
     for module, name, method in points or draft_load_points():
         cls, why = _class(module, name)
@@ -146,6 +149,7 @@ def install(recipe: str | None = None, points=None) -> list[str]:
     cls, _ = _class(*LOADER_POINT[:2])
     if cls is not None and _wrap_static(cls, LOADER_POINT[2]):
         wrapped.append(".".join(LOADER_POINT))
+    wrapped += guarded
     get_logger().info("spec-surgery: recipe %s; wrapped %s", _state["recipe"] or "none selected (nothing changes)",
                       ", ".join(wrapped))
     try:
@@ -166,6 +170,7 @@ def uninstall(points=None) -> None:
             setattr(cls, method, staticmethod(orig) if isinstance(raw, staticmethod) else orig)
     for key in ("applied", "loaded", "own"):
         _state[key].clear()
+    accept_guard.uninstall()
 
 
 def algorithm_of(worker: Any) -> str | None:
@@ -191,6 +196,7 @@ def after_draft_load(worker: Any) -> None:
     """Right after SGLang's own init_lm_head: apply the selected recipe to each draft model."""
     from .live_apply import apply_recipe
 
+    accept_guard.configure(worker)  # the acceptance guard's depth and method, from this draft worker
     ref = _state["recipe"]
     if ref is None:
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ pytest.importorskip("transformers")
 from surgery.commands.hf_ablation import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
 from surgery import bytevocab  # noqa: E402
+from surgery.hf.guard import ENV_GUARD  # noqa: E402
 
 RECIPE = str(Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml")
 QUICK = ["--prompts", "1", "--max-new-tokens", "6", "--no-progress"]
@@ -42,8 +44,15 @@ def report():
 
 @pytest.fixture(scope="module")
 def ablation():
-    code, out, err = run("apply", RECIPE, "--json", "--ablate", "--prompts", "2", "--max-new-tokens", "12",
-                         "--no-progress")
+    # the guard judges each row on its few drafts (support bound 5 instead of 30; the pair's expectation
+    # out of the way: 2 x 12 tokens are too few for per-position figures, tests/test_guardrun.py tests it)
+    saved = os.environ.get(ENV_GUARD)
+    os.environ[ENV_GUARD] = '{"min_drafts": 5, "expect_tolerance": 1.0}'
+    try:
+        code, out, err = run("apply", RECIPE, "--json", "--ablate", "--prompts", "2", "--max-new-tokens", "12",
+                             "--no-progress")
+    finally:
+        os.environ.pop(ENV_GUARD) if saved is None else os.environ.__setitem__(ENV_GUARD, saved)
     assert code == 0, (out, err)
     return json.loads(out)
 
@@ -64,6 +73,12 @@ def test_apply_json_report(report):
     assert d["target_forwards"] < d["greedy_target_forwards"] == 3 * 24
     assert d["target_forwards_saved"] == d["greedy_target_forwards"] - d["target_forwards"]
     assert report["ablation"] is None
+    g = d["guard"]  # the acceptance guard on the run's per-draft counts (one draft per round)
+    assert g["drafts"] == d["target_forwards"] - d["prompts"]  # every target forward but the prefills verifies one
+    assert sum(g["per_position"]) * g["drafts"] == pytest.approx(d["accepted"], abs=0.01)
+    assert (g["status"] == "not judged") == (g["drafts"] < g["min_drafts"] == 30), g
+    assert g["status"] != "tripped", g
+    assert "per_draft" not in d
     assert report["plan"]["ok"] and [s["op"] for s in report["plan"]["skipped"]] == ["copy_attrs"]
     assert report["apply"]["applied"] == [o["id"] for o in report["plan"]["operations"]]
     assert set(report["timings"]) >= {"load_s", "apply_s", "verify_s"}
@@ -91,7 +106,8 @@ def test_ablation_rows(ablation):
     steps = sorted({o["step"] for o in ablation["plan"]["operations"]})
     assert steps == [0, 2, 3]
     assert list(rows) == ["without step 0: share_kv (kv_source)", "without step 2: share_module input_embeddings",
-                          "without step 3: keep lm_head", WRONG_MAP_VARIANT, "without any wiring"]
+                          "without step 3: keep lm_head", WRONG_MAP_VARIANT, "without any wiring",
+                          "assistant's own lm_head never loaded"]
     base = ablation["decode"]["acceptance_rate"]
 
     no_kv = rows["without step 0: share_kv (kv_source)"]
@@ -113,9 +129,17 @@ def test_ablation_rows(ablation):
     assert wrong["runs"] and wrong["identical"] and wrong["verified"]
     assert wrong["acceptance_rate"] <= base - 0.3, (base, wrong["acceptance_rate"])
     assert "sliding_attention: target 0 instead of 5" in wrong["note"] and "full_attention unchanged" in wrong["note"]
+    # every row that ran carries the guard's verdict: the healthy ones trip nothing, the random head collapses
+    assert ablation["decode"]["guard"]["status"] == "silent"
+    for label in ("without step 0: share_kv (kv_source)", "without step 3: keep lm_head"):
+        assert rows[label]["guard"]["status"] == "silent", rows[label]["guard"]
+    head = rows["assistant's own lm_head never loaded"]
+    assert head["runs"] and head["identical"] and head["acceptance_rate"] < 0.05
+    assert head["guard"]["codes"] == ["SRG470", "SRG471"], head["guard"]
     for row in rows.values():
+        assert ("guard" in row) == row["runs"]
         assert set(row) <= {"variant", "runs", "verified", "acceptance_rate", "identical", "drafted", "accepted",
-                            "error", "note"}
+                            "error", "note", "guard"}
 
 
 def test_ablation_text_report():
@@ -126,6 +150,8 @@ def test_ablation_text_report():
     assert section[1].startswith("      note: acceptance cannot change")
     assert any(line.startswith(f"  {WRONG_MAP_VARIANT}") and "identical yes" in line for line in section)
     assert any("without step 2" in line and "draft cannot run: ValueError" in line for line in section)
+    assert any(line.startswith("  assistant's own lm_head never loaded") and "  guard " in line for line in section)
+    assert "  acceptance guard: not judged (" in out and "SRG487" in out  # 1 prompt x 6 tokens: under the bound
     assert "verification: PASS" in out and "output identical to greedy: yes" in out
     assert "  prompts 1 (held-out), tokens generated 6," in out
 

@@ -58,6 +58,11 @@ def test_apply_draft_model_runs_transformers_assisted_generation(run_cli, llamas
         assert d["acceptance_rate"] > 0.9 and d["target_forwards"] <= d["greedy_target_forwards"] // 2
     else:
         assert d["acceptance_rate"] < 0.5
+    # per-draft counts from transformers' own round bookkeeping: one draft per verifying target forward
+    g = d["guard"]
+    # a round whose draft proposed nothing (length limit, confidence cut) is a plain step, no draft
+    assert 0 < g["drafts"] <= d["target_forwards"] and g["status"] == "not judged"  # 2 x 12 tokens
+    assert sum(g["per_position"]) * g["drafts"] == pytest.approx(d["accepted"], abs=0.01)
 
 
 def test_draft_model_with_another_vocabulary_is_refused_by_the_recipe(run_cli, llamas):
