@@ -1,7 +1,16 @@
-"""SGLang on the H200 with surgery's plugin (issue 36): greedy identity and SGLang's own acceptance.
+"""SGLang on the GPU with surgery's plugin (issues 36, 58): greedy identity and SGLang's own acceptance.
 
     . /tmp/sbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/sglang_gpu.py [--only eagle,mtp]
     python3 bench/gpu/sglang_gpu.py --cpu      # dry run: pairs, variants, plans, engine kwargs; no SGLang
+
+Releases: 0.5.17 (sglang-kernel 0.4.5, the image's torch 2.11; H200, 2026-12-04) and 0.5.23
+(sglang-kernel 0.4.10, flashinfer 0.7.2, transformers 5.19, on the vLLM 0.34 bundle's torch 2.14.0),
+each from bench/gpu/sglang_bundle/. What this script and surgery/sglang/ use is the same in both
+(read from the two wheels, README.md of the bundle): the Engine kwargs, the V2 draft workers'
+init_lm_head, ModelRunner.init_attention_backends, DefaultModelLoader.load_weights_and_postprocess,
+the `sglang.srt.plugins` group, meta_info's spec counters (0.5.23 adds spec_correct_drafts_histogram,
+kept) and output_top_logprobs. 0.5.23 moved the speculative tree ops out of sgl_kernel into
+SGLang's own triton / JIT kernels (sglang/kernels/ops/speculative): `jit` compiles that module too.
 
 The pairs of surgery/data/pairs/index.yaml the vLLM runs use (bench/gpu/vllm_families_gpu.py), so the
 acceptance figures compare: eagle3, eagle (llama-target), mtp (MiMo, NEXTN), deepseek-mtp (NEXTN).
@@ -16,8 +25,9 @@ Parts (`--only`, comma-separated; default all, in this order):
 - `jit`: the first call of each JIT-compiled op the engines reach (sgl_kernel.rmsnorm /
   fused_add_rmsnorm in bf16 hand over to flashinfer.norm; SGLang's rope), timed: the compile cost
   lands here once, not inside the first engine's start-up (caches under /tmp/sjit, env.sh).
-- `apply-eagle3`, `apply-mtp`: the user's command, `python -m surgery apply RECIPE --engine sglang
-  --json` on the built-in pair (SGLang's: for eagle3 the head trained on ids [1, 4, 7]), its JSON kept.
+- `apply-eagle3`, `apply-eagle`, `apply-mtp`: the user's command, `python -m surgery apply RECIPE
+  --engine sglang --json` on the built-in pair (SGLang's: for eagle3 the head trained on ids
+  [1, 4, 7]), its JSON kept.
 - the family rows below.
 
 Rows:
@@ -31,14 +41,17 @@ Rows:
   (keeps them, as vLLM does).
 - mtp, deepseek-mtp `recipe` (NEXTN).
 
-Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured); exit 1 when a recipe row is not verified or a speculative output differs
-from its greedy reference.
+Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured); a row
+that raises is recorded with the exception, its module and, for a library that does not load, the
+library and symbol (`failure_of`), and the next row runs. Exit 1 when a recipe row is not verified or a
+speculative output differs from its greedy reference.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +65,7 @@ from surgery.sglang import engine, report  # noqa: E402
 
 RESULT = "sglang_gpu"
 FAMILIES = ("eagle3", "eagle", "mtp", "deepseek-mtp")
-APPLY = {"apply-eagle3": "eagle3", "apply-mtp": "mtp"}
+APPLY = {"apply-eagle3": "eagle3", "apply-eagle": "eagle", "apply-mtp": "mtp"}
 PARTS = ("jit", *APPLY, *FAMILIES)
 ALGORITHMS = {"eagle3": "EAGLE3", "eagle": "EAGLE", "mtp": "NEXTN", "deepseek-mtp": "NEXTN"}
 
@@ -105,9 +118,21 @@ def jit_first_calls(dtype: str = "bfloat16") -> dict:
         qc, kc = r.forward_cuda(pos, q.clone(), k.clone())
         return {"max_abs_err_vs_native": float(max((qn - qc).abs().max(), (kn - kc).abs().max()))}
 
+    def spec_tree():
+        """0.5.23: the tree build / greedy verify kernels are SGLang's own JIT module (tvm_ffi, nvcc on
+        first use; sglang/kernels/ops/speculative/tree.py), no longer sgl_kernel ops: compiled here once."""
+        import importlib.util
+
+        if importlib.util.find_spec("sglang.kernels.ops.speculative.tree") is None:
+            return {"skipped": "this SGLang has no sglang.kernels.ops.speculative.tree (tree ops in sgl_kernel)"}
+        from sglang.kernels.ops.speculative import tree
+
+        tree._jit_tree_module()
+        return {}
+
     out = {}
     for name, fn in (("rmsnorm", rmsnorm), ("fused_add_rmsnorm", fused_add_rmsnorm), ("silu_and_mul", silu_and_mul),
-                     ("rope", rope)):
+                     ("rope", rope), ("spec_tree", spec_tree)):
         row = {}
         for attempt in ("first_s", "second_s"):
             t = time.perf_counter()
@@ -116,6 +141,7 @@ def jit_first_calls(dtype: str = "bfloat16") -> dict:
                 torch.cuda.synchronize()
             except Exception as exc:  # noqa: BLE001 - the error is the finding
                 row["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
+                row.update(failure_of(exc))
                 break
             finally:
                 row[attempt] = round(time.perf_counter() - t, 2)
@@ -190,10 +216,56 @@ def plan_check(recipe: str, draft: Path, target: Path) -> dict:
         return {"ok": False, "diagnostics": [f"{d.code} {d.message}" for d in exc.diagnostics]}
 
 
+UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\S+)")
+
+
+def failure_of(exc: BaseException) -> dict:
+    """Where a failure comes from, as data: the exception's type and message, the module that
+    raised it (last frame), and, for a library that does not load, the library and the symbol
+    ("undefined symbol: ..." from the dynamic loader) or the module that is missing."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    out: dict = {"exception": type(exc).__name__, "message": str(exc)[-600:],
+                 "raised_in": f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None}
+    text = str(exc)
+    m = UNDEFINED.search(text)
+    if m:
+        out.update(library=m.group(1), symbol=m.group(2))
+    if isinstance(exc, ImportError) and getattr(exc, "name", None):
+        out["missing_module"] = exc.name
+    return out
+
+
+def tail_failure(tail: str) -> dict:
+    """An engine child's failure read from its output: the last exception line, and the library and
+    symbol of an "undefined symbol" or the module of a "No module named" (failure_of's keys)."""
+    out: dict = {}
+    lines = [line.strip() for line in tail.splitlines()]
+    last = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*:", line)]
+    if last:
+        out["exception"], _, out["message"] = last[-1].partition(": ")
+    m = UNDEFINED.search(tail)
+    if m:
+        out.update(library=m.group(1), symbol=m.group(2))
+    m = re.search(r"No module named '([^']+)'", tail)
+    if m:
+        out["missing_module"] = m.group(1)
+    return out
+
+
 def versions() -> dict:
+    import importlib.metadata as md
+
     import torch
 
-    out = {"torch": torch.__version__, "python": sys.version.split()[0]}
+    out = {"torch": torch.__version__, "torch_from": str(Path(torch.__file__).parent.parent),
+           "python": sys.version.split()[0]}
+    for dist in ("sglang", "sglang-kernel", "flashinfer-python", "transformers", "tokenizers", "xgrammar", "triton"):
+        try:
+            out[f"dist:{dist}"] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[f"dist:{dist}"] = None
     for mod in ("sglang", "sgl_kernel", "sglang_kernel", "transformers", "flashinfer"):
         try:
             out[mod] = __import__(mod).__version__
@@ -201,6 +273,48 @@ def versions() -> dict:
             out[mod] = f"unavailable ({type(exc).__name__})"
     out["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return out
+
+
+def run_row(fam: str, row: dict, i: int, out: dict, ctx: dict) -> None:
+    """One speculative row: plan check, engine, decode summary, verification; appends to failures."""
+    args, pair, prompts, skw, references, key, failures, work = (ctx[k] for k in (
+        "args", "pair", "prompts", "skw", "references", "key", "failures", "work"))
+    if row["recipe"] is not None:
+        out["plan"] = plan_check(row["recipe"], row["draft"], pair.target)
+        if not out["plan"]["ok"]:
+            expected = row.get("expect_refusal")
+            out["refused_as_expected"] = bool(expected) and any(d.startswith(expected)
+                                                                for d in out["plan"]["diagnostics"])
+            if not out["refused_as_expected"]:
+                failures.append(f"{fam} {row['label']}: plan refused {out['plan']['diagnostics']}")
+            return
+    if args.cpu:
+        log(f"{fam} [{row['label']}] recipe={row['recipe']} kwargs={json.dumps(skw)}")
+        return
+    log("engine:", fam, row["label"])
+    res = engine.run_engine(skw, prompts, args.max_tokens, recipe=row["recipe"], timeout=args.timeout,
+                            workdir=work / f"{fam}-{i}")
+    out.update({k: res.get(k) for k in ("rc", "wall_s", "engine_start_s", "generate_s", "report",
+                                        "log_lines", "applied_lines", "error", "codes", "sglang")})
+    if "outputs" not in res:
+        out["tail"] = res.get("tail")
+        out["failure"] = tail_failure(res.get("tail") or "")
+        failures.append(f"{fam} {row['label']}: {res.get('error')}")
+        return
+    ref = references[key].get("outputs")
+    out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS,
+                                          reference_top=references[key].get("top"))
+    out["outputs"] = res["outputs"]
+    out["meta"] = res["meta"]
+    if row["recipe"] is not None:
+        out["verified"], out["problems"] = report.verified(res.get("report") or [])
+        if not out["verified"]:
+            failures.append(f"{fam} {row['label']}: not verified {out['problems']}")
+    if not out["decode"]["identical_up_to_ties"]:  # a divergence where the target had no exact tie
+        failures.append(f"{fam} {row['label']}: outputs differ from greedy at {out['decode']['mismatched_prompts']}")
+    d = out["decode"]
+    log(f"  {fam} [{row['label']}] identical={d['identical']} up_to_ties={d['identical_up_to_ties']} acceptance={d['acceptance_rate']:.3f} "
+        f"accept_length={d['accept_length']} verified={out.get('verified')}")
 
 
 def main(argv=None) -> int:
@@ -249,6 +363,7 @@ def main(argv=None) -> int:
         log(f"  {part}: rc={row['rc']} ok={rj.get('ok')} verified={rj.get('verified')} identical={d.get('identical')} "
             f"acceptance={d.get('acceptance_rate')} accept_length={d.get('accept_length')}")
         if row["rc"] != 0 or not rj.get("ok"):
+            row["failure"] = tail_failure(row.get("stderr_tail") or "")
             failures.append(f"{part}: rc {row['rc']}")
         save(name, results)
     references: dict = {}
@@ -272,6 +387,7 @@ def main(argv=None) -> int:
                                                     workdir=work / f"greedy-{len(references)}", top_logprobs=2)
                 references[key]["engine_kwargs"] = gkw
                 if "outputs" not in references[key]:
+                    references[key]["failure"] = tail_failure(references[key].get("tail") or "")
                     failures.append(f"greedy {pair.target.name}: {references[key].get('error')}")
         fam_res["greedy"] = references[key]
         rows = guarded(fam_res, "_rows", rows_for, fam, pair, work)
@@ -284,41 +400,13 @@ def main(argv=None) -> int:
             out: dict = {"recipe": row["recipe"], "draft": str(row["draft"]), "engine_kwargs": skw,
                          "served": row.get("served")}
             fam_res["rows"][row["label"]] = out
-            if row["recipe"] is not None:
-                out["plan"] = plan_check(row["recipe"], row["draft"], pair.target)
-                if not out["plan"]["ok"]:
-                    expected = row.get("expect_refusal")
-                    out["refused_as_expected"] = bool(expected) and any(d.startswith(expected)
-                                                                        for d in out["plan"]["diagnostics"])
-                    if not out["refused_as_expected"]:
-                        failures.append(f"{fam} {row['label']}: plan refused {out['plan']['diagnostics']}")
-                    continue
-            if args.cpu:
-                log(f"{fam} [{row['label']}] recipe={row['recipe']} kwargs={json.dumps(skw)}")
-                continue
-            log("engine:", fam, row["label"])
-            res = engine.run_engine(skw, prompts, args.max_tokens, recipe=row["recipe"], timeout=args.timeout,
-                                    workdir=work / f"{fam}-{i}")
-            out.update({k: res.get(k) for k in ("rc", "wall_s", "engine_start_s", "generate_s", "report",
-                                                "log_lines", "applied_lines", "error", "codes", "sglang")})
-            if "outputs" not in res:
-                out["tail"] = res.get("tail")
-                failures.append(f"{fam} {row['label']}: {res.get('error')}")
-                continue
-            ref = references[key].get("outputs")
-            out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS,
-                                                  reference_top=references[key].get("top"))
-            out["outputs"] = res["outputs"]
-            out["meta"] = res["meta"]
-            if row["recipe"] is not None:
-                out["verified"], out["problems"] = report.verified(res.get("report") or [])
-                if not out["verified"]:
-                    failures.append(f"{fam} {row['label']}: not verified {out['problems']}")
-            if not out["decode"]["identical_up_to_ties"]:  # a divergence where the target had no exact tie
-                failures.append(f"{fam} {row['label']}: outputs differ from greedy at {out['decode']['mismatched_prompts']}")
-            d = out["decode"]
-            log(f"  {fam} [{row['label']}] identical={d['identical']} up_to_ties={d['identical_up_to_ties']} acceptance={d['acceptance_rate']:.3f} "
-                f"accept_length={d['accept_length']} verified={out.get('verified')}")
+            try:
+                run_row(fam, row, i, out, dict(args=args, pair=pair, prompts=prompts, skw=skw, references=references,
+                                               key=key, failures=failures, work=work))
+            except Exception as exc:  # noqa: BLE001 - one row's failure is recorded; the next row runs
+                out.update(failure_of(exc))
+                failures.append(f"{fam} {row['label']}: {type(exc).__name__}: {str(exc)[:300]}")
+                log(f"  {fam} [{row['label']}] FAILED: {type(exc).__name__}: {exc}")
             save(name, results)
         if args.cpu:
             fam_res["greedy"] = {"engine_kwargs": references[key]["engine_kwargs"]}

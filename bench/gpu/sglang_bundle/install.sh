@@ -19,6 +19,12 @@ for first in *.tar.xz.00; do
   cat "$name".[0-9][0-9] > "$name" && rm -f "$name".[0-9][0-9]
 done
 [ -f SHA256SUMS ] || fail "SHA256SUMS missing (part p1 not copied?)"
+# a release pinning torch 2.14 runs on the vLLM 0.34 bundle's torch (TORCH_SITE, env.sh): it must be there
+TSITE=$(cat TORCH_SITE 2>/dev/null || true)
+if [ -n "$TSITE" ] && [ "${SKIP_SMOKE:-0}" != 1 ]; then
+  [ -f "$TSITE/torch/version.py" ] || fail "no torch in $TSITE: this SGLang runs on the vLLM 0.34 bundle's torch 2.14.0; run that bundle's parts and its install.sh first (bench/gpu/vllm034_bundle/README.md), on the same warm machine"
+  echo "install.sh: torch from $TSITE: $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$TSITE/torch/version.py")"
+fi
 missing=$(awk '{print $2}' SHA256SUMS | while read -r f; do [ -f "$f" ] || echo "$f"; done)
 [ -z "$missing" ] || fail "archives missing: $missing (a part was not copied, or /tmp was lost between calls)"
 sha256sum -c --quiet SHA256SUMS || fail "checksum mismatch"
@@ -66,7 +72,7 @@ python3 - <<'EOF'
 import importlib, importlib.metadata as md, pkgutil, time
 t0 = time.time()
 import torch
-print(f"install.sh: torch {torch.__version__} cuda {torch.version.cuda} gpu "
+print(f"install.sh: torch {torch.__version__} ({torch.__file__.rsplit('/torch/', 1)[0]}) cuda {torch.version.cuda} gpu "
       f"{torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}")
 for dist in ("sglang", "sglang-kernel", "flashinfer-python", "transformers", "tokenizers",
              "xgrammar", "apache-tvm-ffi", "triton"):
@@ -92,9 +98,12 @@ ops = sorted(n.split("::", 1)[1].split(".")[0] for n in torch._C._dispatch_get_a
              if n.startswith("sgl_kernel::"))
 print(f"install.sh: sgl_kernel {getattr(sgl_kernel, '__version__', 'NOT IMPORTED')}: {len(ops)} torch ops registered, common_ops from "
       f"{getattr(getattr(sgl_kernel, 'common_ops', None), '__file__', '?')}")
+# sglang-kernel 0.4.5 (SGLang 0.5.17) has the speculative tree ops; 0.4.10 (0.5.23) has none: SGLang 0.5.23
+# runs them as triton / its own JIT kernels (sglang/kernels/ops/speculative). An op is required when
+# sgl_kernel has a Python wrapper of that name.
 for op in ("rmsnorm", "fused_add_rmsnorm", "silu_and_mul", "build_tree_kernel_efficient", "verify_tree_greedy",
            "tree_speculative_sampling_target_only", "segment_packbits", "top_k_renorm_probs", "top_p_renorm_probs"):
-    if op not in ops:
+    if op not in ops and (op in ("rmsnorm", "fused_add_rmsnorm", "silu_and_mul") or hasattr(sgl_kernel, op)):
         print(f"   sgl_kernel op MISSING: {op}")
         failed[f"torch.ops.sgl_kernel.{op}"] = "not registered"
 for mod in ("flashinfer", "flashinfer.sampling", "sglang", "sglang.srt.server_args",
@@ -107,6 +116,16 @@ for mod in ("flashinfer", "flashinfer.sampling", "sglang", "sglang.srt.server_ar
             "sglang.srt.models.mimo", "sglang.srt.models.mimo_mtp", "sglang.srt.models.deepseek_v2",
             "sglang.srt.models.deepseek_nextn", "surgery.sglang.hooks"):
     try_import(mod)
+# modules of one release only: imported when this SGLang has them
+import importlib.util
+for mod in ("sglang.kernels.ops.speculative.spec_tree", "sglang.kernels.ops.speculative.tree",
+            "sglang.srt.mem_cache.rust_tree_core.mem_cache"):
+    try:
+        present = importlib.util.find_spec(mod) is not None
+    except Exception:  # noqa: BLE001 - a parent package that fails is reported by try_import
+        present = True
+    if present:
+        try_import(mod)
 for name, err in sorted(failed.items()):
     print(f"   {'expected: ' if name in EXPECTED else ''}FAILED import {name}: {err}")
 bad = sorted(set(failed) - EXPECTED)
