@@ -141,14 +141,12 @@ def greedy_reference_measured(target, prompts, max_tokens=MAX_TOKENS, top=5):
     each prompt + its greedy output again in one prefill forward (the verify pass's shape: several
     tokens per forward), and the margins of the tokens both shapes rank are compared. Cost: one more
     generate step of max_tokens=1 on the engine already started (no second engine)."""
-    from ..greedyties import margin_noise
-
     llm = engine.start_engine(**engine.engine_kwargs(target))
     try:
         tokens, best = engine.generate_top(llm, prompts, max_tokens, top)
         scored = engine.score_top(llm, [list(p) + list(t) for p, t in zip(prompts, tokens)],
                                   [len(p) for p in prompts], top)
-        noise = margin_noise(best, scored, shape="one prefill forward over prompt + greedy output",
+        noise = greedyties.margin_noise(best, scored, shape="one prefill forward over prompt + greedy output",
                              dtype=engine.run_dtype(llm))
         noise["extra_forwards"] = {"generate_calls": 1, "sequences": len(prompts), "max_tokens": 1}
         return tokens, best, noise
