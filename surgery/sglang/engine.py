@@ -33,7 +33,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..engine.cards import card
-from ..greedyties import divergences, exact_tie  # noqa: F401 - exact_tie: this module's name for it too
+from .. import greedyties
+from ..greedyties import divergences, exact_tie  # noqa: F401 - this module's names for them too
 
 RESULT_TAG = "SURGERY_SGLANG_RESULT "
 PLUGIN_GROUP = "sglang.srt.plugins"
@@ -120,7 +121,10 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
     """Start one SGLang Engine in a child process, generate greedily, shut it down. Returns the
     outputs, per-request meta_info, timings, the hook's report events and its log lines, or an
     `error` with the output's tail. `top_logprobs` N > 0: also `top` (per prompt, per output position,
-    the N best [token, logprob]): a greedy reference says with them where its choice was a near-tie."""
+    the N best [token, logprob]): a greedy reference says with them where its choice was a near-tie;
+    and `scored` (the same positions' N best when the engine scores prompt + output again in one
+    prefill forward, `_scored_top`) and `noise` (surgery.greedyties.margin_noise of the two): what
+    counts as a tie in this engine and dtype."""
     from .log import APPLIED
 
     root = str(Path(__file__).resolve().parents[2])
@@ -159,6 +163,9 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
     found = [line for line in out.splitlines() if line.startswith(RESULT_TAG)]
     if found:
         res.update(json.loads(found[-1][len(RESULT_TAG):]))
+        if res.get("scored") is not None:
+            res["noise"] = greedyties.margin_noise(res.get("top"), res["scored"], dtype=kwargs.get("dtype"),
+                                                   shape="one prefill forward over prompt + greedy output")
     else:
         codes = sorted({w for w in out.replace(":", " ").split() if w.startswith("SRG") and w[3:].isdigit()})
         res["error"] = f"no result (exit {rc}){'; codes in the output: ' + ', '.join(codes) if codes else ''}"
@@ -168,14 +175,12 @@ def run_engine(kwargs: dict, prompts: list[list[int]], max_new_tokens: int = MAX
 
 
 def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: list[dict], num_draft_tokens: int,
-                   reference_top: list | None = None) -> dict:
+                   reference_top: list | None = None, noise: dict | None = None) -> dict:
     """Output identity against the greedy reference and SGLang's own acceptance counters, summed over
-    the prompts; where outputs differ, `divergences` (with `reference_top`: the margins there)."""
+    the prompts; where outputs differ, `divergences` (with `reference_top`: the margins there, judged
+    against `noise`, the greedy engine's measured numerical noise: surgery.greedyties.summary)."""
     mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
     mismatched += list(range(min(len(reference), len(outputs)), max(len(reference), len(outputs))))
-    div = divergences(reference, outputs, reference_top)
-    if len(reference) != len(outputs):  # a missing output is never a tie
-        div.append({"prompt": min(len(reference), len(outputs)), "position": None, "exact_tie": False})
     verify = sum(int(m.get("spec_verify_ct") or 0) for m in metas)
     accepted = sum(int(m.get("spec_num_correct_drafts") or 0) for m in metas)
     proposed = sum(int(m.get("spec_num_proposed_drafts") or 0) for m in metas)
@@ -185,7 +190,7 @@ def decode_summary(reference: list[list[int]], outputs: list[list[int]], metas: 
             "acceptance_rate": accepted / proposed if proposed else 0.0,
             "accept_length": completion / verify if verify else None, "completion_tokens": completion,
             "counters_present": any("spec_verify_ct" in m for m in metas),
-            "divergences": div, "identical_up_to_ties": all(v["exact_tie"] for v in div)}
+            **greedyties.summary(reference, outputs, reference_top, noise)}
 
 
 def _child() -> int:
@@ -202,6 +207,8 @@ def _child() -> int:
         outs = engine.generate(input_ids=req["prompts"],
                                sampling_params={"temperature": 0, "max_new_tokens": req["max_new_tokens"]}, **extra)
         gen_s = time.perf_counter() - t
+        scored = _scored_top(engine, req["prompts"], [list(o["output_ids"]) for o in outs], req["top_logprobs"]) \
+            if req.get("top_logprobs") else None
     finally:
         try:
             engine.shutdown()
@@ -218,8 +225,28 @@ def _child() -> int:
     if req.get("top_logprobs"):  # meta_info output_top_logprobs: per position [(logprob, token_id, text), ...]
         result["top"] = [[[[int(t), float(lp)] for lp, t, *_ in (pos or ())]
                           for pos in (o.get("meta_info") or {}).get("output_top_logprobs") or ()] for o in outs]
+        result["scored"] = scored
     print(RESULT_TAG + json.dumps(result, default=str), flush=True)
     return 0
+
+
+def _scored_top(engine, prompts: list[list[int]], outputs: list[list[int]], top: int) -> list:
+    """Each prompt + its greedy output scored again in one prefill forward (the verify pass's shape,
+    several tokens per forward): per prompt, per output position, the `top` best [token, logprob].
+    logprob_start_len 0 keeps the radix cache from serving the prefix (SGLang matches a prefix only up
+    to the logprob start); meta_info input_top_logprobs[k] ranks the candidates for input token k
+    (entry 0 is None), so the output positions start at len(prompt)."""
+    outs = engine.generate(input_ids=[list(p) + list(o) for p, o in zip(prompts, outputs)],
+                           sampling_params={"temperature": 0, "max_new_tokens": 1}, return_logprob=True,
+                           logprob_start_len=0, top_logprobs_num=top)
+    return [scored_positions((o.get("meta_info") or {}).get("input_top_logprobs"), len(p))
+            for o, p in zip(outs, prompts)]
+
+
+def scored_positions(input_top: list | None, start: int) -> list:
+    """meta_info input_top_logprobs (per input position [(logprob, token_id, text), ...] or None) from
+    `start` on, as [token, logprob] lists."""
+    return [[[int(t), float(lp)] for lp, t, *_ in (pos or ())] for pos in (input_top or [])[start:]]
 
 
 if __name__ == "__main__":

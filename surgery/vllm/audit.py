@@ -29,7 +29,7 @@ from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..live.values import plain_value, values_equal
 from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language_model
 from ..options import CheckOptions
-from . import report, state
+from . import impl_copy, report, state
 from .log import get_logger
 from .selection import ENV_MODE, plan_from_config
 from .wiring import get_layer_maps, kv_cache_groups_of, role_module
@@ -72,8 +72,10 @@ def write_report(path: str | Path | None = None, *, plan: Any = None, apply: Any
 class Audit:
     """Findings of one engine's audit, in the order they were found."""
 
-    def __init__(self, plan: Any):
+    def __init__(self, plan: Any, engine_version: str | None = None):
         self.plan = plan
+        # the release whose facts judge the live objects (SRG703): the running vLLM unless given
+        self.engine_version = engine_version or impl_copy.running_version()
         self.findings: list[tuple[str, Diagnostic]] = []  # (stage, finding)
         self.not_applicable: list[dict] = []
         self.checked: dict[str, int] = {}
@@ -126,12 +128,26 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
         else:
             audit.count("impl_copy")
             if impl.kv_sharing_target_layer_name != got:
-                audit.add("load", "SRG703", f"draft layer {op.draft_layer}: the backend impl's copy of "
-                          f"kv_sharing_target_layer_name is {impl.kv_sharing_target_layer_name!r}, the layer's is "
-                          f"{got!r} ({type(impl).__name__})", where)
+                stale_impl_copy(audit, op.draft_layer, impl, got, where)
     compare_scales(audit, "load", maps)
     own_scale_calculation(audit, proposer, maps)
     _audit_modules(audit, proposer, target_model)
+
+
+def stale_impl_copy(audit: Audit, draft_layer, impl: Any, got, where: str | None) -> None:
+    """The impl's copy of the KV-sharing name differs from the layer's: SRG703 where the running
+    release's backend reads that copy, SRG730 where it only stores it, SRG731 where the release's
+    data does not know the class (surgery/vllm/impl_copy.py)."""
+    verdict, at, label = impl_copy.copy_use(impl, audit.engine_version)
+    said = (f"draft layer {draft_layer}: the backend impl's copy of kv_sharing_target_layer_name is "
+            f"{impl.kv_sharing_target_layer_name!r}, the layer's is {got!r} ({type(impl).__name__}")
+    if verdict == impl_copy.READS:
+        audit.add("load", "SRG703", f"{said}, which reads it at {at} in {label})", where)
+    elif verdict == impl_copy.STORES_ONLY:
+        audit.add("load", "SRG730", f"{said}; {at} stores it and never reads it in {label})", where)
+    else:
+        audit.add("load", "SRG731", f"{said}; {label} names no such class: whether it reads the copy is unknown)",
+                  where)
 
 
 def compare_scales(audit: Audit, stage: str, maps: Any) -> None:

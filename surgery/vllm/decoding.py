@@ -15,11 +15,12 @@ from .readout import engine_checks, live_wiring, plan_steps
 from ..bytevocab import encode
 
 
-def decode_summary(reference, outputs, counters, num_spec, reference_top=None) -> dict:
+def decode_summary(reference, outputs, counters, num_spec, reference_top=None, noise=None) -> dict:
     """Identity with the greedy reference and vLLM's counters. With ``reference_top`` (the greedy
-    engine's own top-2 per position, :func:`greedy_reference_top`): where the outputs part, whether
-    the target had an exact tie there (surgery.greedyties: `divergences`, `identical_up_to_ties`),
-    and every tie of the reference (`reference_ties`), where any run may part without a fault."""
+    engine's own top-n per position, :func:`greedy_reference_measured`): where the outputs part,
+    whether that is a tie of the target within the numerical noise ``noise`` measured for this engine
+    and dtype (surgery.greedyties.summary: `divergences`, `identical_up_to_ties`, `reference_ties`,
+    `tolerance`; without ``noise`` only bit-equal ties count)."""
     drafted = int(counters.get("num_draft_tokens") or 0)
     accepted = int(counters.get("num_accepted_tokens") or 0)
     mismatched = [i for i, (a, b) in enumerate(zip(reference, outputs)) if a != b]
@@ -29,25 +30,22 @@ def decode_summary(reference, outputs, counters, num_spec, reference_top=None) -
            "drafts": int(counters.get("num_drafts") or 0),
            "accepted_per_position": counters.get("num_accepted_tokens_per_pos"), "mismatched_prompts": mismatched}
     if reference_top is not None:
-        div = greedyties.divergences(reference, outputs, reference_top)
-        if len(reference) != len(outputs):  # a missing output is never a tie
-            div.append({"prompt": min(len(reference), len(outputs)), "position": None, "exact_tie": False})
-        out.update(divergences=div, identical_up_to_ties=all(v["exact_tie"] for v in div),
-                   reference_ties=greedyties.reference_ties(reference_top))
+        out.update(greedyties.summary(reference, outputs, reference_top, noise))
     return out
 
 
 def speculative_run(target, draft, method, prompts, reference, recipe=None, num_spec=NUM_SPEC,
                     max_tokens=MAX_TOKENS, inspect=None, rewire=None, spec_extra=None, head_as_model=False,
-                    reference_top=None, guard=None, batches=None) -> dict:
+                    reference_top=None, guard=None, batches=None, reference_noise=None) -> dict:
     """One speculative engine: outputs vs ``reference``, vLLM's counters, and what
     ``inspect(proposer, target_model)`` (default :func:`live_wiring`) reads off the live objects.
     ``rewire`` (role -> target | random): an ablation performed after vLLM's wiring.
     ``spec_extra``: more speculative_config keys (engine.engine_kwargs).
     ``head_as_model``: a speculators head given as the model (vLLM takes target, method and k from
     its file); ``num_spec`` is then the file's k, for the summary.
-    ``reference_top``: the reference's top-2 per position (:func:`greedy_reference_top`); the
-    summary then says whether each place the outputs part is an exact tie of the target.
+    ``reference_top``: the reference's top-n per position (:func:`greedy_reference_measured`); the
+    summary then says whether each place the outputs part is a tie of the target within
+    ``reference_noise`` (the numerical noise measured with the reference; none: bit-equal only).
     ``guard``: the acceptance guard's settings (additional_config.surgery.guard); its record is
     returned as ``guard``. ``batches``: decode the prompts once per batch size (in chunks of that many
     prompts; vLLM's counters add up over the passes, the outputs compared are the first pass's).
@@ -88,7 +86,8 @@ def speculative_run(target, draft, method, prompts, reference, recipe=None, num_
             passes.append([o for i in range(0, len(prompts), size)
                            for o in engine.generate(llm, prompts[i:i + size], max_tokens)])
         outs = passes[0]
-        decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec, reference_top)
+        decode = decode_summary(reference, outs, engine.spec_counters(llm), num_spec, reference_top,
+                                reference_noise)
         decode["wall_s"], decode["engine_start_s"] = round(time.perf_counter() - t, 3), round(start_s, 3)
         plugin = {"verified": None}
         st = state.get(proposer)
@@ -136,11 +135,21 @@ def greedy_reference(target, prompts, max_tokens=MAX_TOKENS) -> tuple[list[list[
         engine.shutdown(llm)
 
 
-def greedy_reference_top(target, prompts, max_tokens=MAX_TOKENS, top=2):
-    """Target-only greedy outputs and the engine's own `top` best [token, logprob] per position."""
+def greedy_reference_measured(target, prompts, max_tokens=MAX_TOKENS, top=5):
+    """Target-only greedy outputs, the engine's own `top` best [token, logprob] per position, and the
+    numerical noise of this engine and dtype (surgery.greedyties.margin_noise): the same engine scores
+    each prompt + its greedy output again in one prefill forward (the verify pass's shape: several
+    tokens per forward), and the margins of the tokens both shapes rank are compared. Cost: one more
+    generate step of max_tokens=1 on the engine already started (no second engine)."""
     llm = engine.start_engine(**engine.engine_kwargs(target))
     try:
-        return engine.generate_top(llm, prompts, max_tokens, top)
+        tokens, best = engine.generate_top(llm, prompts, max_tokens, top)
+        scored = engine.score_top(llm, [list(p) + list(t) for p, t in zip(prompts, tokens)],
+                                  [len(p) for p in prompts], top)
+        noise = greedyties.margin_noise(best, scored, shape="one prefill forward over prompt + greedy output",
+                             dtype=engine.run_dtype(llm))
+        noise["extra_forwards"] = {"generate_calls": 1, "sequences": len(prompts), "max_tokens": 1}
+        return tokens, best, noise
     finally:
         engine.shutdown(llm)
 

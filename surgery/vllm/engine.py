@@ -133,6 +133,27 @@ def generate_top(llm, prompts: list[list[int]], max_tokens: int = MAX_TOKENS, to
     return tokens, best
 
 
+def score_top(llm, sequences: list[list[int]], starts: list[int], top: int = 5) -> list[list[list]]:
+    """The engine's own `top` best [token, logprob] at every position of each `sequences[i]` from
+    `starts[i]` on, scored in one prefill forward per sequence (prompt logprobs; the batch fits one
+    scheduler step when the sequences fit max_num_batched_tokens), the shape the verify pass scores
+    several tokens in: surgery.greedyties.margin_noise compares them with one-token decoding's. Prefix
+    caching must be off (engine_kwargs), or a cached prefix would be read back, not scored."""
+    from vllm import SamplingParams, TokensPrompt
+
+    sp = SamplingParams(temperature=0.0, max_tokens=1, detokenize=False, prompt_logprobs=top)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=s) for s in sequences], sp, use_tqdm=False)
+    return [[sorted(([t, lp.logprob] for t, lp in pos.items()), key=lambda x: (-x[1], x[0]))
+             for pos in (o.prompt_logprobs or [])[start:]] for o, start in zip(outs, starts)]
+
+
+def run_dtype(llm) -> str | None:
+    """The dtype the engine runs its model in (what a measured noise holds for)."""
+    cfg = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    dtype = getattr(getattr(cfg, "model_config", None), "dtype", None)
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
 def spec_counters(llm) -> dict:
     """vLLM's spec-decode counters (drafts, draft tokens, accepted, accepted per position)."""
     out = {}

@@ -227,6 +227,38 @@ def class_facts(archs: dict) -> dict:
     return out
 
 
+def kv_sharing_reads(defined_in: dict) -> dict:
+    """For each attention class (name -> its file in the release), imported: whether a method of the
+    class or any class of its MRO, `__init__` aside, reads `self.kv_sharing_target_layer_name` (each
+    method's own source, parsed): Python's MRO against the wheel-read lineage (SRG703's fact)."""
+    import ast
+    import importlib
+    import inspect
+    import textwrap
+
+    out = {}
+    for name, rel in defined_in.items():
+        try:
+            cls = getattr(importlib.import_module(rel[:-3].replace("/", ".")), name)
+        except Exception as exc:  # noqa: BLE001 - a class this CPU venv cannot import is reported, not judged
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            continue
+        reads = False
+        for klass in cls.__mro__[:-1]:
+            for attr, fn in vars(klass).items():
+                if attr == "__init__" or not inspect.isfunction(fn):
+                    continue
+                try:
+                    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+                except (OSError, TypeError, SyntaxError):
+                    continue
+                reads = reads or any(isinstance(n, ast.Attribute) and n.attr == "kv_sharing_target_layer_name"
+                                     and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+                                     and n.value.id == "self" for n in ast.walk(tree))
+        out[name] = {"reads": reads}
+    return out
+
+
 def main() -> int:
     logging.disable(logging.WARNING)
     cases = json.load(sys.stdin)
@@ -235,6 +267,8 @@ def main() -> int:
     if isinstance(cases, dict) and "facts_for" in cases:
         with contextlib.redirect_stdout(io.StringIO()):
             facts = class_facts(cases["facts_for"])
+            if cases.get("kv_sharing_copy") is not None:
+                facts["kv_sharing_copy"] = kv_sharing_reads(cases["kv_sharing_copy"])
         sys.stdout.write("\n" + json.dumps({"vllm": vllm.__version__, **facts}) + "\n")
         return 0
 

@@ -81,7 +81,8 @@ def oracle_runs(cases):
             continue
         runs[("grid", release)] = venvs.OracleRun(release, cases)
         facts = release_data("vllm")["releases"][release]
-        runs[("facts", release)] = venvs.OracleRun(release, {"facts_for": _facts_asked(facts)})
+        runs[("facts", release)] = venvs.OracleRun(release, {"facts_for": _facts_asked(facts), "kv_sharing_copy":
+                                                             (facts.get("kv_sharing_copy") or {}).get("defined_in", {})})
     yield runs
     for run in runs.values():
         if run.proc.poll() is None:
@@ -212,3 +213,14 @@ def test_release_facts_are_the_releases_classes(release, oracle_runs):
           f"on this CPU venv or only as a CPU fallback class ({', '.join(unimportable[:6])}{' ...' if len(unimportable) > 6 else ''})")
     assert judged >= 40, (judged, unimportable)
     assert not wrong, "\n".join(wrong)
+    # SRG703's fact: which attention classes read their copy of kv_sharing_target_layer_name (imported, MRO)
+    copy, read_judged = facts["kv_sharing_copy"], []
+    for name, row in (answer.get("kv_sharing_copy") or {}).items():
+        if "error" in row:
+            continue
+        read_judged.append(name)
+        if row["reads"] != (name in copy["reads"]):
+            wrong.append(f"{name}: reads its kv_sharing_target_layer_name copy: {row['reads']}, the data says the opposite")
+    print(f"release facts vLLM {release}: {len(read_judged)} attention classes' copy reads held to the release "
+          f"({', '.join(sorted(read_judged))})")
+    assert len(read_judged) >= 3 and not wrong, ("\n".join(wrong), read_judged)

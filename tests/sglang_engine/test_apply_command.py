@@ -250,7 +250,7 @@ def test_the_h200_apply_report_renders_as_the_user_reads_it():
     text = render(result)
     assert text.startswith("recipe eagle3 in SGLang 0.5.17 (EAGLE3): OK")
     assert "built-in pair for SGLang" in text and "the planned [1, 4, 7] put back" in text
-    assert "identical to target-only greedy (bfloat16): up to exact ties (prompts [5])" in text
+    assert "identical to target-only greedy (bfloat16): up to ties within the measured noise (prompts [5])" in text
     assert "SRG365 prompt 5 leaves greedy at token 10" in text and "accept length 3.28" in text
 
 
@@ -289,3 +289,22 @@ def test_a_run_is_verified_only_with_an_applied_verified_draft_and_no_problem_ev
     for bad in ({"event": "gap"}, {"event": "failed"}, {"event": "capture", "held": False}):
         assert verified([ok, bad]) == (False, [bad])
     assert verified([ok, {"event": "capture", "held": True}]) == (True, [])
+
+
+def test_sglang_scored_prefill_positions_give_the_tie_tolerance():
+    """The greedy child scores prompt + output again in one prefill forward: meta_info input_top_logprobs
+    (entry 0 None, entry k ranking input token k) from len(prompt) on lines up with the output positions,
+    and the margin change between the two shapes is the tolerance SRG365 / SRG366 are judged by."""
+    from surgery.greedyties import margin_noise
+    from surgery.sglang.engine import decode_summary, scored_positions
+
+    prompt, ref = [1, 2], [[5, 6]]
+    input_top = [None, [(-0.1, 2, None)], [(-0.5, 5, None), (-2.0, 9, None)], [(-0.7, 6, None), (-0.703, 8, None)]]
+    scored = [scored_positions(input_top, len(prompt))]
+    assert scored == [[[[5, -0.5], [9, -2.0]], [[6, -0.7], [8, -0.703]]]]
+    decode_top = [[[[5, -0.5], [9, -2.0]], [[6, -0.7], [8, -0.701]]]]  # one-token decoding: margin 0.001
+    noise = margin_noise(decode_top, scored, shape="prefill", dtype="bfloat16")
+    assert abs(noise["noise"] - 0.002) < 1e-9 and noise["at"] == [0, 1]
+    d = decode_summary(ref, [[5, 8]], [{}], 4, reference_top=decode_top, noise=noise)
+    assert d["identical_up_to_ties"] and d["divergences"][0]["tie"] and not d["divergences"][0]["exact_tie"]
+    assert not decode_summary(ref, [[5, 8]], [{}], 4, reference_top=decode_top)["identical_up_to_ties"]

