@@ -168,6 +168,8 @@ def runner_for(draft, embed, published: dict, k: int, max_length: int, first: to
         return None, f"hoisted per step: {reason}"
     device = first.device
     graph = (device.type == "cuda") if graph is None else graph
+    if graph and device.type != "cuda":
+        return None, f"hoisted per step: a CUDA graph needs a CUDA device, the draft is on {device.type}"
     length = bucket(max_length + 1)
     key = (k, length, first.dtype, str(device), graph,
            tuple((n, tuple(v[0].shape[:2]), v[0].shape[-1], v[0].dtype) for n, v in sorted(published.items())))

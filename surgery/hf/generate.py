@@ -202,8 +202,8 @@ class _Drafter:
     """Who drafts a call's rounds, decided on its first round and kept: the static-buffer runner of
     surgery/hf/draftgraph.py (one CUDA graph per round on the GPU, eager on the CPU), else the
     hoisted per-step path (fastdraft.step), else the assistant's own forward. ``mode``: "auto"
-    (graph on CUDA, static buffers on the CPU), "graph", "static" (buffers, no graph) or "hoisted"
-    (the per-step path, no buffers: the issue 47 loop, kept for comparison)."""
+    (graph on CUDA, hoisted on the CPU), "graph", "static" (buffers, no graph: what the CPU tests
+    exercise of the graph's body) or "hoisted" (the per-step path of issue 47)."""
 
     def __init__(self, draft, embed, k: int, max_length: int, stats: RoundStats, mode: str | None):
         mode = mode or "auto"
@@ -218,10 +218,11 @@ class _Drafter:
         kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
         path = _choose_draft_path(self.draft, first, kv, position)
         self.hoisted = path == HOISTED
-        if self.hoisted and self.mode != "hoisted":
-            graph = None if self.mode == "auto" else self.mode == "graph"
-            if self.mode == "auto" and first.device.type != "cuda":
-                graph = False
+        mode = self.mode
+        if mode == "auto":  # the CPU is not launch-bound the same way: the measured per-step path stays
+            mode = "graph" if first.device.type == "cuda" else "hoisted"
+        if self.hoisted and mode != "hoisted":
+            graph = mode == "graph"
             self.runner, why = draftgraph.runner_for(self.draft, self.embed, published, self.k, self.max_length,
                                                      first, bonus, hidden, committed, graph=graph)
             if self.runner is not None:
@@ -346,7 +347,7 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     sequences tensor (prompt + new tokens) like ``generate``; with ``return_dict_in_generate`` a
     ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
     ``speculative_decoding.last_stats``. ``draft_mode`` (also as a ``generate`` keyword): how the
-    draft steps run, "auto" (default: one CUDA graph per round on the GPU, static K/V buffers on the
+    draft steps run, "auto" (default: one CUDA graph per round on the GPU, the per-step path on the
     CPU), "graph", "static" or "hoisted" (surgery/hf/generate.py ``_Drafter``); never changes the
     output, only the speed.
     """
