@@ -213,7 +213,14 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
         n_launch = sum(e.count for e in avg if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC",
                                                           "cudaGraphLaunch"))
         n_graph = sum(e.count for e in avg if e.key == "cudaGraphLaunch")
-        table = avg.table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=40)
+        table = None
+        for key in (("self_device_time_total", "self_cuda_time_total") if cuda else ("self_cpu_time_total",)):
+            try:
+                table = avg.table(sort_by=key, row_limit=40)
+                break
+            except Exception:  # noqa: BLE001 - the key's name moved between torch releases
+                continue
+        table = table or avg.table(row_limit=40)
         (OUT / f"hf_round_profile_{mode}_ops.txt").write_text(table + "\n")
         launches = {"rounds": r, "kernel_launches": n_launch, "graph_launches": n_graph,
                     "launches_per_round": round(n_launch / max(1, r), 1), "ops_table": f"hf_round_profile_{mode}_ops.txt"}

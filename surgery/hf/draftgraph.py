@@ -135,7 +135,7 @@ class StaticDraft:
 
     def run(self, bonus: torch.Tensor, hidden: torch.Tensor, committed: int) -> torch.Tensor:
         self.bonus.copy_(bonus.view(1, 1))
-        self.hidden.copy_(hidden.view(self.hidden.shape))
+        self.hidden.copy_(hidden.reshape(self.hidden.shape))
         self.position.fill_(committed)
         if self.graph is None:
             return self.body()
