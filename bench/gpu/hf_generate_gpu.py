@@ -380,12 +380,19 @@ def _summary(results) -> dict:
                               "identical": ours.get("identical_to_greedy"),
                               "first_repeat_no_slower": all(r.get("first_vs_median", 9) <= 1.05 for r in rows.values()
                                                             if "first_vs_median" in r)}
-    out["baselines"] = ("greedy: target.generate, DynamicCache, eager (transformers' default). transformers' assisted "
-                        "generation: its own MTP path, DynamicCache, eager: 5.17 refuses a static cache for assisted "
-                        "generation and compiles only the greedy/sample loop (generation/utils.py), so it cannot take "
-                        "our settings; --peer-static records both (greedy_static_compiled, tf_assisted_static_k3). "
-                        "ours: the target's verify forward also eager on a DynamicCache; only the draft's k steps "
-                        "are one CUDA graph per round (draft_path).")
+    static = rows.get("tf_assisted_static_k3")
+    peer = ("not tried (run with --peer-static)" if static is None else
+            f"tried with cache_implementation='static': refused ({static['error'][:160]})" if "error" in static else
+            "ran with cache_implementation='static' (row tf_assisted_static_k3)")
+    out["baselines"] = {
+        "greedy": "target.generate, DynamicCache, eager (transformers' default)"
+                  + ("; greedy_static_compiled: cache_implementation='static', which transformers compiles on CUDA"
+                     if "greedy_static_compiled" in rows else ""),
+        "tf_assisted": "transformers' own MTP assisted generation, DynamicCache, eager; its decoding loop has no "
+                       "compile path in 5.17 (generation/utils.py compiles only the greedy/sample loop); static cache: "
+                       + peer,
+        "ours": "the target's verify forward eager on a DynamicCache, as greedy's; the draft's k steps one CUDA "
+                "graph per round (draft_path); ours_hoisted_k3: the same loop with the issue 47 per-step draft"}
     if "round_cost_model" in sbs:
         out["round_cost_model"] = sbs["round_cost_model"]
     return out

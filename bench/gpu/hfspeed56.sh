@@ -1,7 +1,10 @@
 #!/bin/bash
 # Issue 56 on one GPU call (< 9 min): the per-round profile (hoisted vs CUDA-graph draft rounds), then
 # the headline side by side. Logs and JSON under $OUT; the image's torch / transformers 5.17.
-#   bash bench/gpu/hfspeed56.sh            # from the repository root
+#   bash bench/gpu/hfspeed56.sh                  # from the repository root: profile + headline
+#   PROFILE_ONLY=1 bash bench/gpu/hfspeed56.sh   # the profile alone
+#   PEER_STATIC=1 bash bench/gpu/hfspeed56.sh    # second call: + greedy / assisted with cache_implementation=static
+#                                                #   ($OUT/hf_generate_headline_peer_static.json; compiles greedy: slower)
 set -u
 cd "$(dirname "$0")"
 export PYTHONPATH="$PWD/../..:${PYTHONPATH:-}:/tmp/js"
@@ -15,6 +18,10 @@ run() {  # budget-seconds script args...
   echo "$(date -u +%FT%TZ) $* rc=$? $(( $(date +%s) - start ))s" | tee -a "$OUT/run_all.txt"
   grep -v " INFO \| WARNING \|^$\|Loading weights" "$OUT/${1%%.py}.log" | tail -25
 }
+if [ -n "${PEER_STATIC:-}" ]; then  # a second call: greedy and transformers' assisted with a static cache
+  run 500 hf_generate_gpu.py --headline --prompts default --peer-static --repeats 7
+  exit 0
+fi
 run 200 hf_round_profile_gpu.py
 if [ -z "${PROFILE_ONLY:-}" ]; then
   run 300 hf_generate_gpu.py --headline --prompts default
