@@ -18,7 +18,9 @@ Speed (what the loop does per round of k drafted tokens): k draft forwards and o
 over k+1 tokens, no host synchronisation until the round's acceptance is known, then ONE transfer
 (``tolist`` of the target's k+1 greedy tokens and the accepted count). Tokens stay on the device
 between draft steps; stopping criteria transformers built for EOS and max length are evaluated on
-that host list, not on device tensors.
+that host list, not on device tensors. On CUDA the k draft steps are one CUDA graph over fixed K/V
+buffers fed only the newly committed positions (surgery/hf/draftgraph.py; ``draft_mode``), and a
+rejection costs no copy: the target's ``DynamicCache.crop`` is a view.
 """
 from __future__ import annotations
 
