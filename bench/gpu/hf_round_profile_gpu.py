@@ -1,6 +1,6 @@
 """Where a round of our HF speculative loop goes on the GPU, per part, per draft mode (issue 56).
 
-    cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_round_profile_gpu.py            # H100/H200, ~2 min
+    cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_round_profile_gpu.py            # H100/H200, ~2-3 min
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_round_profile_gpu.py --cpu      # dry run here, fp32
 
 Results: $OUT/hf_round_profile_gpu.json (``--cpu``: $OUT/hf_round_profile_cpu.json) and, per mode,
@@ -265,7 +265,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpu", action="store_true", help="dry run on this machine (fp32, 3 prompts x 24 tokens)")
     ap.add_argument("--modes", nargs="+", default=None, help="draft modes (default: hoisted graph; --cpu: hoisted static)")
-    ap.add_argument("--repeats", type=int, default=None, help="interleaved timed repeats (default 5 GPU, 3 CPU)")
+    ap.add_argument("--repeats", type=int, default=None, help="interleaved timed repeats (default 3)")
     ap.add_argument("--k", type=int, default=3)
     args = ap.parse_args()
     import torch
@@ -281,7 +281,7 @@ def main():
     dtype = torch.bfloat16 if cuda else torch.float32
     n_prompts, max_new = (6, 64) if cuda else (3, 24)
     modes = args.modes or (["hoisted", "graph"] if cuda else ["hoisted", "static"])
-    repeats = args.repeats or (5 if cuda else 3)
+    repeats = args.repeats or 3  # the headline (hf_generate_gpu.py --headline) is the timed figure
     results = _versions(device)
     results.update({"pair": "distilled tiny pair (surgery/data/tiny), wired by surgery.apply", "k": args.k,
                     "prompts": n_prompts, "max_new_tokens": max_new, "dtype": str(dtype)})
