@@ -59,6 +59,10 @@ def _window(draft, kind: str, published: dict, like: torch.Tensor) -> float | st
     return float("inf") if first == 0 else n - first
 
 
+def can_capture(device: torch.device) -> bool:
+    return device.type == "cuda"
+
+
 def supported(draft) -> str | None:
     reason = fastdraft.supported(draft)
     if reason is None and getattr(draft.config, "_attn_implementation", None) != "sdpa":
@@ -168,7 +172,7 @@ def runner_for(draft, embed, published: dict, k: int, max_length: int, first: to
         return None, f"hoisted per step: {reason}"
     device = first.device
     graph = (device.type == "cuda") if graph is None else graph
-    if graph and device.type != "cuda":
+    if graph and not can_capture(device):
         return None, f"hoisted per step: a CUDA graph needs a CUDA device, the draft is on {device.type}"
     length = bucket(max_length + 1)
     key = (k, length, first.dtype, str(device), graph,

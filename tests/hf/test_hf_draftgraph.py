@@ -163,3 +163,41 @@ def test_auto_keeps_the_per_step_path_on_the_cpu_and_bad_modes_are_coded(wired):
     assert path == surgery.hf.generate.HOISTED
     with pytest.raises(SurgeryError, match="SRG431.*draft_mode"):
         _run(target, draft, _ids(DEFAULT_PROMPTS[0]), "fast", max_new=6)
+
+
+class _ReplayOnCpu:
+    """Stands in for ``torch.cuda.CUDAGraph`` here: replay reruns the captured body into the same
+    output tensor, as a replay overwrites the graph's output in place."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def replay(self):
+        self.runner.out.copy_(self.runner.body())
+
+
+def test_graph_branch_plumbing_with_a_stand_in_replay(wired, monkeypatch):
+    """What the CPU can check of the graph branch: capture is called once per runner, every round
+    replays into the same output (so each round's drafts are copied out before the next replay), the
+    replay is checked against the eager run, and the output is greedy's with the same drafts."""
+    target, draft = wired
+    captures = []
+
+    def capture(self):
+        captures.append(self)
+        self.out = self.body()
+        self.graph = _ReplayOnCpu(self)
+
+    monkeypatch.setattr(draftgraph, "can_capture", lambda device: True)
+    monkeypatch.setattr(draftgraph.StaticDraft, "capture", capture)
+    draftgraph._RUNNERS.pop(draft, None)
+    ids = _ids(held_out_prompts()[3])
+    greedy = target.generate(ids, max_new_tokens=24, do_sample=False)
+    _, h_counts, _ = _run(target, draft, ids, "hoisted")
+    out, g_counts, path = _run(target, draft, ids, "graph")
+    out2, _, _ = _run(target, draft, ids, "graph")
+    assert path.startswith("cuda graph")
+    assert torch.equal(out, greedy) and torch.equal(out2, greedy)
+    assert g_counts == h_counts
+    assert len(captures) == 1
+    draftgraph._RUNNERS.pop(draft, None)
