@@ -3,6 +3,7 @@
 # the headline side by side. Logs and JSON under $OUT; the image's torch / transformers 5.17.
 #   bash bench/gpu/hfspeed56.sh                  # from the repository root: profile + headline
 #   PROFILE_ONLY=1 bash bench/gpu/hfspeed56.sh   # the profile alone
+#   HEADLINE_ONLY=1 bash bench/gpu/hfspeed56.sh  # the headline alone (< 5 min)
 #   PEER_STATIC=1 bash bench/gpu/hfspeed56.sh    # second call: + greedy / assisted with cache_implementation=static
 #                                                #   ($OUT/hf_generate_headline_peer_static.json; compiles greedy: slower)
 set -u
@@ -22,7 +23,7 @@ if [ -n "${PEER_STATIC:-}" ]; then  # a second call: greedy and transformers' as
   run 500 hf_generate_gpu.py --headline --prompts default --peer-static --repeats 7
   exit 0
 fi
-run 200 hf_round_profile_gpu.py
+[ -z "${HEADLINE_ONLY:-}" ] && run 200 hf_round_profile_gpu.py
 if [ -z "${PROFILE_ONLY:-}" ]; then
   run 300 hf_generate_gpu.py --headline --prompts default
 fi
