@@ -177,6 +177,8 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks, hoisted_ks
                     # the range over the repeats (slowest, fastest), with the median: what the README quotes
                     "tokens_per_s_range": [new_tokens / max(ts), new_tokens / min(ts)],
                     "first_vs_median": ts[0] / med,
+                    # > 1: the first timed repeat was slower than every later one (the warm-up missed something)
+                    "first_vs_slowest_other": ts[0] / max(ts[1:]) if len(ts) > 1 else None,
                     "identical_to_greedy": all(torch.equal(a, b) for a, b in zip(outputs[name], outputs["greedy"]))})
     g = res["methods"]["greedy"]["tokens_per_s"]
     for name, row in res["methods"].items():
@@ -373,13 +375,16 @@ def _summary(results) -> dict:
             continue
         out["methods"][name] = {k: (round(row[k], 3) if isinstance(row.get(k), float) else row.get(k))
                                 for k in ("tokens_per_s", "x_greedy", "x_best_tf_assisted", "first_vs_median",
+                                          "first_vs_slowest_other",
                                           "identical_to_greedy", "acceptance_rate", "draft_path") if k in row}
     ours = rows.get("ours_k3", {})
     out["issue56_targets"] = {"ours_k3_x_greedy": pick("ours_k3", "x_greedy"), "want_x_greedy": 2.3,
                               "ours_k3_x_tf_assisted": pick("ours_k3", "x_best_tf_assisted"), "want_x_tf_assisted": 1.5,
                               "identical": ours.get("identical_to_greedy"),
-                              "first_repeat_no_slower": all(r.get("first_vs_median", 9) <= 1.05 for r in rows.values()
-                                                            if "first_vs_median" in r)}
+                              "first_repeat_no_slower": all(r["first_vs_slowest_other"] <= 1.0 for r in rows.values()
+                                                            if r.get("first_vs_slowest_other") is not None),
+                              "first_vs_median_max": max((r["first_vs_median"] for r in rows.values()
+                                                          if "first_vs_median" in r), default=None)}
     static = rows.get("tf_assisted_static_k3")
     peer = ("not tried (run with --peer-static)" if static is None else
             f"tried with cache_implementation='static': refused ({static['error'][:160]})" if "error" in static else
