@@ -86,7 +86,12 @@ def _wired_tiny(device, dtype, pairs=None):
     return target, draft
 
 
-def _methods(target, draft, ks, tf_ks):
+def _methods(target, draft, ks, tf_ks, hoisted_ks=(), peer_static=False):
+    """Name -> fn(ids, n). ``ours_k``: the loop as shipped (draft_mode auto: one CUDA graph per
+    round on the GPU); ``ours_hoisted_k``: the issue 47 per-step draft path, for before/after in
+    the same run. ``peer_static``: also greedy and transformers' assisted generation with
+    ``cache_implementation="static"`` (transformers then compiles greedy's forward itself on CUDA;
+    5.17 refuses a static cache for assisted generation: that refusal is the recorded finding)."""
     import surgery.hf
 
     spec = surgery.hf.speculative_decoding
@@ -94,26 +99,37 @@ def _methods(target, draft, ks, tf_ks):
     def greedy(ids, n):
         return target.generate(ids, max_new_tokens=n, do_sample=False)
 
-    def tf(k):
+    def tf(k, **extra):
         def run(ids, n):
             draft.generation_config.num_assistant_tokens = k
             draft.generation_config.num_assistant_tokens_schedule = "constant"
-            return target.generate(ids, assistant_model=draft, max_new_tokens=n, do_sample=False)
+            return target.generate(ids, assistant_model=draft, max_new_tokens=n, do_sample=False, **extra)
         return run
 
-    def ours(k):
+    def ours(k, mode=None):
         def run(ids, n):
             return target.generate(ids, assistant_model=draft, custom_generate=spec, max_new_tokens=n,
-                                   do_sample=False, num_assistant_tokens=k)
+                                   do_sample=False, num_assistant_tokens=k, draft_mode=mode)
         return run
 
     methods = {"greedy": greedy}
+    if peer_static:
+        methods["greedy_static_compiled"] = lambda ids, n: target.generate(
+            ids, max_new_tokens=n, do_sample=False, cache_implementation="static")
     methods.update({f"tf_assisted_k{k}": tf(k) for k in tf_ks})
+    if peer_static:
+        methods.update({f"tf_assisted_static_k{k}": tf(k, cache_implementation="static") for k in tf_ks})
     methods.update({f"ours_k{k}": ours(k) for k in ks})
+    methods.update({f"ours_hoisted_k{k}": ours(k, "hoisted") for k in hoisted_ks})
     return methods
 
 
-def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
+def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks, hoisted_ks=(), warmup=1, peer_static=False,
+                 cost_model=False):
+    """Every method interleaved on the same prompts. Warm-up: ``warmup`` full untimed repeats of
+    every method (every prompt at full length: every shape, cuBLAS heuristic, allocator block and
+    graph bucket the timed repeats use; the 2026-12-04/06 warm-up of one 8-token call left the first
+    timed repeat 2-3x slower). ``first_vs_median`` per method says whether it sufficed."""
     import torch
 
     import surgery.hf
@@ -121,41 +137,48 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
 
     target, draft = _wired_tiny(device, dtype)
     ids = [torch.tensor([encode(p)], device=device) for p in prompts]
-    methods = _methods(target, draft, ks, tf_ks)
-    res = {"prompts": len(prompts), "max_new_tokens": max_new, "repeats": repeats, "methods": {}}
-    outputs, errors = {}, {}
-    for name, fn in methods.items():  # warm-up (kernels, allocator, lazy imports); errors recorded once
+    methods = _methods(target, draft, ks, tf_ks, hoisted_ks, peer_static)
+    res = {"prompts": len(prompts), "max_new_tokens": max_new, "repeats": repeats, "warmup_repeats": warmup,
+           "methods": {}}
+    outputs, errors, warm_s = {}, {}, {}
+    for name, fn in methods.items():  # errors recorded once (transformers' own path crashes on 5.19)
         try:
             fn(ids[0], 8)
-        except Exception as exc:  # noqa: BLE001 - transformers' own path crashes on 5.19: a finding
+        except Exception as exc:  # noqa: BLE001 - a finding
             errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
     times = {name: [] for name in methods if name not in errors}
-    for _ in range(repeats):  # interleaved, so drifting clocks or neighbours hit every method alike
+    for rep in range(warmup + repeats):  # interleaved, so drifting clocks or neighbours hit every method alike
         for name in times:
-            out, acc = [], [0, 0]
+            out, acc = [], [0, 0, 0]
             _sync()
             t = time.perf_counter()
             for x in ids:
                 out.append(methods[name](x, max_new))
                 if name.startswith("ours"):
                     st = surgery.hf.speculative_decoding.last_stats
-                    acc[0] += st.drafted
-                    acc[1] += st.accepted
+                    acc = [acc[0] + st.drafted, acc[1] + st.accepted, acc[2] + st.rounds]
             _sync()
+            if rep < warmup:
+                warm_s.setdefault(name, []).append(round(time.perf_counter() - t, 4))
+                continue
             times[name].append(time.perf_counter() - t)
             outputs[name] = out
             if name.startswith("ours"):
                 row = res["methods"].setdefault(name, {})
                 row["acceptance_rate"] = acc[1] / acc[0] if acc[0] else None
+                row["rounds"] = acc[2]
                 row["draft_path"] = surgery.hf.speculative_decoding.last_stats.draft_path
     new_tokens = sum(o.shape[1] - x.shape[1] for o, x in zip(outputs["greedy"], ids))
     for name, ts in times.items():
         med = statistics.median(ts)
         row = res["methods"].setdefault(name, {})
-        row.update({"seconds": [round(t, 4) for t in ts], "median_s": round(med, 4),
+        row.update({"seconds": [round(t, 4) for t in ts], "warmup_seconds": warm_s.get(name), "median_s": round(med, 4),
                     "tokens_per_s": new_tokens / med,
                     # the range over the repeats (slowest, fastest), with the median: what the README quotes
                     "tokens_per_s_range": [new_tokens / max(ts), new_tokens / min(ts)],
+                    "first_vs_median": ts[0] / med,
+                    # > 1: the first timed repeat was slower than every later one (the warm-up missed something)
+                    "first_vs_slowest_other": ts[0] / max(ts[1:]) if len(ts) > 1 else None,
                     "identical_to_greedy": all(torch.equal(a, b) for a, b in zip(outputs[name], outputs["greedy"]))})
     g = res["methods"]["greedy"]["tokens_per_s"]
     for name, row in res["methods"].items():
@@ -171,8 +194,44 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks):
     for name, err in errors.items():
         res["methods"][name] = {"error": err}
     res["new_tokens"] = new_tokens
+    if cost_model:
+        res["round_cost_model"] = _measured_round_model(target, draft, ids, max_new, res, methods)
     del target, draft
     return res
+
+
+def _measured_round_model(target, draft, ids, max_new, res, methods) -> dict:
+    """Per ``ours`` method: predicted x greedy = tokens per round x greedy step / (draft round + verify
+    forward), the two costs measured on one instrumented pass (bench/gpu/hf_round_profile_gpu.py's
+    clock: the larger of host and device time per round), against the measured median."""
+    import torch
+
+    import surgery.hf
+    from hf_round_profile_gpu import Clock, instrumented
+
+    cuda = ids[0].device.type == "cuda"
+    greedy = res["methods"]["greedy"]
+    step_s = greedy["median_s"] / res["new_tokens"]
+    out = {"greedy_step_ms": 1000 * step_s}
+    for name, row in res["methods"].items():
+        if not name.startswith("ours") or "median_s" not in row:
+            continue
+        clock, syncs, rounds = Clock(cuda), {}, 0
+        for x in ids:
+            with instrumented(target, clock, syncs):
+                methods[name](x, max_new)
+            rounds += surgery.hf.speculative_decoding.last_stats.rounds
+        dev = clock.device()
+        per = {p: max(clock.host.get(p, 0.0), dev.get(p, 0.0)) / max(1, rounds) for p in ("draft_round", "verify_forward")}
+        tokens_per_round = res["new_tokens"] / max(1, row["rounds"])
+        predicted = tokens_per_round * step_s / (per["draft_round"] + per["verify_forward"])
+        measured_round = row["median_s"] / max(1, row["rounds"])
+        out[name] = {"tokens_per_round": tokens_per_round, "draft_round_ms": 1000 * per["draft_round"],
+                     "verify_ms": 1000 * per["verify_forward"], "measured_round_ms": 1000 * measured_round,
+                     "predicted_x_greedy": predicted, "measured_x_greedy": row["x_greedy"],
+                     "measured_over_predicted": row["x_greedy"] / predicted,
+                     "host_syncs_per_round": round(sum(syncs.values()) / max(1, rounds), 3)}
+    return out
 
 
 def tf_path_maps(device, dtype, prompts, max_new, k):
@@ -302,6 +361,48 @@ def round_cost(device, dtype, width, ks, new_tokens, repeats, prompt_len=64, con
     return res
 
 
+def _summary(results) -> dict:
+    """The headline as ratios, with the card, and what each baseline was given."""
+    sbs = results["side_by_side"]
+    rows = sbs["methods"]
+    pick = lambda n, k: rows.get(n, {}).get(k)  # noqa: E731
+    out = {"card": results["device_name"], "torch": results["torch"], "transformers": results["transformers"],
+           "prompts": sbs["prompts"], "max_new_tokens": sbs["max_new_tokens"], "repeats": sbs["repeats"],
+           "warmup_repeats": sbs["warmup_repeats"], "methods": {}}
+    for name, row in rows.items():
+        if "error" in row:
+            out["methods"][name] = {"error": row["error"][:200]}
+            continue
+        out["methods"][name] = {k: (round(row[k], 3) if isinstance(row.get(k), float) else row.get(k))
+                                for k in ("tokens_per_s", "x_greedy", "x_best_tf_assisted", "first_vs_median",
+                                          "first_vs_slowest_other",
+                                          "identical_to_greedy", "acceptance_rate", "draft_path") if k in row}
+    ours = rows.get("ours_k3", {})
+    out["issue56_targets"] = {"ours_k3_x_greedy": pick("ours_k3", "x_greedy"), "want_x_greedy": 2.3,
+                              "ours_k3_x_tf_assisted": pick("ours_k3", "x_best_tf_assisted"), "want_x_tf_assisted": 1.5,
+                              "identical": ours.get("identical_to_greedy"),
+                              "first_repeat_no_slower": all(r["first_vs_slowest_other"] <= 1.0 for r in rows.values()
+                                                            if r.get("first_vs_slowest_other") is not None),
+                              "first_vs_median_max": max((r["first_vs_median"] for r in rows.values()
+                                                          if "first_vs_median" in r), default=None)}
+    static = rows.get("tf_assisted_static_k3")
+    peer = ("not tried (run with --peer-static)" if static is None else
+            f"tried with cache_implementation='static': refused ({static['error'][:160]})" if "error" in static else
+            "ran with cache_implementation='static' (row tf_assisted_static_k3)")
+    out["baselines"] = {
+        "greedy": "target.generate, DynamicCache, eager (transformers' default)"
+                  + ("; greedy_static_compiled: cache_implementation='static', which transformers compiles on CUDA"
+                     if "greedy_static_compiled" in rows else ""),
+        "tf_assisted": "transformers' own MTP assisted generation, DynamicCache, eager; its decoding loop has no "
+                       "compile path in 5.17 (generation/utils.py compiles only the greedy/sample loop); static cache: "
+                       + peer,
+        "ours": "the target's verify forward eager on a DynamicCache, as greedy's; the draft's k steps one CUDA "
+                "graph per round (draft_path); ours_hoisted_k3: the same loop with the issue 47 per-step draft"}
+    if "round_cost_model" in sbs:
+        out["round_cost_model"] = sbs["round_cost_model"]
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu", action="store_true", help="small CPU version (tiny pair only, fp32)")
@@ -312,7 +413,11 @@ def main():
                         help="issue 37: only the side-by-side at k=3 (greedy, transformers assisted k=3, ours k=3), "
                         "--repeats interleaved repeats after warm-up, median and range; $OUT/hf_generate_headline.json")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 3 GPU, 5 CPU; "
-                        "--headline: 7)")
+                        "--headline: 9)")
+    parser.add_argument("--warmup", type=int, default=1, help="--headline: untimed full repeats of every method first")
+    parser.add_argument("--peer-static", action="store_true",
+                        help="--headline: also greedy and transformers' assisted generation with cache_implementation="
+                        "'static' (greedy is then compiled by transformers on CUDA; assisted: refused by 5.17)")
     args = parser.parse_args()
     import torch
 
@@ -339,17 +444,19 @@ def main():
                  ("tf_path_maps", tf_path_maps, (device, dtype, texts[:4], 48, 3)),
                  ("round_cost", round_cost, (device, dtype, "e2b", (1, 2, 3, 4), 48, 3))]
     if args.headline:
-        repeats = args.repeats or 7
-        name += "_headline"
-        parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, repeats, (3,), (3,)))]
-    elif args.repeats:
-        parts = [(k, fn, fa if k == "tf_path_maps" else fa[:-1] + (args.repeats,) if k == "round_cost" else
-                  fa[:4] + (args.repeats,) + fa[5:]) for k, fn, fa in parts]
-    results["repeats"] = args.repeats or (7 if args.headline else None)
+        repeats = args.repeats or 9
+        name += "_headline" + ("_peer_static" if args.peer_static else "")
+        parts = [("side_by_side", side_by_side, (device, dtype, prompts, max_new, repeats, (3,), (3,), (3,),
+                                                 args.warmup, args.peer_static, True))]
+    results["repeats"] = args.repeats or (9 if args.headline else None)
     for key, fn, fn_args in parts:
         log("part", key)
         guarded(results, key, fn, *fn_args)
         save(name, results)
+    if args.headline and "methods" in results.get("side_by_side", {}):
+        results["summary"] = _summary(results)
+        save(name, results)
+        print(json.dumps(results["summary"], indent=1))
     print(json.dumps({k: v for k, v in results.items() if k != "_seconds"}, indent=1, default=str)[:6000])
 
 

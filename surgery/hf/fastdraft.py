@@ -40,9 +40,14 @@ def prepare_round(draft, kv: dict, position: torch.Tensor, like: torch.Tensor):
     ``like``: any [1, 1, 2 * backbone] input of the round (shape, dtype and device are what count)."""
     projected = draft.pre_projection(like)
     masks = draft.create_attention_masks(projected, None, kv)
+    return masks, rotary(draft, position, projected)
+
+
+def rotary(draft, position: torch.Tensor, like: torch.Tensor) -> dict:
+    """The rotary embeddings (cos, sin) per layer type at ``position`` (the assistant's own
+    ``rotary_emb``; ``like`` only gives dtype and device)."""
     inner = draft.model
-    rope = {t: inner.rotary_emb(projected, position, t) for t in set(inner.config.layer_types)}
-    return masks, rope
+    return {t: inner.rotary_emb(like, position, t) for t in set(inner.config.layer_types)}
 
 
 def step(draft, inputs_embeds: torch.Tensor, kv: dict, position: torch.Tensor, masks, rope):

@@ -18,7 +18,9 @@ Speed (what the loop does per round of k drafted tokens): k draft forwards and o
 over k+1 tokens, no host synchronisation until the round's acceptance is known, then ONE transfer
 (``tolist`` of the target's k+1 greedy tokens and the accepted count). Tokens stay on the device
 between draft steps; stopping criteria transformers built for EOS and max length are evaluated on
-that host list, not on device tensors.
+that host list, not on device tensors. On CUDA the k draft steps are one CUDA graph over fixed K/V
+buffers fed only the newly committed positions (surgery/hf/draftgraph.py; ``draft_mode``), and a
+rejection costs no copy: the target's ``DynamicCache.crop`` is a view.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import torch
 
 from ..diagnostics import SurgeryError, diag
 from ..guard import Counts
-from . import fastdraft
+from . import draftgraph, fastdraft
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
 
@@ -207,32 +209,70 @@ class _Stops:
         return new, stop
 
 
-def _draft_round(draft, embed, published: dict, committed: int, position, bonus, hidden, k_round: int,
-                 stats: RoundStats):
-    """The round's k drafted tokens [1, k_round], on the device with no host sync: step 1 from
-    [embed(bonus) ; the target's hidden state], later steps from the draft's own token and hidden
-    state, all at `position`, reading the target's K/V of the `committed` positions."""
-    kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
-    tok, h, drafted = bonus, hidden, []
-    first = torch.cat([embed(tok), h], dim=-1)
-    if stats.draft_path is None:
-        stats.draft_path = _choose_draft_path(draft, first, kv, position)
-    hoisted = stats.draft_path == HOISTED
-    if hoisted:
-        masks, rope = fastdraft.prepare_round(draft, kv, position, first)
-    for i in range(k_round):  # no host sync in here
-        inputs = first if i == 0 else torch.cat([embed(tok), h], dim=-1)
-        if hoisted:
-            tok, h = fastdraft.step(draft, inputs, kv, position, masks, rope)
-        else:
-            tok, h = fastdraft.reference_step(draft, inputs, kv, position)
-        drafted.append(tok)
-    return torch.cat(drafted, dim=1)
+DRAFT_MODES = ("auto", "graph", "static", "hoisted")
+
+
+class _Drafter:
+    """Who drafts a call's rounds, decided on its first round and kept: the static-buffer runner of
+    surgery/hf/draftgraph.py (one CUDA graph per round on the GPU, eager on the CPU), else the
+    hoisted per-step path (fastdraft.step), else the assistant's own forward. ``mode``: "auto"
+    (graph on CUDA, hoisted on the CPU), "graph", "static" (buffers, no graph: what the CPU tests
+    exercise of the graph's body) or "hoisted" (the per-step path of issue 47)."""
+
+    def __init__(self, draft, embed, k: int, max_length: int, stats: RoundStats, mode: str | None):
+        mode = mode or "auto"
+        if mode not in DRAFT_MODES:
+            raise _refuse("SRG431", f"draft_mode must be one of {', '.join(DRAFT_MODES)}, got {mode!r}")
+        self.draft, self.embed, self.k, self.max_length, self.stats, self.mode = draft, embed, k, max_length, stats, mode
+        self.runner = None
+        self.hoisted = None
+
+    def _decide(self, published, committed, position, bonus, hidden):
+        first = torch.cat([self.embed(bonus), hidden], dim=-1)
+        kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
+        path = _choose_draft_path(self.draft, first, kv, position)
+        self.hoisted = path == HOISTED
+        mode = self.mode
+        if mode == "auto":  # the CPU is not launch-bound the same way: the measured per-step path stays
+            mode = "graph" if first.device.type == "cuda" else "hoisted"
+        if self.hoisted and mode != "hoisted":
+            graph = mode == "graph"
+            self.runner, why = draftgraph.runner_for(self.draft, self.embed, published, self.k, self.max_length,
+                                                     first, bonus, hidden, committed, graph=graph)
+            if self.runner is not None:
+                self.runner.reset()
+                path = why
+            else:
+                path = f"{HOISTED}; {why}"
+        self.stats.draft_path = path
+
+    def round(self, published: dict, committed: int, position, bonus, hidden, k_round: int):
+        """The round's k_round drafted tokens [1, k_round], on the device with no host sync: step 1
+        from [embed(bonus) ; the target's hidden state], later steps from the draft's own token and
+        hidden state, all at `position`, reading the target's K/V of the `committed` positions."""
+        if self.stats.draft_path is None:
+            self._decide(published, committed, position, bonus, hidden)
+        if self.runner is not None:
+            self.runner.sync(published, committed)  # copies only the newly committed positions
+            return self.runner.run(bonus, hidden, committed)[:, :k_round]
+        kv = {key: (v[0][:, :, :committed], v[1][:, :, :committed]) for key, v in published.items()}
+        tok, h, drafted = bonus, hidden, []
+        first = torch.cat([self.embed(tok), h], dim=-1)
+        if self.hoisted:
+            masks, rope = fastdraft.prepare_round(self.draft, kv, position, first)
+        for i in range(k_round):  # no host sync in here
+            inputs = first if i == 0 else torch.cat([self.embed(tok), h], dim=-1)
+            if self.hoisted:
+                tok, h = fastdraft.step(self.draft, inputs, kv, position, masks, rope)
+            else:
+                tok, h = fastdraft.reference_step(self.draft, inputs, kv, position)
+            drafted.append(tok)
+        return torch.cat(drafted, dim=1)
 
 
 @torch.no_grad()
 def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, streamer, stats: RoundStats,
-            accept_all: bool = False):
+            accept_all: bool = False, draft_mode: str | None = None):
     """The loop. ``accept_all`` (benchmarks only: bench/gpu/hf_generate_gpu.py's round-cost model)
     accepts every draft whatever the target says: the output is then NOT greedy's, but each round
     does exactly the work of a fully accepted round."""
@@ -252,6 +292,7 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
         return stop
 
     embed = draft.get_input_embeddings()
+    drafter = _Drafter(draft, embed, k, stops.max_length, stats, draft_mode)
     cache = DynamicCache()  # config-less: full-length K/V per layer, croppable anywhere
     out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, output_hidden_states=True,
                 return_shared_kv_states=True, logits_to_keep=1)
@@ -272,7 +313,7 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
     while not done:
         k_round = min(k, stops.budget(len(tokens)))  # never draft past the length limit
         position.fill_(committed)
-        drafts = _draft_round(draft, embed, published, committed, position, bonus, hidden, k_round, stats)
+        drafts = drafter.round(published, committed, position, bonus, hidden, k_round)
         out = model(input_ids=torch.cat([bonus, drafts], dim=1), past_key_values=cache, use_cache=True,
                     output_hidden_states=True, return_shared_kv_states=True)
         logits = out.logits[0]
@@ -312,7 +353,7 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
 @torch.no_grad()
 def speculative_decoding(model, input_ids, logits_processor=None, stopping_criteria=None, generation_config=None,
                          synced_gpus: bool = False, streamer=None, assistant_model=None,
-                         num_draft_tokens: int | None = None, **model_kwargs):
+                         num_draft_tokens: int | None = None, draft_mode: str | None = None, **model_kwargs):
     """Greedy speculative decoding with a (wired) Gemma 4 MTP assistant, as a transformers decoding
     method: ``target.generate(ids, assistant_model=draft, custom_generate=speculative_decoding, ...)``.
 
@@ -320,7 +361,10 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     generation_config=GenerationConfig(max_new_tokens=...))``. Returns the
     sequences tensor (prompt + new tokens) like ``generate``; with ``return_dict_in_generate`` a
     ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
-    ``speculative_decoding.last_stats``.
+    ``speculative_decoding.last_stats``. ``draft_mode`` (also as a ``generate`` keyword): how the
+    draft steps run, "auto" (default: one CUDA graph per round on the GPU, the per-step path on the
+    CPU), "graph", "static" or "hoisted" (surgery/hf/generate.py ``_Drafter``); never changes the
+    output, only the speed.
     """
     draft = assistant_model if assistant_model is not None else _from_generate_call(model, "assistant_model")
     if streamer is None:
@@ -336,7 +380,7 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     stats = RoundStats()
     speculative_decoding.last_stats = stats
 
-    tokens, cache = _decode(model, draft, input_ids, k, stops, processors, streamer, stats)
+    tokens, cache = _decode(model, draft, input_ids, k, stops, processors, streamer, stats, draft_mode=draft_mode)
     if streamer is not None:
         streamer.end()
     sequences = torch.cat([input_ids, torch.tensor([tokens], dtype=input_ids.dtype, device=input_ids.device)], dim=1)
