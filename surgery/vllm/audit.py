@@ -344,6 +344,11 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
 
     for d in draft_ids_misread(proposer.vllm_config, selection):
         audit.findings.append(("load", d))
+    from ..checks.dspark_layout import audit_finding  # the DSpark speculator's own layout (SRG741, issue 58)
+
+    found = audit_finding(proposer, selection.draft)
+    if found is not None:
+        audit.findings.append(("load", found))
     drafter_length(audit, proposer)
 
 
