@@ -34,7 +34,7 @@ def _config(tmp_path: Path, drop=(), **changes) -> Path:
         cfg.pop(key)
     cfg.update(changes)
     folder = tmp_path / "draft"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(cfg))
     return folder
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import ERROR, Diagnostic, Location, diag
+from ..engine.releases import release
 from ..formats import original_config
 
 LAYOUT_KEYS = {"sample_from_anchor": False, "dspark_bonus_anchor": True}  # key -> negated (True: fill-in)
@@ -138,8 +139,6 @@ def live_layout_finding(anchor_first: bool, draft, where: str, how: str) -> Diag
 def start_finding(vllm_config: Any, draft, version: str | None) -> Diagnostic | None:
     """SRG741 at engine start: the running release's reading (its facts) of the draft config vLLM built,
     the very object its DSparkSpeculator reads (`draft_model_config.hf_config`)."""
-    from ..engine.releases import release
-
     spec = getattr(vllm_config, "speculative_config", None)
     if spec is None or not version or not is_dspark(getattr(spec, "method", None), ()):
         return None

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..checks.release_rules import rejection_finding
+from ..checks.dspark_layout import start_finding  # DSpark's block-layout key per release (SRG741, issue 58)
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
 from ..engine.cards import card
@@ -147,8 +148,6 @@ def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
 def dspark_layout_misread(vllm_config: Any, selection: Any) -> list:
     """SRG741: the running release's DSpark speculator would draft in another block layout than the draft's
     config states (a layout key this release does not read; surgery/checks/dspark_layout.py, issue 58)."""
-    from ..checks.dspark_layout import start_finding
-
     found = start_finding(vllm_config, selection.draft, hooks.engine_version())
     return [found] if found is not None else []
 
