@@ -193,3 +193,22 @@ def test_the_builder_writes_both_keys():
     copy = json.loads((ROOT / "tests" / "data" / "block_drafts" / "dspark-qwen3.json").read_text())
     copy.pop("_source")
     assert copy == built
+
+
+def test_the_gpu_bench_builds_and_checks_its_rows(tmp_path, monkeypatch):
+    """bench/gpu/dspark034.py --cpu: each suspect row's draft is built and checked (no engine)."""
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "bench" / "gpu"))
+    import importlib
+
+    import common
+
+    monkeypatch.setattr(common, "OUT", tmp_path)
+    bench = importlib.import_module("dspark034")
+    monkeypatch.setattr(bench, "save", lambda name, data: (tmp_path / f"{name}.json").write_text(json.dumps(data)))
+    assert bench.main(["--cpu", "--only", "old-key-only,anchor-first-both,fixed,old-key-only+recipe"]) == 0
+    rows = json.loads((tmp_path / "dspark034_cpu.json").read_text())["rows"]
+    got = {n: (r["checks"]["0.26.0"]["anchor_first"], r["checks"]["0.34.0"]["anchor_first"],
+               r["checks"]["0.34.0"]["SRG740"] is not None, r["checks"]["plugin_start_0.34"]) for n, r in rows.items()}
+    assert got == {"old-key-only": (False, True, True, "SRG741"), "anchor-first-both": (True, True, False, "ok"),
+                   "fixed": (False, False, False, "ok"), "old-key-only+recipe": (False, True, True, "SRG741")}

@@ -212,7 +212,7 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001 - one row's failure is a finding, the run goes on
                 entry.update(failure(exc))
                 expected = ROWS[row_name].get("expect_error")
-                entry["expected_error"] = bool(expected and expected in entry["codes"])
+                entry["expected_error"] = bool(expected and (expected in entry["codes"] or expected in entry["error"]))
                 bad_rows += 0 if entry["expected_error"] else 1
             entry["seconds"] = round(time.perf_counter() - t, 1)
             log(row_name, {k: entry.get(k) for k in ("checks", "live", "summary", "error") if k in entry})
