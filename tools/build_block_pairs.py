@@ -245,7 +245,9 @@ def dflash_config(markov_rank: int = 0) -> dict:
         cfg.pop("dflash_config")
         cfg.update(architectures=["Qwen3DSparkModel"], markov_rank=markov_rank, mask_token_id=MASK_ID,
                    target_layer_ids=list(DFLASH_TARGET_LAYER_IDS), use_aux_hidden_state=True,
-                   dspark_bonus_anchor=True)
+                   # trained in the fill-in layout (the anchor is the bonus token, the k masks are the drafts):
+                   # vLLM 0.25-0.26 read dspark_bonus_anchor, 0.27+ sample_from_anchor only (issue 58, SRG740)
+                   dspark_bonus_anchor=True, sample_from_anchor=False)
     return cfg
 
 

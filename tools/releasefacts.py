@@ -248,6 +248,7 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
         "classes": vllm_class_facts(tree),
         "kv_sharing_copy": kv_sharing_copy(tree),
     }
+    facts["dspark"] = vllm_dspark_facts(tree)  # the DSpark block-layout flag (issue 58; dspark58)
     return facts
 
 
@@ -568,3 +569,66 @@ def _aux_methods(tree: SourceTree, index: ClassIndex) -> list[str]:
                         out.add(method)
                     break
     return sorted(out)
+
+
+# -- vLLM: DSpark (issue 58) -------------------------------------------------------------------------------
+
+DSPARK_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py"
+
+
+def vllm_dspark_facts(tree: SourceTree) -> dict | None:
+    """Which draft-config key the release's DSparkSpeculator reads to pick its block layout, with its default:
+    `self.sample_from_anchor = [not] getattr(<draft hf_config>, "<key>", <default>)` in `__init__`.
+
+    Anchor-first (N query slots, the anchor's own output is draft 0) or fill-in (1 + N slots, the anchor is
+    the bonus token and the masks are the drafts). 0.25-0.26 read `dspark_bonus_anchor` (default False,
+    negated); 0.27 renamed it `sample_from_anchor` (default True) and read the old key no longer, so a
+    config written with the old key alone is drafted in the other layout, silently (issue 58)."""
+    cls = find_class(tree.tree(DSPARK_SPECULATOR), "DSparkSpeculator")
+    if cls is None:
+        return None
+    flag = None
+    for node in ast.walk(cls):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and ast.unparse(node.targets[0]) == "self.sample_from_anchor"):
+            continue
+        value, negated = node.value, False
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+            value, negated = value.operand, True
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "getattr" and len(value.args) == 3 \
+                and isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, str):
+            flag = {"key": value.args[1].value, "default": ast.literal_eval(value.args[2]), "negated": negated,
+                    "reads": ast.unparse(value.args[0]), "at": f"{DSPARK_SPECULATOR}:{node.lineno}"}
+            break
+    return {"layout_flag": flag, "speculators": _speculators_dspark_layout(tree, flag)}
+
+
+def _speculators_dspark_layout(tree: SourceTree, flag: dict | None) -> dict | None:
+    """What the release's speculators reader (algos.py `update_dspark`) writes into the key the speculator
+    reads: a constant (0.25-0.26: `dspark_bonus_anchor = True`, the fill-in layout whatever the file says), or
+    the file's own `sample_from_anchor` with the reader's default (0.27+)."""
+    rel = "vllm/transformers_utils/configs/speculators/algos.py"
+    module = tree.tree(rel)
+    fn = next((n for n in ast.walk(module) if isinstance(n, ast.FunctionDef) and n.name == "update_dspark"),
+              None) if module is not None and flag else None
+    if fn is None:
+        return None
+    names = {ast.unparse(n.targets[0]): n.value for n in ast.walk(fn)
+             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+                and isinstance(node.targets[0].slice, ast.Constant) and node.targets[0].slice.value == flag["key"]):
+            continue
+        value = node.value
+        negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+        value = value.operand if negated else value
+        value = names.get(ast.unparse(value), value) if isinstance(value, ast.Name) else value
+        at = f"{rel}:{node.lineno}"
+        if isinstance(value, ast.Constant):
+            return {"constant": (not value.value) if negated else value.value, "at": at}
+        if isinstance(value, ast.Call) and ast.unparse(value.func).endswith(".get") and len(value.args) == 2 \
+                and isinstance(value.args[0], ast.Constant):
+            return {"file_key": value.args[0].value, "file_default": ast.literal_eval(value.args[1]),
+                    "negated": negated, "at": at}
+        return {"unparsed": ast.unparse(node.value), "at": at}
+    return {"constant": None, "at": None}  # the reader does not write the key: the speculator's default holds

@@ -26,6 +26,7 @@ from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP model
 from ..engine.releases import all_architectures, first_with, known, no_release, release, release_data
 from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
 from .config_spelling import NO_VERSION, serving
+from .dspark_layout import layout_finding  # DSpark's block-layout key per release (SRG740, issue 58)
 
 LOSSY = {"fly": "lossy: it accepts draft tokens the target's distribution would reject, so outputs are not "
                 "the target's (greedy or sampled)",
@@ -197,7 +198,8 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
                   method_finding(rel, method, "--method"),
                   architecture_finding(rel, list(draft.architectures or []), draft.source),
                   mtp_type_finding(rel, draft, target, method),
-                  rejection_finding(rel, rejection_sample_method, "--rejection-sample-method")):
+                  rejection_finding(rel, rejection_sample_method, "--rejection-sample-method"),
+                  layout_finding(rel, draft, method)):
         if found is not None:
             out.append(found)
     return out

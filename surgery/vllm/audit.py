@@ -36,6 +36,7 @@ from .wiring import get_layer_maps, kv_cache_groups_of, role_module
 from ..checks.kv_scales import engine_step
 from ..checks.catalogue3 import catalogue3_findings
 from ..checks.field import field_checks, normalise_method
+from ..checks.dspark_layout import audit_finding  # the DSpark speculator's own layout (SRG741, issue 58)
 from ..diagnostics import SurgeryError
 
 REPORT_FORMAT = 1
@@ -360,6 +361,9 @@ def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
 
     for d in draft_ids_misread(proposer.vllm_config, selection):
         audit.findings.append(("load", d))
+    found = audit_finding(proposer, selection.draft)
+    if found is not None:
+        audit.findings.append(("load", found))
     drafter_length(audit, proposer)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..checks.release_rules import rejection_finding
+from ..checks.dspark_layout import start_finding  # DSpark's block-layout key per release (SRG741, issue 58)
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
 from ..engine.cards import card
@@ -100,6 +101,7 @@ def check_engine_config(vllm_config: Any):
         _print_block_if_uncaught()
         raise SurgeryError(plan.errors)
     misread = draft_ids_misread(vllm_config, selection)
+    misread += dspark_layout_misread(vllm_config, selection)
     if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
         _print_block_if_uncaught()
         raise SurgeryError(misread)
@@ -141,6 +143,13 @@ def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
     disagree. Refused at start: the plugin would otherwise capture, and verify,
     the layers vLLM read."""
     return misread_by_runner(selection.draft, selection.target, serving_runner(vllm_config))
+
+
+def dspark_layout_misread(vllm_config: Any, selection: Any) -> list:
+    """SRG741: the running release's DSpark speculator would draft in another block layout than the draft's
+    config states (a layout key this release does not read; surgery/checks/dspark_layout.py, issue 58)."""
+    found = start_finding(vllm_config, selection.draft, hooks.engine_version())
+    return [found] if found is not None else []
 
 
 def _print_block_if_uncaught() -> None:
