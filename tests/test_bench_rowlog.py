@@ -102,3 +102,19 @@ def test_guard_ablations_keeps_rows_past_a_failing_family_and_says_why_there_is_
     summary = json.loads((tmp_path / "guard_ablations.json").read_text())
     assert summary["failed_families"] == ["bad"] and summary["results"]["good"]["healthy"]["acceptance_rate"] == 0.8
     assert "nan" not in capsys.readouterr().out
+
+
+def test_failure_read_from_a_child_processes_traceback_text():
+    tail = """Traceback (most recent call last):
+  File "/work/wt/surgery/sglang/engine.py", line 40, in child
+    engine = Engine(**kw)
+  File "/tmp/site/lib/python3.12/site-packages/sglang/srt/entrypoints/engine.py", line 120, in __init__
+    self._launch()
+  File "/tmp/site/lib/python3.12/site-packages/vllm/v1/attention/backends/mla/prefill/selector.py", line 9, in pick
+    raise ValueError("No valid MLA prefill backend found")
+ValueError: No valid MLA prefill backend found
+"""
+    rec = rowlog.failure_from_text(tail, "engine exited rc 1")
+    assert (rec["library"], rec["symbol"], rec["type"]) == (
+        "vllm", "vllm.v1.attention.backends.mla.prefill.selector:pick", "ValueError"), rec
+    assert rec["message"] == "No valid MLA prefill backend found" and rec["error"] == "engine exited rc 1"

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 OUT = Path(os.environ.get("OUT", "/tmp/surgery-out"))
 OUT.mkdir(parents=True, exist_ok=True)
 
-from rowlog import Rows, failure, no_nan, run_row  # noqa: E402,F401  (bench/gpu is the scripts' sys.path[0])
+from rowlog import Rows, failure, failure_from_text, no_nan, run_row  # noqa: E402,F401  (bench/gpu is the scripts' sys.path[0])
 
 
 def log(*parts) -> None:

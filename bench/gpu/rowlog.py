@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import sysconfig
 import time
@@ -53,6 +54,43 @@ def failure(exc: BaseException) -> dict:
     if cause is not None and cause is not exc:
         out["cause"] = {k: v for k, v in failure(cause).items() if k != "traceback"}
     return out
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b[^:]*):\s*(.*)$")
+
+
+def _module_of(filename: str) -> str | None:
+    """`vllm.config.speculative` for .../site-packages/vllm/config/speculative.py (None: not a package file)."""
+    parts = Path(filename).with_suffix("").parts
+    for anchor in ("site-packages", "dist-packages"):
+        if anchor in parts:
+            rest = parts[parts.index(anchor) + 1:]
+            return ".".join(rest[:-1] if rest[-1] == "__init__" else rest) or None
+    if "surgery" in parts:  # the repository on PYTHONPATH
+        rest = parts[len(parts) - 1 - parts[::-1].index("surgery"):]
+        return ".".join(rest[:-1] if rest[-1] == "__init__" else rest)
+    return None
+
+
+def failure_from_text(text: str, error: str | None = None) -> dict:
+    """rowlog.failure's fields read from a traceback printed by another process (an engine child, a
+    server log): the innermost `File ...` frame of a package, and the last `SomeError: message` line."""
+    frames, exc_line = [], None
+    for line in (text or "").splitlines():
+        m = _FRAME.match(line)
+        if m:
+            module = _module_of(m.group(1))
+            if module:
+                frames.append((module.split(".")[0], f"{module}:{m.group(3)}", f"{m.group(1)}:{m.group(2)}"))
+            continue
+        e = _EXC.match(line.strip())
+        if e:
+            exc_line = (e.group(1), e.group(2))
+    inner = frames[-1] if frames else (None, None, None)
+    return {"error": error or (f"{exc_line[0]}: {exc_line[1]}" if exc_line else None),
+            "type": exc_line[0] if exc_line else None, "message": exc_line[1] if exc_line else error,
+            "library": inner[0], "symbol": inner[1], "at": inner[2], "from": "traceback text"}
 
 
 def no_nan(value, why: str):

@@ -31,7 +31,9 @@ Rows:
   (keeps them, as vLLM does).
 - mtp, deepseek-mtp `recipe` (NEXTN).
 
-Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured); exit 1 when a recipe row is not verified or a speculative output differs
+Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured) and each
+engine's row to $OUT/sglang_gpu[-TAG].rows.jsonl as it finishes, a failed engine with the exception type,
+library and symbol read from its child's traceback (bench/gpu/rowlog.py); exit 1 when a recipe row is not verified or a speculative output differs
 from its greedy reference.
 """
 from __future__ import annotations
@@ -46,7 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, guarded, log, save  # noqa: E402
+from common import ROOT, failure_from_text, guarded, log, save, start_rows  # noqa: E402
 
 from surgery.sglang import engine, report  # noqa: E402
 
@@ -225,6 +227,7 @@ def main(argv=None) -> int:
                                                        "cuda_graph": args.cuda_graph},
                      "plugin_registered_by_install": engine.plugin_registered()}
     name = RESULT + (f"-{args.tag}" if args.tag else "")
+    rows_log = start_rows(name)  # each engine's row in $OUT/<name>.rows.jsonl the moment it finishes
     only = [f for f in args.only.split(",") if f]
     unknown = sorted(set(only) - set(PARTS))
     if unknown:
@@ -272,7 +275,11 @@ def main(argv=None) -> int:
                                                     workdir=work / f"greedy-{len(references)}", top_logprobs=2)
                 references[key]["engine_kwargs"] = gkw
                 if "outputs" not in references[key]:
+                    references[key]["failure"] = failure_from_text(references[key].get("tail") or "",
+                                                                   references[key].get("error"))
                     failures.append(f"greedy {pair.target.name}: {references[key].get('error')}")
+                rows_log.write(f"greedy {pair.target.name}", {k: v for k, v in references[key].items()
+                                                              if k != "outputs"}, ok="outputs" in references[key])
         fam_res["greedy"] = references[key]
         rows = guarded(fam_res, "_rows", rows_for, fam, pair, work)
         if not isinstance(rows, list):
@@ -303,7 +310,11 @@ def main(argv=None) -> int:
                                                 "log_lines", "applied_lines", "error", "codes", "sglang")})
             if "outputs" not in res:
                 out["tail"] = res.get("tail")
-                failures.append(f"{fam} {row['label']}: {res.get('error')}")
+                out["failure"] = failure_from_text(res.get("tail") or "", res.get("error"))
+                failures.append(f"{fam} {row['label']}: {res.get('error')} [{out['failure']['library']} "
+                                f"{out['failure']['symbol']}]")
+                rows_log.write(f"{fam}: {row['label']}", out, ok=False)
+                save(name, results)
                 continue
             ref = references[key].get("outputs")
             out["decode"] = engine.decode_summary(ref or [], res["outputs"], res["meta"], engine.NUM_DRAFT_TOKENS,
@@ -319,6 +330,7 @@ def main(argv=None) -> int:
             d = out["decode"]
             log(f"  {fam} [{row['label']}] identical={d['identical']} up_to_ties={d['identical_up_to_ties']} acceptance={d['acceptance_rate']:.3f} "
                 f"accept_length={d['accept_length']} verified={out.get('verified')}")
+            rows_log.write(f"{fam}: {row['label']}", out, ok=True)
             save(name, results)
         if args.cpu:
             fam_res["greedy"] = {"engine_kwargs": references[key]["engine_kwargs"]}
