@@ -118,3 +118,30 @@ ValueError: No valid MLA prefill backend found
     assert (rec["library"], rec["symbol"], rec["type"]) == (
         "vllm", "vllm.v1.attention.backends.mla.prefill.selector:pick", "ValueError"), rec
     assert rec["message"] == "No valid MLA prefill backend found" and rec["error"] == "engine exited rc 1"
+
+
+def test_serve_bench_finds_the_plugins_report_and_guard_lines_and_the_metric_series():
+    """bench/gpu/vllm_serve_gpu.py reads its row off the server's log and /metrics with the plugin's own
+    line definitions (surgery/vllm/log.py): a line renamed there is still found here."""
+    import importlib.util
+
+    from surgery.vllm import log as L
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "vllm_serve_gpu.py"
+    spec = importlib.util.spec_from_file_location("vllm_serve_gpu_under_test", path)
+    sv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sv)
+    on = L.GUARD_ON.fmt % ("mtp", 3, "0.100", 50, "1.20", "measured", 200, 25, "warn")
+    text = "\n".join([
+        "(APIServer pid=1) INFO [config_check.py:90] " + L.CHECKED.fmt % ("gemma4-mtp", 5, 1, 1, "auto"),
+        "(EngineCore pid=2) INFO [guard.py:88] " + on,
+        "(EngineCore pid=2) WARNING [guard.py:92] " + L.DIAGNOSTIC.fmt % "SRG477 guard: the break-even rule is off",
+        "(EngineCore pid=2) INFO unrelated line"])
+    lines = sv.report_lines(text)
+    assert len(lines["checked"]) == 1 and len(lines["guard_on"]) == 1 and lines["guard"] == lines["guard_on"]
+    assert [ln.split("] ")[1] for ln in lines["diagnostics"]] == ["spec-surgery: SRG477 guard: the break-even rule is off"]
+    metrics = "\n".join(["# HELP vllm:spec_decode_num_drafts_total x", "vllm:spec_decode_num_drafts_total 12.0",
+                         'surgery_guard_acceptance{position="0"} 0.8', "vllm:num_requests_running 0.0"])
+    assert sv.metric_series(metrics) == ["vllm:spec_decode_num_drafts_total 12.0", 'surgery_guard_acceptance{position="0"} 0.8']
+    cmd = sv.server_command(Path("t"), Path("d"), "mtp", cpu=False, port=1)
+    assert json.loads(cmd[cmd.index("--additional-config") + 1]) == {"surgery": {"guard": sv.GUARD}}
