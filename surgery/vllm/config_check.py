@@ -6,10 +6,12 @@ imports the plugin, and only the one that builds a config needs this.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..checks.release_rules import parallel_drafting_finding, rejection_finding
@@ -99,9 +101,6 @@ def check_engine_args(engine_args: Any) -> None:
 
 def _speculators_type(path: Any) -> str | None:
     """`speculators_model_type` of a local checkpoint's config.json (None: a hub id, no file, not one)."""
-    import json
-    from pathlib import Path
-
     try:
         raw = json.loads((Path(str(path)) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
