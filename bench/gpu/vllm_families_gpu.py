@@ -275,7 +275,9 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
     res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
     target_model = live.get("target") or getattr(runner, "model", None)
-    wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
+    wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model,
+                     row_key=f"{res.get('recipe') or 'stock'}: live wiring of {res.get('draft')}") \
+        if proposer is not None else None
     res.pop("wiring_raw", None)
     res["wiring"] = brief_wiring(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
     t = time.perf_counter()
