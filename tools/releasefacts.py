@@ -242,6 +242,10 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
                                                            "verify_supports_aux_hidden_states_over_pp"),
             # config/vllm.py: an explicit float16 / bfloat16 KV cache that differs from the model's dtype
             "float_kv_cache_matches_model_dtype": find_def(tree, "vllm/config/vllm.py", "_reject_mismatched_float_kv_cache"),
+            # config/speculative.py: parallel_drafting refused for every method but the block drafters (0.34:
+            # P-EAGLE's parallel EAGLE-3 drafting gone; `{"method": "eagle3", "parallel_drafting": true}` refused)
+            "parallel_drafting_block_only": find_text(tree, [spec_rel],
+                                                      "parallel_drafting is only supported by the dflash and dspark"),
             # legacy runner: the drafter skipped past the draft's length (proposes token 0)
             "input_fits_in_drafter": find_def(tree, legacy, "_input_fits_in_drafter"),
         },

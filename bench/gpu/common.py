@@ -5,13 +5,14 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = Path(os.environ.get("OUT", "/tmp/surgery-out"))
 OUT.mkdir(parents=True, exist_ok=True)
+
+from rowlog import Rows, failure, failure_from_text, no_nan, run_row  # noqa: E402,F401  (bench/gpu is the scripts' sys.path[0])
 
 
 def log(*parts) -> None:
@@ -24,14 +25,23 @@ def save(name: str, data) -> None:
     log("wrote", path)
 
 
-def guarded(results: dict, key: str, fn, *args, **kwargs):
-    """Run one part; record its result or its error, never stop the whole run."""
+ROWS: Rows | None = None  # start_rows(name): every guarded part is also a line of $OUT/<name>.rows.jsonl
+
+
+def start_rows(name: str) -> Rows:
+    """Write each guarded part to $OUT/<name>.rows.jsonl as it finishes (rowlog.Rows): a call cut short
+    by its time limit, or a part that raises, keeps every row measured before it."""
+    global ROWS
+    ROWS = Rows(OUT / f"{name}.rows.jsonl")
+    log("rows go to", ROWS.path)
+    return ROWS
+
+
+def guarded(results: dict, key: str, fn, *args, row_key: str | None = None, **kwargs):
+    """Run one part; record its result or its failure (type, message, library, symbol: rowlog.failure),
+    never stop the whole run. The part is written as a row the moment it finishes (start_rows)."""
     t = time.perf_counter()
-    try:
-        results[key] = fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - a failed part is a finding, written down
-        results[key] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
-        log(f"{key} FAILED: {type(exc).__name__}: {exc}")
+    results[key], _ok = run_row(ROWS, row_key or key, fn, *args, **kwargs)
     results.setdefault("_seconds", {})[key] = round(time.perf_counter() - t, 2)
     return results[key]
 

@@ -39,7 +39,7 @@ from pathlib import Path
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.pop("SURGERY_RECIPE", None)  # the recipe is chosen per engine via additional_config
 
-from common import guarded, log, save  # noqa: E402
+from common import guarded, log, save, start_rows  # noqa: E402
 
 NUM_SPEC = 3
 TOP = 5  # the greedy engine's top-n per position: margins to judge ties with (surgery.greedyties)
@@ -281,7 +281,9 @@ def _measure(llm, res, live, prompts, reference, recipe, cpu, aux0) -> dict:
     res["proposer"] = f"{type(proposer).__module__}.{type(proposer).__name__}" if proposer is not None else None
     res["hooked_proposer_is_runner_proposer"] = live.get("proposer") is not None and live["proposer"] is on_runner
     target_model = live.get("target") or getattr(runner, "model", None)
-    wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model) if proposer is not None else None
+    wiring = guarded(res, "wiring_raw", live_wiring, proposer, target_model,
+                     row_key=f"{res.get('recipe') or 'stock'}: live wiring of {res.get('draft')}") \
+        if proposer is not None else None
     res.pop("wiring_raw", None)
     res["wiring"] = brief_wiring(wiring) if isinstance(wiring, dict) and "error" not in wiring else wiring
     t = time.perf_counter()
@@ -359,6 +361,7 @@ def main(argv=None) -> None:
     results.pop("versions_", None)
     log("versions", results["versions"])
     name = RESULT + ("_cpu" if args.cpu else "")
+    rows = start_rows(name)  # each engine's row in $OUT/<name>.rows.jsonl as it finishes (a cut-short call keeps them)
     references: dict[tuple, dict] = {}  # (target, prompts) -> greedy result; shared across families
     for fam in only:
         pair = builtin_pair(fam)
@@ -380,6 +383,9 @@ def main(argv=None) -> None:
         results[fam] = fam_res
         if "tokens" not in ref:
             fam_res["error"] = "no greedy reference (see the greedy entry)"
+            fam_res["greedy_failure"] = {k: ref.get(k) for k in ("type", "library", "symbol", "message")}
+            rows.write(f"{fam}: recipe", {"error": fam_res["error"], "greedy_failure": fam_res["greedy_failure"]},
+                       ok=False)
             save(name, results)
             continue
         spell_dir = Path(tempfile.mkdtemp(prefix="surgery-spelling-"))
@@ -388,7 +394,7 @@ def main(argv=None) -> None:
             log("draft config respelled for this vLLM", fam, fam_res["older_vllm_spelling"])
         log("engine: speculative", fam, pair.method, "recipe", fam)
         r = guarded(fam_res, "recipe", speculative, pair.target, served, pair.method, prompts,
-                    ref, fam, args.cpu, spec_extra=extra)
+                    ref, fam, args.cpu, spec_extra=extra, row_key=f"{fam}: recipe")
         if isinstance(r, dict) and "decode" in r:
             log(fam, summary_row(r))
         if fam == "eagle3" and args.aux0:
@@ -396,7 +402,7 @@ def main(argv=None) -> None:
             for label, clone in (("stock, aux id 0 by reference", False), ("stock, aux id 0 cloned", True)):
                 log("engine: eagle3", label)
                 row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
-                              ref, None, args.cpu, aux0=Aux0Probe(clone=clone))
+                              ref, None, args.cpu, aux0=Aux0Probe(clone=clone), row_key=f"{fam}: {label}")
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
             # Which kernel writes into the capture (issue 26): the same stock engine with vLLM's IR
@@ -412,7 +418,7 @@ def main(argv=None) -> None:
                 log("engine: eagle3", label)
                 row = guarded(fam_res, label, speculative, pair.target, pair.draft, pair.method, prompts,
                               ref, None, args.cpu, aux0=Aux0Probe(clone=False) if probe else None,
-                              extra=extra)
+                              extra=extra, row_key=f"{fam}: {label}")
                 if isinstance(row, dict) and "decode" in row:
                     log(fam, label, summary_row(row), row.get("aux0"))
         if not args.no_ablation and (not args.ablate_only or fam in args.ablate_only.split(",")):
@@ -424,7 +430,7 @@ def main(argv=None) -> None:
                     draft, _ = spelled_draft(Path(draft), Path(tmp) / "spelled", args.spell_always)
                     row = guarded(fam_res, f"ablation: {ab.name}", speculative, pair.target, draft, pair.method,
                                   prompts, ref, None, args.cpu, rewire=ab.rewire or None,
-                                  spec_extra={**(extra or {}), **ab.speculative} or None)
+                                  spec_extra={**(extra or {}), **ab.speculative} or None, row_key=f"{fam}: ablation: {ab.name}")
                 if isinstance(row, dict):
                     row["because"] = ab.because
                     row["dropped_config_keys"] = list(ab.drop_config_keys)
@@ -435,7 +441,8 @@ def main(argv=None) -> None:
     for fam in only:
         for key, r in (results.get(fam) or {}).items():
             if isinstance(r, dict) and ("decode" in r or "error" in r) and key not in ("_seconds",):
-                results["summary"][f"{fam} {key}"] = summary_row(r) if "decode" in r else {"error": r["error"]}
+                results["summary"][f"{fam} {key}"] = summary_row(r) if "decode" in r else {
+                    k: r.get(k) for k in ("error", "type", "library", "symbol") if r.get(k) is not None}
     save(name, results)
     for k, v in results["summary"].items():
         log(k, v)

