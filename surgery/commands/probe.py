@@ -39,8 +39,9 @@ def pair_for(recipe, engine: str, target, draft):
     method = recipe.engine.get("vllm", {}).get("method")
     if target is not None:  # the built-in pair's target given as a folder: its held-out prompts serve
         pair = builtin_pair(recipe.name)
-        same = pair is not None and Path(pair.target).resolve() == Path(target).resolve()
-        return Path(target), Path(draft), pair if same else None, method, None
+        if pair is None or Path(pair.target).resolve() != Path(target).resolve():
+            return Path(target), Path(draft), None, method, None
+        return Path(target), Path(draft), pair, pair.method or method, _spec_extra(pair)
     if engine == "hf":
         if recipe.name != "gemma4-mtp":
             raise SurgeryError(diag("SRG494", f"no HF built-in pair for {recipe.name}: the HF engine loads the Gemma 4 "
@@ -52,8 +53,12 @@ def pair_for(recipe, engine: str, target, draft):
     pair = builtin_pair(recipe.name)
     if pair is None:
         raise SurgeryError(diag("SRG494", f"no built-in pair for {recipe.name}", hint="pass --target and --draft"))
-    extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
-    return Path(pair.target), Path(pair.draft), pair, pair.method or method, extra
+    return Path(pair.target), Path(pair.draft), pair, pair.method or method, _spec_extra(pair)
+
+
+def _spec_extra(pair) -> dict | None:
+    """A P-EAGLE head is served with parallel drafting only when told (its index entry says so)."""
+    return {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
 
 
 def prompt_ids(args, pair, target: Path) -> tuple[list[list[int]], str]:
