@@ -52,7 +52,7 @@ class HFMeasurer:
                 res = speculative_generate(target, draft, ids, max_new_tokens, k)
                 rounds = speculative_decoding.last_stats.rounds
                 out.prompts.append(PromptResult(drafted=res.drafted, accepted=res.accepted, rounds=rounds,
-                                                target_forwards=res.target_forwards + 1,  # + the prefill
+                                                target_forwards=res.target_forwards,  # the prefill included
                                                 draft_forwards=res.draft_forwards))
                 if not keep_going(out):
                     out.stopped_early = len(out.prompts) < len(prompts)

@@ -129,3 +129,27 @@ def verdict(head: Head, result: dict) -> str:
     if head.truth is None or dec["status"] not in ("changed", "confirmed"):
         return "WRONG"
     return "recovered" if head.truth in dec.get("candidate", "") else "WRONG"
+
+
+def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3) -> dict:
+    """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts."""
+    from surgery.bytevocab import encode
+    from surgery.pairs import builtin_pair, held_out_prompts
+    from surgery.probe.runner import ProbeInput, probe
+    from surgery.recipe import load_recipe
+
+    recipe = load_recipe(head.recipe)
+    if head.engine == "hf":
+        from surgery.probe.measure_hf import HFMeasurer
+
+        texts = held_out_prompts()
+        measurer = HFMeasurer(recipe, head.target, threads=1)
+    else:
+        from surgery.probe.measure_vllm import VLLMMeasurer
+
+        pair = builtin_pair(head.recipe)
+        texts = pair.prompts
+        extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
+        measurer = VLLMMeasurer(recipe, head.target, pair.method, extra)
+    inp = ProbeInput(recipe, head.target, folder, [encode(t) for t in texts[:prompts]], "builtin", tokens, k)
+    return probe(inp, measurer)
