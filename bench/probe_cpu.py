@@ -54,14 +54,21 @@ def main() -> int:
                          "counts": r["counts"], "release": r["release"], "wall_s": round(time.perf_counter() - t, 1)})
             print(f"{h.id:36} {rows[-1]['verdict']:10} {rows[-1]['decision']:18} {rows[-1]['wall_s']:7.1f} s",
                   flush=True)
+            write(args, rows)
+    summary = write(args, rows)
+    print(json.dumps(summary))
+    return 1 if summary["WRONG"] else 0
+
+
+def write(args, rows) -> dict:
+    """The results so far (rewritten after each head: a long run leaves what it measured)."""
     summary = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("recovered", "confirmed", "undecided", "WRONG",
                                                                       "ERROR")}
     out = {"machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
            "prompts": args.prompts, "tokens": args.tokens, "heads": len(rows),
            "families": sorted({r["family"] for r in rows}), "summary": summary, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps(summary))
-    return 1 if summary["WRONG"] else 0
+    return summary
 
 
 if __name__ == "__main__":

@@ -343,7 +343,11 @@ def _parser_probe(sub) -> None:
                        epilog="examples:\n  surgery probe gemma4-mtp --target T --draft D\n"
                        "  surgery probe eagle3 --engine vllm --target T --draft D --prompts prompts.txt --write patch.yaml",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_pair_args(p, required=False)
+    p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
+    p.add_argument("--target", default=None, metavar="T", help="target model folder (left out with --draft: the "
+                   "recipe's built-in miniature pair)")
+    p.add_argument("--draft", default=None, metavar="D", help="draft model folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="hf (default, Gemma 4 pairs) or vllm")
     p.add_argument("--prompts", default=None, metavar="FILE", help="one prompt per line (default: the built-in prompts)")
     p.add_argument("--max-prompts", type=_positive_int, default=None, metavar="N", help="decode the first N prompts only")

@@ -8,9 +8,24 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
 from ..bytevocab import encode
 from ..diagnostics import EXIT_OK, Location, SurgeryError, diag
+from ..facts import read_facts
+from ..options import CheckOptions
+from ..pairs import DEFAULT_PROMPTS, builtin_pair
+from ..plan import Runtime
+from ..probe.measure_hf import HFMeasurer
+from ..probe.measure_vllm import VLLMMeasurer
+from ..probe.runner import ProbeInput, probe
+from ..probe.write import document
 from ..recipe import load_recipe
+from ..resolver import resolve
+from ..tinypair import ensure_tiny_pair
+from .checks import run_checks
+
+HF_DRAFTS = ("gemma4_assistant", "gemma4_unified_assistant")  # what surgery/hf/loader.py load_pair builds
 
 
 MIN_PROMPTS = 2
@@ -30,10 +45,28 @@ def read_prompts(path: str) -> list[str]:
     return lines
 
 
+def validate_findings(recipe, draft: Path, target: Path) -> tuple:
+    """validate's diagnostics for the pair (resolve + every check `surgery validate` runs, vLLM's view:
+    the questions are how an engine reads the configs)."""
+    draft_facts, target_facts = read_facts(draft), read_facts(target)
+    plan = resolve(recipe, draft_facts, target_facts, Runtime(engine="vllm"))
+    plan, _ = run_checks(CheckOptions(engine="vllm", draft=str(draft), target=str(target)), recipe, draft_facts,
+                         target_facts, plan)
+    return tuple(plan.diagnostics)
+
+
+def check_engine(engine: str, draft: Path) -> None:
+    """SRG494 before any weight is read when the HF loader cannot build this pair."""
+    if engine != "hf":
+        return
+    model_type = read_facts(draft).model_type
+    if model_type not in HF_DRAFTS:
+        raise SurgeryError(diag("SRG494", f"the HF engine loads Gemma 4 assistants, not a {model_type!r} draft",
+                                Location(file=str(draft)), hint="--engine vllm"))
+
+
 def pair_for(recipe, engine: str, target, draft):
     """(target, draft, built-in pair entry or None, method, spec_extra)."""
-    from ..pairs import builtin_pair
-
     if (target is None) != (draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (the built-in pair)"))
     method = recipe.engine.get("vllm", {}).get("method")
@@ -46,8 +79,6 @@ def pair_for(recipe, engine: str, target, draft):
         if recipe.name != "gemma4-mtp":
             raise SurgeryError(diag("SRG494", f"no HF built-in pair for {recipe.name}: the HF engine loads the Gemma 4 "
                                     "pair", hint=f"surgery probe {recipe.name} --engine vllm"))
-        from ..tinypair import ensure_tiny_pair
-
         t, d = ensure_tiny_pair()
         return Path(t), Path(d), builtin_pair("gemma4-mtp"), method, None
     pair = builtin_pair(recipe.name)
@@ -62,8 +93,6 @@ def _spec_extra(pair) -> dict | None:
 
 
 def prompt_ids(args, pair, target: Path) -> tuple[list[list[int]], str]:
-    from ..pairs import DEFAULT_PROMPTS
-
     if args.prompts is not None:
         texts, source = read_prompts(args.prompts), f"file {args.prompts}"
     elif pair is not None and pair.prompts:
@@ -73,7 +102,7 @@ def prompt_ids(args, pair, target: Path) -> tuple[list[list[int]], str]:
     texts = texts[: args.max_prompts] if args.max_prompts else texts
     if pair is not None:
         return [encode(t) for t in texts], source
-    from ..hf.standalone import prompts_for
+    from ..hf.standalone import prompts_for  # imports transformers
 
     ids, how = prompts_for(target, texts, vocab_size=_vocab(target))
     return ids, f"{source}; {how}"
@@ -86,8 +115,6 @@ def _vocab(target: Path) -> int:
 
 def pins(target: Path, draft: Path) -> dict:
     """The pair's pins as the resolver reads them (hub commit, or the local folder)."""
-    from ..facts import read_facts
-
     out = {}
     for side, ref in (("target", target), ("draft", draft)):
         facts = read_facts(ref)
@@ -97,21 +124,16 @@ def pins(target: Path, draft: Path) -> dict:
 
 
 def cmd_probe(args, out) -> int:
-    from ..probe.runner import ProbeInput, probe
-    from ..probe.write import document
-
     recipe = load_recipe(args.recipe)
     target, draft, pair, method, extra = pair_for(recipe, args.engine, args.target, args.draft)
+    check_engine(args.engine, draft)
     prompts, source = prompt_ids(args, pair, target)
     inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,
-                     max_new_tokens=args.tokens, k=args.num_draft_tokens)
+                     max_new_tokens=args.tokens, k=args.num_draft_tokens,
+                     diagnostics=validate_findings(recipe, draft, target))
     if args.engine == "hf":
-        from ..probe.measure_hf import HFMeasurer
-
         measurer = HFMeasurer(recipe, target, device=args.device, threads=args.threads)
     else:
-        from ..probe.measure_vllm import VLLMMeasurer
-
         measurer = VLLMMeasurer(recipe, target, method, extra)
     progress = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if sys.stderr.isatty() and not args.no_progress \
         else (lambda m: None)
@@ -122,8 +144,6 @@ def cmd_probe(args, out) -> int:
         if doc is None:
             result["written"] = None
         else:
-            import yaml
-
             Path(args.write).write_text(yaml.safe_dump(doc, sort_keys=False, width=110))
             result["written"] = str(args.write)
     if args.json:

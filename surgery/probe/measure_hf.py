@@ -7,7 +7,16 @@ The target is reloaded with each candidate (load_pair builds both; at miniature 
 than a second, at real size the vLLM path or a GPU is the place for a probe)."""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
+from .. import applier
+from ..diagnostics import SurgeryError
+from ..facts import read_facts
+from ..plan import Runtime
+from ..resolver import resolve
 from .stats import Measured, PromptResult
+
+SMALL_HIDDEN = 1024  # below this width one torch thread is fastest (surgery/commands/hf_apply.py cpu_threads)
 
 
 class HFMeasurer:
@@ -21,15 +30,9 @@ class HFMeasurer:
         """Decode `prompts` in order; `keep_going(measured)` after each prompt (False: stop early)."""
         import torch
 
-        from .. import applier
-        from ..commands.hf_apply import _device, _dtype, check_loadable, cpu_threads, load_models
-        from ..diagnostics import SurgeryError
-        from ..facts import read_facts
         from ..hf.generate import speculative_decoding
         from ..hf.loader import load_pair
         from ..hf.specdec import speculative_generate
-        from ..plan import Runtime
-        from ..resolver import resolve
 
         out = Measured()
         draft_facts, target_facts = read_facts(draft_dir), read_facts(self.target_dir)
@@ -37,14 +40,14 @@ class HFMeasurer:
         if not plan.ok:
             out.error = "; ".join(f"{d.code} {d.message}" for d in plan.errors)[:300]
             return out
-        check_loadable(target_facts, draft_facts, plan.recipe)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bars, once per candidate
-        target, draft = load_models(load_pair, self.target_dir, draft_dir, device=_device(self.device),
-                                    dtype=_dtype(self.dtype))
+        target, draft = load_pair(self.target_dir, draft_dir, device=self.device, dtype=getattr(torch, self.dtype))
         saved = torch.get_num_threads()
-        cpu_threads(self.threads, target.device, target)
+        if target.device.type == "cpu":
+            small = getattr(target.config.get_text_config(), "hidden_size", SMALL_HIDDEN) < SMALL_HIDDEN
+            torch.set_num_threads(self.threads or (1 if small else saved))
         try:
             report = applier.apply_plan(plan, draft, target)
             out.verified = applier.verify_plan(plan, draft, target, report=report).ok
@@ -68,8 +71,6 @@ class HFMeasurer:
 
 def _transformers_version() -> str | None:
     try:
-        from importlib.metadata import version
-
         return version("transformers")
-    except Exception:  # noqa: BLE001
+    except PackageNotFoundError:
         return None

@@ -7,6 +7,8 @@ read by vLLM when it builds the draft, so it cannot change on a running engine. 
 greedy reference is not run: acceptance is the probe's measure, and the plugin verifies the wiring."""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .stats import Measured, PromptResult
 
 
@@ -71,8 +73,6 @@ class VLLMMeasurer:
 
 def _vllm_version() -> str | None:
     try:
-        from importlib.metadata import version
-
         return version("vllm")
-    except Exception:  # noqa: BLE001
+    except PackageNotFoundError:
         return None

@@ -18,6 +18,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats import format_of
+from ..formats.conventions import default_ids, to_vllm
+from ..formats.table import conventions
+
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 NORM_KEY = "norm_before_residual"
 ROPE_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor")
@@ -60,19 +64,6 @@ class Questions:
     unanswerable: list[str] = field(default_factory=list)  # no alternative the engine can serve: not measurable
 
 
-def findings_for(recipe, draft_facts, target_facts, engine: str = "vllm", producer: str | None = None) -> list:
-    """validate's diagnostics for this pair (resolve + every check `surgery validate` runs)."""
-    from ..commands.checks import run_checks
-    from ..options import CheckOptions
-    from ..plan import Runtime
-    from ..resolver import resolve
-
-    plan = resolve(recipe, draft_facts, target_facts, Runtime(engine=engine))
-    options = CheckOptions(engine=engine, producer=producer, draft=draft_facts.source, target=target_facts.source)
-    plan, _ = run_checks(options, recipe, draft_facts, target_facts, plan)
-    return list(plan.diagnostics)
-
-
 def open_questions(diagnostics, draft_facts, target_facts) -> Questions:
     """The questions among `diagnostics` the probe can answer, with their answers."""
     out = Questions()
@@ -95,9 +86,6 @@ def open_questions(diagnostics, draft_facts, target_facts) -> Questions:
 
 
 def _aux_convention(draft, target, message) -> Question | None:
-    from ..formats import format_of
-    from ..formats.conventions import to_vllm
-
     fmt = format_of(draft)
     if not fmt.ids_written:
         return None
@@ -117,9 +105,6 @@ def _aux_convention(draft, target, message) -> Question | None:
 
 
 def _aux_default(draft, target, message) -> Question | None:
-    from ..formats.conventions import default_ids, to_vllm
-    from ..formats.table import conventions
-
     L = target.num_layers
     engine_default = tuple(default_ids("vllm", L))
     readings: dict[tuple[int, ...], list[str]] = {}
@@ -134,8 +119,6 @@ def _aux_default(draft, target, message) -> Question | None:
 
 
 def _norm(draft, target, message) -> Question | None:
-    from ..formats import format_of
-
     fmt = format_of(draft)
     built = (fmt.speculators.norm_vllm.get(NORM_KEY) if fmt.speculators is not None else None)
     return Question("SRG658", NORM_KEY, "was the head trained with norm_before_residual?",

@@ -9,7 +9,8 @@ from pathlib import Path
 from . import stats
 from .candidates import candidates as build_candidates
 from .draftcopy import candidate_folder
-from .questions import Questions, findings_for, open_questions
+from ..facts import read_facts
+from .questions import Questions, open_questions
 
 
 @dataclass
@@ -21,13 +22,11 @@ class ProbeInput:
     prompt_source: str
     max_new_tokens: int
     k: int
+    diagnostics: tuple = ()  # validate's findings for the pair (surgery/commands/probe.py validate_findings)
 
 
 def ask(inp: ProbeInput, engine: str) -> Questions:
-    from ..facts import read_facts
-
-    draft_facts, target_facts = read_facts(inp.draft), read_facts(inp.target)
-    return open_questions(findings_for(inp.recipe, draft_facts, target_facts, engine="vllm"), draft_facts, target_facts)
+    return open_questions(inp.diagnostics, read_facts(inp.draft), read_facts(inp.target))
 
 
 def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool = True) -> dict:

@@ -135,6 +135,7 @@ def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3
     """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts."""
     from surgery.bytevocab import encode
     from surgery.pairs import builtin_pair, held_out_prompts
+    from surgery.commands.probe import validate_findings
     from surgery.probe.runner import ProbeInput, probe
     from surgery.recipe import load_recipe
 
@@ -151,5 +152,6 @@ def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3
         texts = pair.prompts
         extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
         measurer = VLLMMeasurer(recipe, head.target, pair.method, extra)
-    inp = ProbeInput(recipe, head.target, folder, [encode(t) for t in texts[:prompts]], "builtin", tokens, k)
+    inp = ProbeInput(recipe, head.target, folder, [encode(t) for t in texts[:prompts]], "builtin", tokens, k,
+                     validate_findings(recipe, folder, head.target))
     return probe(inp, measurer)

@@ -10,6 +10,7 @@ import yaml
 from surgery.bytevocab import encode
 from surgery.guard import parse_config
 from surgery.pairs import held_out_prompts
+from surgery.commands.probe import validate_findings
 from surgery.probe.measure_hf import HFMeasurer
 from surgery.probe.runner import ProbeInput, probe
 from surgery.probe.write import document
@@ -25,7 +26,8 @@ PROMPTS, TOKENS, K = 6, 24, 3
 def run_probe(head, folder):
     recipe = load_recipe(head.recipe)
     prompts = [encode(t) for t in held_out_prompts()[:PROMPTS]]
-    inp = ProbeInput(recipe, head.target, folder, prompts, "builtin", TOKENS, K)
+    inp = ProbeInput(recipe, head.target, folder, prompts, "builtin", TOKENS, K,
+                     validate_findings(recipe, folder, head.target))
     return probe(inp, HFMeasurer(recipe, head.target, threads=1))
 
 

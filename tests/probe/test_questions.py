@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from surgery.commands.probe import validate_findings
 from surgery.probe.candidates import MAX_CANDIDATES, candidates
 from surgery.probe.draftcopy import edited_config
 from surgery.probe.questions import DROP, Answer, Question
@@ -21,7 +22,9 @@ BY_ID = {h.id: h for h in HEADS}
 def questions_of(head_id, tmp_path):
     h = BY_ID[head_id]
     folder = build(h, tmp_path)
-    return ask(ProbeInput(load_recipe(h.recipe), h.target, folder, [], "", 1, 1), h.engine)
+    recipe = load_recipe(h.recipe)
+    return ask(ProbeInput(recipe, h.target, folder, [], "", 1, 1, validate_findings(recipe, folder, h.target)),
+               h.engine)
 
 
 def test_the_catalogue_covers_four_families_and_twenty_heads():
