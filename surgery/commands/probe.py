@@ -46,12 +46,15 @@ def read_prompts(path: str) -> list[str]:
 
 
 def validate_findings(recipe, draft: Path, target: Path) -> tuple:
-    """validate's diagnostics for the pair (resolve + every check `surgery validate` runs, vLLM's view:
-    the questions are how an engine reads the configs)."""
+    """validate's diagnostics for the pair (resolve + every check `surgery validate --weights` runs,
+    vLLM's view: the questions are how an engine reads the configs; the weights checks say whether the
+    draft brings its own embedding / lm_head, SRG613). Without safetensors in both folders: the
+    config checks only."""
     draft_facts, target_facts = read_facts(draft), read_facts(target)
     plan = resolve(recipe, draft_facts, target_facts, Runtime(engine="vllm"))
-    plan, _ = run_checks(CheckOptions(engine="vllm", draft=str(draft), target=str(target)), recipe, draft_facts,
-                         target_facts, plan)
+    with_weights = all(any(Path(p).glob("*.safetensors")) for p in (draft, target) if Path(p).is_dir())
+    plan, _ = run_checks(CheckOptions(engine="vllm", draft=str(draft), target=str(target), weights=with_weights),
+                         recipe, draft_facts, target_facts, plan)
     return tuple(plan.diagnostics)
 
 

@@ -28,6 +28,10 @@ class Candidate:
     def edits(self) -> tuple:
         return tuple(e for _, a in self.answers for e in a.edits)
 
+    @property
+    def tensors(self) -> tuple:
+        return tuple(t for _, a in self.answers for t in a.tensors)
+
     def to_dict(self) -> dict:
         return {"name": self.name, "as_served": self.as_served,
                 "answers": {code: a.name for code, a in self.answers}}

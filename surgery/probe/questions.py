@@ -10,7 +10,13 @@ candidate against an answer the config states. Questions handled (codes.yaml):
   that names a layer the target lacks is no answer;
 - SRG640 no aux ids: the engine default and each producer's default (the head was trained on one);
 - SRG658 `norm_before_residual` absent from a speculators file: true or false;
-- SRG618 the draft's RoPE differs from the target's: the draft's own, or the target's copied in.
+- SRG618 the draft's RoPE differs from the target's: the draft's own, or the target's copied in;
+- SRG613 the draft brings its own embedding / lm_head, different from the target's (one question per
+  role): the draft's own (a fine-tune, as served), or the target's (the tensor dropped from the copy);
+- SRG495 (the probe's own read, weights.py) a d2t valid as offsets and as absolute target ids: as
+  offsets (as served), or as absolute ids (rewritten as offsets in the copy).
+Answers that change weights carry `tensors` (the copy's safetensors is rewritten, draftcopy.py) and,
+where the recipe can say the same, the `override` `--write` emits.
 """
 from __future__ import annotations
 
@@ -21,25 +27,37 @@ from typing import Any
 from ..formats import format_of
 from ..formats.conventions import default_ids, to_vllm
 from ..formats.table import conventions
+from . import weights
 
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 NORM_KEY = "norm_before_residual"
 ROPE_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor")
 DROP = object()  # an edit that removes the key
-QUESTION_CODES = ("SRG659", "SRG640", "SRG658", "SRG618")
+D2T_KEY = "d2t"
+QUESTION_CODES = ("SRG659", "SRG640", "SRG658", "SRG618", "SRG613", "SRG495")
 
 
 @dataclass(frozen=True)
 class Answer:
     """One answer to a question: `edits` (dotted key -> value, or DROP) turn the draft's config into
-    the one that says it; `as_served` marks the reading the engine takes from the config as it is."""
+    the one that says it; `tensors` (tensor name -> new values, or DROP) the draft's weights;
+    `override` the recipe override that says the same (--write); `as_served` marks the reading the
+    engine takes from the config (and weights) as they are."""
     name: str
     edits: tuple[tuple[str, Any], ...] = ()
     as_served: bool = False
+    tensors: tuple[tuple[str, Any], ...] = ()
+    tensor_note: str = ""  # what the tensor edit is, for the report and the patch
+    override: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "as_served": self.as_served,
-                "edits": {k: ("<dropped>" if v is DROP else v) for k, v in self.edits}}
+        out = {"name": self.name, "as_served": self.as_served,
+               "edits": {k: ("<dropped>" if v is DROP else v) for k, v in self.edits}}
+        if self.tensors:
+            out["tensors"] = {k: ("<dropped>" if v is DROP else self.tensor_note or "rewritten") for k, v in self.tensors}
+        if self.override:
+            out["override"] = self.override
+        return out
 
 
 @dataclass(frozen=True)
@@ -64,19 +82,26 @@ class Questions:
     unanswerable: list[str] = field(default_factory=list)  # no alternative the engine can serve: not measurable
 
 
-def open_questions(diagnostics, draft_facts, target_facts) -> Questions:
-    """The questions among `diagnostics` the probe can answer, with their answers."""
+def open_questions(diagnostics, draft_facts, target_facts, draft_dir=None) -> Questions:
+    """The questions among `diagnostics` the probe can answer, with their answers. `draft_dir`: the
+    draft folder, for the questions answered by editing weights (none asked without it)."""
     out = Questions()
     seen = set()
     for d in diagnostics:
-        if d.code not in QUESTION_CODES or d.code in seen:
+        key = (d.code, weights.roles_in(d.message) if d.code == "SRG613" else None)
+        if d.code not in QUESTION_CODES or key in seen:
             continue
-        seen.add(d.code)
+        if d.code in WEIGHT_CODES and draft_dir is None:
+            continue
+        seen.add(key)
         out.findings.append({"code": d.code, "message": d.message})
-        q = BUILDERS[d.code](draft_facts, target_facts, d.message)
+        q = BUILDERS[d.code](draft_facts, target_facts, d.message, draft_dir)
         if q is not None and len(q.answers) == 1 and q.code == "SRG659" and q.answers[0].as_served:
             out.settled.append(f"{q.code}: only {q.answers[0].name} names layers this target has "
                                "(the other readings name layers past its last)")
+        elif q is None and d.code in WEIGHT_CODES:
+            out.settled.append(f"{d.code}: the target's tensor does not fit this draft (shape): its own is the "
+                               "only answer the engine can serve")
         elif q is None or len(q.answers) < 2:
             out.unanswerable.append(f"{d.code}: {len(q.answers) if q else 0} answer(s) this target can serve, "
                                     "nothing to compare: the probe cannot tell whether it is the trained one")
@@ -85,7 +110,7 @@ def open_questions(diagnostics, draft_facts, target_facts) -> Questions:
     return out
 
 
-def _aux_convention(draft, target, message) -> Question | None:
+def _aux_convention(draft, target, message, folder=None) -> Question | None:
     fmt = format_of(draft)
     if not fmt.ids_written:
         return None
@@ -104,7 +129,7 @@ def _aux_convention(draft, target, message) -> Question | None:
                     tuple(answers), message)
 
 
-def _aux_default(draft, target, message) -> Question | None:
+def _aux_default(draft, target, message, folder=None) -> Question | None:
     L = target.num_layers
     engine_default = tuple(default_ids("vllm", L))
     readings: dict[tuple[int, ...], list[str]] = {}
@@ -118,7 +143,7 @@ def _aux_default(draft, target, message) -> Question | None:
                     tuple(answers), message)
 
 
-def _norm(draft, target, message) -> Question | None:
+def _norm(draft, target, message, folder=None) -> Question | None:
     fmt = format_of(draft)
     built = (fmt.speculators.norm_vllm.get(NORM_KEY) if fmt.speculators is not None else None)
     return Question("SRG658", NORM_KEY, "was the head trained with norm_before_residual?",
@@ -126,7 +151,7 @@ def _norm(draft, target, message) -> Question | None:
                           for v in (False, True)), message)
 
 
-def _rope(draft, target, message) -> Question | None:
+def _rope(draft, target, message, folder=None) -> Question | None:
     """Two answers: the draft's RoPE as written, and the target's (every RoPE key of the target's text
     config copied over the draft's, at the place the draft's config keeps its text settings)."""
     d_raw, t_raw = draft.raw, target.raw
@@ -144,4 +169,38 @@ def _rope(draft, target, message) -> Question | None:
                      Answer("the target's RoPE", tuple(edits))), message)
 
 
-BUILDERS = {"SRG659": _aux_convention, "SRG640": _aux_default, "SRG658": _norm, "SRG618": _rope}
+def _own_module(draft, target, message, folder=None) -> Question | None:
+    """SRG613: the draft's own embedding / lm_head differs from the target's. Asked only where the
+    target's can stand in (same shape): a reduced-vocabulary lm_head has no alternative."""
+    role = weights.roles_in(message)
+    own = weights.role_tensor(folder, role) if role else None
+    if own is None:
+        return None
+    want, d_h, t_h = target.scalars.get("vocab_size"), draft.scalars.get("hidden_size"), target.scalars.get("hidden_size")
+    if len(own.shape) != 2 or own.shape[0] != want or (t_h and own.shape[1] != t_h) or (d_h and t_h and d_h != t_h):
+        return None  # the target's does not fit this draft: the own one is the only answer
+    return Question("SRG613", role, f"is the draft's own {own.name} a fine-tune it was trained with, or a copy "
+                    f"(the target's {role} is what it was trained with)?",
+                    (Answer(f"the draft's own {role} ({own.name})", (), as_served=True),
+                     Answer(f"the target's {role} (the draft's {own.name} dropped)", (), tensors=((own.name, DROP),),
+                            tensor_note="dropped: the engine shares the target's",
+                            override={"share_module": {"role": role, "if_draft_has_own": "share"}})), message)
+
+
+def _d2t(draft, target, message, folder=None) -> Question | None:
+    """SRG495: d2t valid in both conventions. 'absolute' is tried as the offsets it means."""
+    values = weights.d2t_values(folder) if folder is not None else None
+    readings = weights.d2t_readings(values or [], target.scalars.get("vocab_size") or 0)
+    if "absolute" not in readings or "offsets" not in readings:
+        return None
+    name = weights.d2t_tensor(folder).name
+    offsets = [t - i for i, t in enumerate(readings["absolute"])]
+    return Question("SRG495", D2T_KEY, "are the d2t values offsets (target = i + d2t[i]) or absolute target ids?",
+                    (Answer("d2t as offsets (the engine's reading)", (), as_served=True),
+                     Answer("d2t as absolute target ids (rewritten as offsets)", (), tensors=((name, offsets),),
+                            tensor_note="absolute ids rewritten as offsets: d2t[i] - i")), message)
+
+
+BUILDERS = {"SRG659": _aux_convention, "SRG640": _aux_default, "SRG658": _norm, "SRG618": _rope,
+            "SRG613": _own_module, "SRG495": _d2t}
+WEIGHT_CODES = ("SRG613", "SRG495")

@@ -11,6 +11,7 @@ from .candidates import candidates as build_candidates
 from .draftcopy import candidate_folder
 from ..facts import read_facts
 from .questions import Questions, open_questions
+from .weights import d2t_finding
 
 
 @dataclass
@@ -26,7 +27,13 @@ class ProbeInput:
 
 
 def ask(inp: ProbeInput, engine: str) -> Questions:
-    return open_questions(inp.diagnostics, read_facts(inp.draft), read_facts(inp.target))
+    """validate's findings plus the probe's own read of the draft's d2t (SRG495, weights.py)."""
+    draft, target = read_facts(inp.draft), read_facts(inp.target)
+    found = tuple(inp.diagnostics)
+    d2t = d2t_finding(inp.draft, target.scalars.get("vocab_size"))
+    if d2t is not None:
+        found += (d2t,)
+    return open_questions(found, draft, target, draft_dir=inp.draft)
 
 
 def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool = True) -> dict:
@@ -38,12 +45,13 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
     with tempfile.TemporaryDirectory(prefix="surgery-probe-") as tmp:
         for i, cand in enumerate(cands):
             progress(f"candidate {i + 1}/{len(cands)}: {cand.name}")
-            folder = inp.draft if not cand.edits else candidate_folder(inp.draft, cand.edits, Path(tmp) / f"c{i}")
-            leader = max((m.mean for m in results.values() if m.error is None and not m.stopped_early and m.prompts),
-                         default=None)
+            folder = inp.draft if not (cand.edits or cand.tensors) else \
+                candidate_folder(inp.draft, cand.edits, Path(tmp) / f"c{i}", cand.tensors)
+            leader = max((m for m in results.values() if m.error is None and not m.stopped_early and m.prompts),
+                         key=lambda m: m.mean, default=None)
 
             def keep_going(m, leader=leader):
-                return not (early_stop and leader is not None and stats.cannot_win(m, n, leader))
+                return not (early_stop and leader is not None and stats.may_stop(m, n, leader))
 
             results[cand.name] = measurer.measure(folder, inp.prompts, inp.max_new_tokens, inp.k, keep_going)
     ranking = stats.rank(results)
@@ -59,7 +67,8 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
               "target_forwards_without_early_stop": sum(
                   r["target_forwards"] if not r["stopped_early"] else r["target_forwards"] * n // max(1, r["prompts"])
                   for r in rows)}
-    return {"engine": measurer.engine, "release": measurer.release, "questions": [q.to_dict() for q in questions.open],
+    return {"engine": measurer.engine, "release": measurer.release,
+            "questions": [q.to_dict() for q in questions.open],
             "findings": questions.findings, "settled": questions.settled, "unanswerable": questions.unanswerable, "candidates_built": how,
             "candidates": rows, "ranking": ranking, "counts": counts,
             "prompts": {"source": inp.prompt_source, "count": n, "max_new_tokens": inp.max_new_tokens, "k": inp.k},

@@ -9,7 +9,8 @@ candidate, the interval excludes zero and the sign test holds (p <= ALPHA); othe
 "undecided", with the margin and the noise: never a winner the prompts do not show.
 
 Early stop: a candidate whose mean could not reach the leader's even if every remaining prompt were
-fully accepted cannot win on these prompts; it stops (its paired comparison uses the prompts it ran).
+fully accepted cannot win on these prompts; it stops once the prompts it ran also separate it from
+the leader (its paired comparison uses the prompts it ran, so they must be enough to decide).
 """
 from __future__ import annotations
 
@@ -70,6 +71,14 @@ def cannot_win(measured: Measured, n_prompts: int, leader_mean: float) -> bool:
     done = len(measured.prompts)
     best_possible = (sum(p.rate for p in measured.prompts) + (n_prompts - done)) / n_prompts
     return best_possible < leader_mean
+
+
+def may_stop(measured: Measured, n_prompts: int, leader: Measured) -> bool:
+    """Stop a candidate early: it cannot win AND the prompts it ran already separate it from the
+    leader (the paired comparison the ranking makes holds on them). Without the second condition a
+    candidate stopped after two prompts would leave too few for the sign test, and a clear loser
+    would turn the verdict into "undecided"."""
+    return cannot_win(measured, n_prompts, leader.mean) and compare(leader, measured)["separated"]
 
 
 def sign_p(diffs: list[float]) -> float:

@@ -11,7 +11,9 @@ from .questions import DROP
 
 
 def patch_of(answers) -> dict:
-    """{'set': {key: value}, 'drop': [key]} from the best candidate's answers (to_dict form)."""
+    """{'set': {key: value}, 'drop': [key]} from the best candidate's answers (to_dict form), plus
+    `tensors` (the weight edits the winning candidate made: name -> what) and `recipe_override`
+    (the recipe option that says the same without touching the weights) when it made any."""
     out: dict = {"set": {}, "drop": []}
     for a in answers.values():
         for key, value in a["edits"].items():
@@ -19,6 +21,10 @@ def patch_of(answers) -> dict:
                 out["drop"].append(key)
             else:
                 out["set"][key] = value
+        if a.get("tensors"):
+            out.setdefault("tensors", {}).update(a["tensors"])
+        if a.get("override"):
+            out.setdefault("recipe_override", []).append(a["override"])
     return out
 
 

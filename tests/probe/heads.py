@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = REPO / "surgery" / "data" / "pairs"
@@ -34,6 +35,106 @@ class Head:
     healthy: bool = False
     speculators: bool = False  # convert the draft to the speculators format first (surgery convert)
     what: str = ""
+    weights: Callable | None = None  # (draft tensors, target tensors) -> the draft's new tensors
+
+
+OWN_EMB = "the draft's own input_embeddings"
+TARGETS_EMB = "the target's input_embeddings"
+TARGETS_HEAD = "the target's lm_head"
+D2T_ABS = "d2t as absolute"
+D2T_OFF = "d2t as offsets"
+
+
+def _gen(seed: int):
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+def embed_perturbed(scale: float):
+    """The draft ships the target's embedding plus noise (an export that perturbed or re-initialised
+    its copy): the head was trained with the target's."""
+    def edit(d, t):
+        import torch
+
+        e = t["model.embed_tokens.weight"]
+        d["embed_tokens.weight"] = (e + scale * e.std() * torch.randn(e.shape, generator=_gen(7))).contiguous()
+        return d
+    return edit
+
+
+def embed_random(d, t):
+    """An export's random init (TorchSpec#38): N(0, 0.02) where the target's embedding belongs."""
+    import torch
+
+    e = t["model.embed_tokens.weight"]
+    d["embed_tokens.weight"] = (0.02 * torch.randn(e.shape, generator=_gen(11))).contiguous()
+    return d
+
+
+def lm_head_perturbed(d, t):
+    import torch
+
+    w = t["lm_head.weight"]
+    d["lm_head.weight"] = (w + 0.5 * w.std() * torch.randn(w.shape, generator=_gen(13))).contiguous()
+    return d
+
+
+def _perm(n: int):
+    import torch
+
+    return torch.randperm(n, generator=_gen(17))
+
+
+def embed_finetune_eagle3(d, t):
+    """A fine-tune the head was trained with: the target's embedding with its channels permuted, and
+    the head's weights that read it (input_layernorm, the embedding half of q/k/v) permuted alike;
+    the head computes exactly what the shipped one does with its own, nothing like it with the target's."""
+    e = t["model.embed_tokens.weight"]
+    p = _perm(e.shape[1])
+    d["embed_tokens.weight"] = e[:, p].contiguous()
+    d["midlayer.input_layernorm.weight"] = d["midlayer.input_layernorm.weight"][p].contiguous()
+    h = e.shape[1]
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        w = d[f"midlayer.self_attn.{proj}.weight"].clone()
+        w[:, :h] = w[:, :h][:, p]
+        d[f"midlayer.self_attn.{proj}.weight"] = w.contiguous()
+    return d
+
+
+def embed_finetune_eagle(d, t):
+    """EAGLE-1: fc reads cat(embedding, hidden): its embedding columns permuted with the embedding's."""
+    e = t["model.embed_tokens.weight"]
+    p = _perm(e.shape[1])
+    d["embed_tokens.weight"] = e[:, p].contiguous()
+    w = d["fc.weight"].clone()
+    h = e.shape[1]
+    w[:, :h] = w[:, :h][:, p]
+    d["fc.weight"] = w.contiguous()
+    return d
+
+
+def d2t_absolute(d, t):
+    """d2t exported as absolute target ids (d2t[i] = target id) where the engine reads offsets."""
+    import torch
+
+    d["d2t"] = (d["d2t"] + torch.arange(d["d2t"].shape[0], dtype=d["d2t"].dtype)).contiguous()
+    return d
+
+
+def d2t_every_other(d, t):
+    """A head over every other draft token (64 of 128, lm_head rows kept): its true offsets
+    (target(2j) - j) grow strictly, so they also read as a valid absolute map: the offsets are the truth."""
+    import torch
+
+    keep = torch.arange(0, d["d2t"].shape[0], 2)
+    targets = keep + d["d2t"][keep]
+    d["d2t"] = (targets - torch.arange(keep.shape[0])).contiguous()
+    d["lm_head.weight"] = d["lm_head.weight"][keep].contiguous()
+    t2d = torch.zeros_like(d["t2d"])
+    t2d[targets] = True
+    d["t2d"] = t2d
+    return d
 
 
 ROPE_LINEAR = {"rope_type": "linear", "factor": 8.0, "rope_theta": 10000.0}
@@ -92,6 +193,29 @@ HEADS = (
          {"text_config.rope_parameters.sliding_attention": {"rope_type": "linear", "factor": 8.0,
                                                             "rope_theta": 10000.0}},
          truth=TARGETS, what="another model's linear scaling on the sliding-window layers"),
+    # the draft's own embedding / lm_head: a fine-tune (keep it) or a copy (the target's)
+    Head("eagle3-embed-perturbed", "eagle3", "vllm", PAIRS / "eagle3/draft", LLAMA, truth=TARGETS_EMB,
+         weights=embed_perturbed(0.5), what="ships the target's embedding + noise (0.5 std): trained on the target's"),
+    Head("eagle3-embed-random", "eagle3", "vllm", PAIRS / "eagle3/draft", LLAMA, truth=TARGETS_EMB,
+         weights=embed_random, what="ships a random-init embedding (TorchSpec#38)"),
+    Head("eagle3-embed-finetune", "eagle3", "vllm", PAIRS / "eagle3/draft", LLAMA, truth=OWN_EMB,
+         weights=embed_finetune_eagle3, what="ships its own (channel-permuted) embedding, trained with it"),
+    Head("eagle-embed-perturbed", "eagle", "vllm", PAIRS / "eagle/draft", LLAMA, truth=TARGETS_EMB,
+         weights=embed_perturbed(0.5), what="ships the target's embedding + noise"),
+    Head("eagle-embed-finetune", "eagle", "vllm", PAIRS / "eagle/draft", LLAMA, truth=OWN_EMB,
+         weights=embed_finetune_eagle, what="ships its own (channel-permuted) embedding, fc trained with it"),
+    Head("dflash-embed-perturbed", "dflash", "vllm", PAIRS / "dflash/draft", LLAMA, truth=TARGETS_EMB,
+         weights=embed_perturbed(0.5), what="ships the target's embedding + noise"),
+    Head("peagle-lm-head-perturbed", "peagle", "vllm", PAIRS / "peagle/draft", LLAMA, truth=TARGETS_HEAD,
+         weights=lm_head_perturbed, what="ships the target's lm_head + noise (full vocabulary: shareable)"),
+    # d2t: offsets (what vLLM reads) or absolute ids
+    Head("eagle3-d2t-absolute", "eagle3", "vllm", PAIRS / "eagle3/draft", LLAMA, truth=D2T_ABS,
+         weights=d2t_absolute, what="d2t exported as absolute target ids; valid as offsets too (vocab 264)"),
+    Head("eagle3-outputs-d2t-absolute", "eagle3", "vllm", PAIRS / "eagle3-outputs/draft", LLAMA, truth=D2T_ABS,
+         weights=d2t_absolute, what="the second head's d2t as absolute ids"),
+    Head("eagle3-d2t-offsets-both-valid", "eagle3", "vllm", PAIRS / "eagle3/draft", LLAMA,
+         {"draft_vocab_size": 64}, truth=D2T_OFF, weights=d2t_every_other,
+         what="every other draft token kept: true offsets that also read as a valid absolute map"),
 )
 
 
@@ -104,6 +228,12 @@ def build(head: Head, dest: Path) -> Path:
                        capture_output=True, cwd=REPO)
     else:
         shutil.copytree(head.draft, folder)
+    if head.weights is not None:
+        from safetensors.torch import load_file, save_file
+
+        (f,) = sorted(folder.glob("*.safetensors"))
+        save_file(head.weights(load_file(str(f)), load_file(str(head.target / "model.safetensors"))), str(f),
+                  metadata={"format": "pt"})
     cfg_path = folder / "config.json"
     cfg = json.loads(cfg_path.read_text())
     for key, value in head.edits.items():

@@ -108,3 +108,75 @@ def test_edited_config_drops_and_sets_nested_keys():
     cfg = {"a": 1, "t": {"b": 2}}
     assert edited_config(cfg, (("a", DROP), ("t.b", 3), ("t.c.d", 4))) == {"t": {"b": 3, "c": {"d": 4}}}
     assert cfg == {"a": 1, "t": {"b": 2}}
+
+
+def test_catalogue_covers_every_open_question():
+    """Each question of issue 57 has mislabelled heads (weights or config), over at least 4 families."""
+    kinds = {"aux": [h for h in HEADS if "ids" in h.id and not h.healthy],
+             "norm": [h for h in HEADS if "norm" in h.id], "rope": [h for h in HEADS if "rope" in h.id],
+             "embedding": [h for h in HEADS if "embed" in h.id or "lm-head" in h.id],
+             "d2t": [h for h in HEADS if "d2t" in h.id]}
+    assert all(kinds.values()), {k: len(v) for k, v in kinds.items()}
+    assert len({h.recipe for h in kinds["embedding"]}) >= 4
+    assert sum(1 for h in HEADS if not h.healthy) >= 20
+
+
+@pytest.mark.parametrize("head_id,role", [("eagle3-embed-perturbed", "input_embeddings"),
+                                          ("eagle-embed-finetune", "input_embeddings"),
+                                          ("peagle-lm-head-perturbed", "lm_head")])
+def test_own_module_question_keeps_or_drops_the_tensor(head_id, role, tmp_path):
+    """SRG613 (validate --weights: the draft's own differs from the target's) asks keep vs the target's;
+    the target's answer drops the tensor in the copy and names the recipe override that says the same."""
+    q = questions_of(head_id, tmp_path)
+    (only,) = [x for x in q.open]
+    assert only.code == "SRG613" and only.key == role
+    own, targets = only.answers
+    assert own.as_served and not own.tensors
+    ((name, value),) = targets.tensors
+    assert value is DROP and name.endswith("weight")
+    assert targets.override == {"share_module": {"role": role, "if_draft_has_own": "share"}}
+
+
+def test_shipped_heads_ask_no_weight_question(tmp_path):
+    for hid in ("eagle3-shipped", "peagle-shipped", "dflash-shipped"):
+        q = questions_of(hid, tmp_path / hid)
+        assert not [x for x in q.open if x.code in ("SRG613", "SRG495")]
+
+
+@pytest.mark.parametrize("head_id", ["eagle3-d2t-absolute", "eagle3-d2t-offsets-both-valid"])
+def test_d2t_valid_both_ways_is_a_question(head_id, tmp_path):
+    """The shipped d2t (offsets with repeats) is not a valid absolute map: no question; one rewritten
+    as absolute ids, or offsets that grow strictly, reads both ways (SRG495)."""
+    from safetensors.torch import load_file
+
+    q = questions_of(head_id, tmp_path)
+    (only,) = q.open
+    assert only.code == "SRG495"
+    offsets, absolute = only.answers
+    assert offsets.as_served and not offsets.tensors
+    ((name, values),) = absolute.tensors
+    written = load_file(str(tmp_path / head_id / "model.safetensors"))["d2t"].tolist()
+    assert name == "d2t" and values == [v - i for i, v in enumerate(written)]
+
+
+def test_d2t_readings():
+    from surgery.probe.weights import d2t_readings
+
+    assert set(d2t_readings([0, 0, 1, 1], 10)) == {"offsets"}  # repeats: not absolute
+    assert set(d2t_readings([0, 2, 4, 6], 10)) == {"offsets", "absolute"}
+    assert set(d2t_readings([3, 5, 7, 9], 10)) == {"absolute"}  # as offsets 9 + 3 = 12 > vocab
+
+
+def test_candidate_folder_rewrites_only_the_edited_tensor(tmp_path):
+    from safetensors.torch import load_file
+
+    from surgery.probe.draftcopy import candidate_folder
+
+    h = BY_ID["eagle3-embed-perturbed"]
+    src = build(h, tmp_path / "src")
+    out = candidate_folder(src, (), tmp_path / "c", (("embed_tokens.weight", DROP), ("d2t", list(range(128)))))
+    before, after = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert set(before) - set(after) == {"embed_tokens.weight"}
+    assert after["d2t"].tolist() == list(range(128)) and after["d2t"].dtype == before["d2t"].dtype
+    assert (after["fc.weight"] == before["fc.weight"]).all()
+    assert "embed_tokens.weight" in load_file(str(src / "model.safetensors"))  # the source is untouched

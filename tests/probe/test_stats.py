@@ -2,7 +2,7 @@
 a winner on a tie, the early-stop bound exact."""
 from __future__ import annotations
 
-from surgery.probe.stats import Measured, PromptResult, cannot_win, compare, rank, sign_p
+from surgery.probe.stats import Measured, PromptResult, cannot_win, compare, may_stop, rank, sign_p
 
 
 def measured(rates, drafted=30, stopped=False):
@@ -51,6 +51,16 @@ def test_early_stop_bound_is_exact():
     m = measured([0.1, 0.1, 0.1])
     assert cannot_win(m, n_prompts=8, leader_mean=0.8)  # (0.3 + 5) / 8 = 0.6625 < 0.8
     assert not cannot_win(m, n_prompts=8, leader_mean=0.6)
+
+
+def test_early_stop_waits_until_the_prompts_run_decide():
+    """A clear loser after two prompts cannot win, but two prompts cannot pass the sign test (p = 0.25):
+    it runs on until they can (five agreeing prompts: p = 1/32)."""
+    leader = measured([0.8] * 8)
+    for done in range(1, 9):
+        m = measured([0.07] * done)
+        assert cannot_win(m, 8, leader.mean) == (done >= 2)
+        assert may_stop(m, 8, leader) == (done >= 5)
 
 
 def test_stopped_candidate_is_compared_on_the_prompts_it_ran():
