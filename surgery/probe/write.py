@@ -36,7 +36,7 @@ def expectation(best_row: dict, engine: str, release: str | None, prompts: str, 
     if best_row.get("mean_length"):
         expect["mean_length"] = round(best_row["mean_length"], 3)
     expect["acceptance"] = round(best_row["acceptance"], 4)
-    expect["source"] = {"kind": "measured", "engine": engine, "release": str(release), "card": card or "cpu",
+    expect["source"] = {"kind": "measured", "engine": engine, "release": str(release or "unknown"), "card": card or "cpu",
                         "prompts": prompts, "date": datetime.date.today().isoformat(), "by": "surgery probe"}
     return expect
 
