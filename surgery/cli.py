@@ -339,7 +339,8 @@ PLAN_FORMATS = ("table", "json", "mermaid")
 
 def _parser_probe(sub) -> None:
     p = sub.add_parser("probe", help="settle by measured acceptance what the configs cannot say (aux-id convention, "
-                       "norm_before_residual, aux ids absent, RoPE): one candidate per answer, ranked with a margin",
+                       "norm_before_residual, aux ids absent, RoPE, own embedding / lm_head, d2t): one candidate per "
+                       "answer, ranked with a margin",
                        epilog=_epilog("examples:\n  surgery probe gemma4-mtp --target T --draft D\n"
                                       "  surgery probe eagle3 --engine vllm --target T --draft D --prompts prompts.txt "
                                       "--write patch.yaml", one="the pair cannot be probed (a recipe or config error)"),
