@@ -54,7 +54,7 @@ class Answer:
         out = {"name": self.name, "as_served": self.as_served,
                "edits": {k: ("<dropped>" if v is DROP else v) for k, v in self.edits}}
         if self.tensors:
-            out["tensors"] = {k: ("<dropped>" if v is DROP else self.tensor_note or "rewritten") for k, v in self.tensors}
+            out["tensors"] = {k: self.tensor_note or ("<dropped>" if v is DROP else "rewritten") for k, v in self.tensors}
         if self.override:
             out["override"] = self.override
         return out

@@ -180,3 +180,13 @@ def test_candidate_folder_rewrites_only_the_edited_tensor(tmp_path):
     assert after["d2t"].tolist() == list(range(128)) and after["d2t"].dtype == before["d2t"].dtype
     assert (after["fc.weight"] == before["fc.weight"]).all()
     assert "embed_tokens.weight" in load_file(str(src / "model.safetensors"))  # the source is untouched
+
+
+def test_patch_names_tensor_edits_and_the_recipe_override(tmp_path):
+    from surgery.probe.write import patch_of
+
+    (q,) = questions_of("eagle3-embed-random", tmp_path).open
+    patch = patch_of({"SRG613": q.answers[1].to_dict()})
+    assert patch["tensors"] == {"embed_tokens.weight": "dropped: the engine shares the target's"}
+    assert patch["recipe_override"] == [{"share_module": {"role": "input_embeddings", "if_draft_has_own": "share"}}]
+    assert patch_of({"SRG613": q.answers[0].to_dict()}) == {"set": {}, "drop": []}
