@@ -4,6 +4,9 @@ decision, the margin, the counts (candidates, forwards) and the wall time. Write
 bench/results/probe_cpu.json.
 
     PYTHONPATH=$PWD .venv/bin/python bench/probe_cpu.py [--only ID ...] [--prompts 8] [--tokens 48]
+
+bench/results/probe_cpu_long.json: the heads left undecided at 48 tokens, again at 128 (--only those
+--tokens 128 --out bench/results/probe_cpu_long.json): whether longer decodes separate them.
 """
 from __future__ import annotations
 
