@@ -337,9 +337,36 @@ def _parser_pair(sub) -> None:
 
 PLAN_FORMATS = ("table", "json", "mermaid")
 
+def _parser_probe(sub) -> None:
+    p = sub.add_parser("probe", help="settle by measured acceptance what the configs cannot say (aux-id convention, "
+                       "norm_before_residual, aux ids absent, RoPE, own embedding / lm_head, d2t): one candidate per "
+                       "answer, ranked with a margin",
+                       epilog=_epilog("examples:\n  surgery probe gemma4-mtp --target T --draft D\n"
+                                      "  surgery probe eagle3 --engine vllm --target T --draft D --prompts prompts.txt "
+                                      "--write patch.yaml", one="the pair cannot be probed (a recipe or config error)"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
+    p.add_argument("--target", default=None, metavar="T", help="target model folder (left out with --draft: the "
+                   "recipe's built-in miniature pair)")
+    p.add_argument("--draft", default=None, metavar="D", help="draft model folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="hf (default, Gemma 4 pairs) or vllm")
+    p.add_argument("--prompts", default=None, metavar="FILE", help="one prompt per line (default: the built-in prompts)")
+    p.add_argument("--max-prompts", type=_positive_int, default=None, metavar="N", help="decode the first N prompts only")
+    p.add_argument("--tokens", type=_positive_int, default=48, metavar="N", help="tokens decoded per prompt (default 48)")
+    p.add_argument("--num-draft-tokens", type=_positive_int, default=3, metavar="K", help="draft tokens per step (default 3)")
+    p.add_argument("--device", default="cpu", help="hf engine: cpu or cuda (default cpu)")
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="N", help="hf engine on CPU: torch threads")
+    p.add_argument("--card", default=None, help="the accelerator's name for the expectation's source (default cpu)")
+    p.add_argument("--write", default=None, metavar="FILE", help="write the config patch, its provenance and the "
+                   "measured expectation (guard.expect) as YAML; only when decided")
+    p.add_argument("--no-early-stop", action="store_true", help="decode every prompt of every candidate")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+
+
 #: each command's arguments, in `surgery --help`'s order; its handler is in COMMANDS
 PARSERS = (_parser_validate_plan, _parser_releases, _parser_explain, _parser_recipes, _parser_new, _parser_apply,
-           _parser_audit, _parser_doctor, _parser_convert, _parser_pair)
+           _parser_audit, _parser_doctor, _parser_convert, _parser_pair, _parser_probe)
 
 #: command -> its handler, "module:function" (pip's `commands_dict`): imported when that command runs, so
 #: the parser above is all `surgery --help` loads, and `validate` never imports what `apply` needs
@@ -348,7 +375,8 @@ COMMANDS = {"validate": "surgery.commands.validate:cmd_plan", "plan": "surgery.c
             "recipes": "surgery.commands.recipes:cmd_recipes", "new": "surgery.commands.new_recipe:cmd_new",
             "apply": "surgery.commands.apply:cmd_apply", "audit": "surgery.commands.audit:cmd_audit",
             "doctor": "surgery.commands.doctor:cmd_doctor", "convert": "surgery.commands.convert:cmd_convert",
-            "pair": "surgery.commands.pair:cmd_pair"}
+            "pair": "surgery.commands.pair:cmd_pair",
+            "probe": "surgery.commands.probe:cmd_probe"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,203 @@
+"""`surgery probe RECIPE [--target T --draft D] [--engine hf|vllm]`: settle by measured acceptance the
+questions validate cannot (surgery/probe/). No models given: the recipe's built-in miniature pair.
+The report says what it measured on which prompts; it never changes the pair itself (--write emits
+a patch, only when decided)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from ..bytevocab import encode
+from ..diagnostics import EXIT_OK, Location, SurgeryError, diag
+from ..facts import read_facts
+from ..options import CheckOptions
+from ..pairs import DEFAULT_PROMPTS, builtin_pair
+from ..plan import Runtime
+from ..probe.measure_hf import HFMeasurer
+from ..probe.measure_vllm import VLLMMeasurer
+from ..probe.runner import ProbeInput, probe
+from ..probe.write import document
+from ..recipe import load_recipe
+from ..resolver import resolve
+from ..tinypair import ensure_tiny_pair
+from .checks import run_checks
+
+HF_DRAFTS = ("gemma4_assistant", "gemma4_unified_assistant")  # what surgery/hf/loader.py load_pair builds
+
+
+MIN_PROMPTS = 2
+
+
+def read_prompts(path: str) -> list[str]:
+    """One prompt per line (blank lines skipped); SRG490 for a file that cannot serve."""
+    p = Path(path)
+    try:
+        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SurgeryError(diag("SRG490", f"cannot read prompts from {path} ({type(exc).__name__})",
+                                Location(file=str(path)))) from exc
+    if len(lines) < MIN_PROMPTS:
+        raise SurgeryError(diag("SRG490", f"{path} holds {len(lines)} prompt(s); the probe needs at least "
+                                f"{MIN_PROMPTS} to estimate its noise", Location(file=str(path))))
+    return lines
+
+
+def validate_findings(recipe, draft: Path, target: Path) -> tuple:
+    """validate's diagnostics for the pair (resolve + every check `surgery validate --weights` runs,
+    vLLM's view: the questions are how an engine reads the configs; the weights checks say whether the
+    draft brings its own embedding / lm_head, SRG613). Without safetensors in both folders: the
+    config checks only."""
+    draft_facts, target_facts = read_facts(draft), read_facts(target)
+    plan = resolve(recipe, draft_facts, target_facts, Runtime(engine="vllm"))
+    with_weights = all(any(Path(p).glob("*.safetensors")) for p in (draft, target) if Path(p).is_dir())
+    plan, _ = run_checks(CheckOptions(engine="vllm", draft=str(draft), target=str(target), weights=with_weights),
+                         recipe, draft_facts, target_facts, plan)
+    return tuple(plan.diagnostics)
+
+
+def check_engine(engine: str, draft: Path) -> None:
+    """SRG494 before any weight is read when the HF loader cannot build this pair."""
+    if engine != "hf":
+        return
+    model_type = read_facts(draft).model_type
+    if model_type not in HF_DRAFTS:
+        raise SurgeryError(diag("SRG494", f"the HF engine loads Gemma 4 assistants, not a {model_type!r} draft",
+                                Location(file=str(draft)), hint="--engine vllm"))
+
+
+def pair_for(recipe, engine: str, target, draft):
+    """(target, draft, built-in pair entry or None, method, spec_extra)."""
+    if (target is None) != (draft is None):
+        raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (the built-in pair)"))
+    method = recipe.engine.get("vllm", {}).get("method")
+    if target is not None:  # the built-in pair's target given as a folder: its held-out prompts serve
+        pair = builtin_pair(recipe.name)
+        if pair is None or Path(pair.target).resolve() != Path(target).resolve():
+            return Path(target), Path(draft), None, method, None
+        return Path(target), Path(draft), pair, pair.method or method, _spec_extra(pair)
+    if engine == "hf":
+        if recipe.name != "gemma4-mtp":
+            raise SurgeryError(diag("SRG494", f"no HF built-in pair for {recipe.name}: the HF engine loads the Gemma 4 "
+                                    "pair", hint=f"surgery probe {recipe.name} --engine vllm"))
+        t, d = ensure_tiny_pair()
+        return Path(t), Path(d), builtin_pair("gemma4-mtp"), method, None
+    pair = builtin_pair(recipe.name)
+    if pair is None:
+        raise SurgeryError(diag("SRG494", f"no built-in pair for {recipe.name}", hint="pass --target and --draft"))
+    return Path(pair.target), Path(pair.draft), pair, pair.method or method, _spec_extra(pair)
+
+
+def _spec_extra(pair) -> dict | None:
+    """A P-EAGLE head is served with parallel drafting only when told (its index entry says so)."""
+    return {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
+
+
+def prompt_ids(args, pair, target: Path) -> tuple[list[list[int]], str]:
+    if args.prompts is not None:
+        texts, source = read_prompts(args.prompts), f"file {args.prompts}"
+    elif pair is not None and pair.prompts:
+        texts, source = list(pair.prompts), "builtin (held-out prompts of the miniature pair)"
+    else:
+        texts, source = list(DEFAULT_PROMPTS), "builtin (generic code openings)"
+    texts = texts[: args.max_prompts] if args.max_prompts else texts
+    if pair is not None:
+        return [encode(t) for t in texts], source
+    from ..hf.standalone import prompts_for  # imports transformers
+
+    ids, how = prompts_for(target, texts, vocab_size=_vocab(target))
+    return ids, f"{source}; {how}"
+
+
+def _vocab(target: Path) -> int:
+    raw = json.loads((Path(target) / "config.json").read_text())
+    return int((raw.get("text_config") or raw).get("vocab_size") or 0)
+
+
+def pins(target: Path, draft: Path) -> dict:
+    """The pair's pins as the resolver reads them (hub commit, or the local folder)."""
+    out = {}
+    for side, ref in (("target", target), ("draft", draft)):
+        facts = read_facts(ref)
+        pin = getattr(facts, "pin", None)
+        out[side] = pin if isinstance(pin, dict) and pin else {"path": str(ref)}
+    return out
+
+
+def cmd_probe(args, out) -> int:
+    recipe = load_recipe(args.recipe)
+    target, draft, pair, method, extra = pair_for(recipe, args.engine, args.target, args.draft)
+    check_engine(args.engine, draft)
+    prompts, source = prompt_ids(args, pair, target)
+    inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,
+                     max_new_tokens=args.tokens, k=args.num_draft_tokens,
+                     diagnostics=validate_findings(recipe, draft, target))
+    if args.engine == "hf":
+        measurer = HFMeasurer(recipe, target, device=args.device, threads=args.threads)
+    else:
+        measurer = VLLMMeasurer(recipe, target, method, extra)
+    progress = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if sys.stderr.isatty() and not args.no_progress \
+        else (lambda m: None)
+    result = probe(inp, measurer, progress=progress, early_stop=not args.no_early_stop)
+    result["diagnostics"] = [d.to_dict() for d in diagnostics(result, draft)]
+    if args.write:
+        doc = document(result, draft, target, pins(target, draft), card=args.card)
+        if doc is None:
+            result["written"] = None
+        else:
+            Path(args.write).write_text(yaml.safe_dump(doc, sort_keys=False, width=110))
+            result["written"] = str(args.write)
+    if args.json:
+        out.write(json.dumps(result, indent=2, default=str) + "\n")
+    else:
+        out.write(render(result) + "\n")
+    return EXIT_OK
+
+
+def diagnostics(result: dict, draft: Path) -> list:
+    """SRG491 (undecided), SRG492 (the served answer lost), SRG493 (a candidate that could not run)."""
+    dec = result["decision"]
+    where = Location(file=str(Path(draft) / "config.json"))
+    out = []
+    if dec["status"] == "undecided":
+        out.append(diag("SRG491", dec["why"], where))
+    elif dec["status"] == "changed":
+        out.append(diag("SRG492", f"best: {dec['candidate']} ({dec['why']})", where))
+    for row in result["candidates"]:
+        if row["error"]:
+            out.append(diag("SRG493", f"{row['name']}: {row['error']}", where))
+    return out
+
+
+def render(result: dict) -> str:
+    p, c = result["prompts"], result["counts"]
+    lines = [f"probe on {result['engine']} {result['release'] or ''}: {p['count']} prompts ({p['source']}), "
+             f"{p['max_new_tokens']} tokens each, k={p['k']}", "", "open questions (from validate)"]
+    if not result["questions"]:
+        lines.append("  none" + (f" ({'; '.join(result['settled'] + result['unanswerable'])})" if result['settled'] or result['unanswerable'] else ""))
+    for q in result["questions"]:
+        lines.append(f"  {q['code']} {q['question']}")
+        for a in q["answers"]:
+            lines.append(f"      - {a['name']}{'  (as served)' if a['as_served'] else ''}")
+    lines += ["", f"candidates ({result['candidates_built']})"]
+    for r in result["candidates"]:
+        state = "ERROR " + r["error"] if r["error"] else (
+            f"acceptance {r['acceptance']:6.1%}  per-prompt mean {r['mean_prompt_acceptance']:6.1%}  "
+            f"prompts {r['prompts']}" + (" (stopped early: cannot win)" if r["stopped_early"] else "")
+            + (f"  per position {', '.join(f'{x:.2f}' for x in r['per_position'])}" if r.get("per_position") else ""))
+        lines.append(f"  {'*' if r['as_served'] else ' '} {r['name']}")
+        lines.append(f"      {state}")
+    dec = result["decision"]
+    lines += ["", f"decision: {dec['status']}: {dec['why']}"]
+    for code, a in dec.get("answers", {}).items():
+        lines.append(f"  {code}: {a['name']}")
+    lines.append(f"forwards: target {c['target_forwards']} (without the early stop ~{c['target_forwards_without_early_stop']}), "
+                 f"draft {c['draft_forwards']}; candidates {c['candidates']} ({c['candidates_stopped_early']} stopped early)")
+    for d in result.get("diagnostics", []):
+        lines.append(f"{d['severity']} {d['code']}: {d['message']}")
+    if "written" in result:
+        lines.append(f"written: {result['written']}" if result["written"] else "written: nothing (not decided)")
+    lines.append("limits: the probe measures what these prompts show; it never overrides an answer the config states.")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""One candidate on a live vLLM engine (the plugin applying and verifying the recipe), prompt by
+prompt: each prompt is its own generate call and its counts are the difference of vLLM's
+spec-decode counters around it (num_drafts, num_draft_tokens, num_accepted_tokens[_per_pos]).
+
+Why one engine per candidate: every answer the probe tries (aux ids, norm_before_residual, RoPE) is
+read by vLLM when it builds the draft, so it cannot change on a running engine. The target-only
+greedy reference is not run: acceptance is the probe's measure, and the plugin verifies the wiring."""
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .stats import Measured, PromptResult
+
+
+def _counts(llm) -> dict:
+    from ..vllm import engine
+
+    c = engine.spec_counters(llm)
+    pos = c.get("num_accepted_tokens_per_pos") or []
+    return {"drafts": int(c.get("num_drafts") or 0), "drafted": int(c.get("num_draft_tokens") or 0),
+            "accepted": int(c.get("num_accepted_tokens") or 0), "per_position": [int(x) for x in pos]}
+
+
+class VLLMMeasurer:
+    engine = "vllm"
+
+    def __init__(self, recipe, target_dir, method: str | None, spec_extra: dict | None = None):
+        self.recipe, self.target_dir, self.method, self.spec_extra = recipe, target_dir, method, spec_extra
+        self.release = _vllm_version()
+
+    def measure(self, draft_dir, prompts, max_new_tokens: int, k: int, keep_going) -> Measured:
+        from ..vllm import engine, hooks, state
+
+        out = Measured()
+        live: dict = {}
+
+        def grab(proposer, target_model):
+            live["proposer"] = proposer
+
+        hooks.install_load_model_hook(grab, when="after")
+        try:
+            llm = engine.start_engine(**engine.engine_kwargs(self.target_dir, draft_dir, self.method,
+                                                             self.recipe.file or self.recipe.name, k,
+                                                             self.spec_extra))
+        except Exception as exc:  # noqa: BLE001 - a candidate vLLM refuses to build is a finding
+            out.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return out
+        finally:
+            hooks.remove_hook(grab)
+        try:
+            st = state.get(live.get("proposer"))
+            v = st.verification if st is not None else None
+            out.verified = v.ok if v is not None else None
+            before = _counts(llm)
+            for ids in prompts:
+                engine.generate(llm, [ids], max_new_tokens)
+                after = _counts(llm)
+                per = [a - b for a, b in zip(after["per_position"], before["per_position"] + [0] * k)] \
+                    if after["per_position"] else None
+                rounds = after["drafts"] - before["drafts"]
+                out.prompts.append(PromptResult(drafted=after["drafted"] - before["drafted"],
+                                                accepted=after["accepted"] - before["accepted"], rounds=rounds,
+                                                per_position=per, target_forwards=rounds + 1,
+                                                draft_forwards=rounds * k))
+                before = after
+                if not keep_going(out):
+                    out.stopped_early = len(out.prompts) < len(prompts)
+                    break
+        finally:
+            engine.shutdown(llm)
+        return out
+
+
+def _vllm_version() -> str | None:
+    try:
+        return version("vllm")
+    except PackageNotFoundError:
+        return None
