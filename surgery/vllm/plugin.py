@@ -15,7 +15,7 @@ import importlib.util
 import os
 
 from ..diagnostics import SurgeryError, diag
-from . import guard, hooks, lazy, startup
+from . import canary, guard, hooks, lazy, startup
 from .log import get_logger
 
 
@@ -35,6 +35,8 @@ def register() -> None:
     lazy.when_imported(worker_modules(), install_warm_up_hooks)
     # the acceptance guard reads the scheduler's spec-decode counts (engine-core process only)
     lazy.when_imported([guard.TARGET[0]], guard.install)
+    # the start-up canary (guard.canary) runs where the engine core is built (surgery/vllm/canary.py)
+    lazy.when_imported([canary.TARGET[0]], canary.install)
 
 
 def _module_exists(name: str) -> bool:
