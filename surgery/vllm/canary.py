@@ -33,8 +33,8 @@ import logging
 import time
 from typing import Any
 
-from ..diagnostics import SurgeryError, diag
-from ..guard import Counts, judge_once
+from ..diagnostics import Location, SurgeryError, diag
+from ..guard import WHERE, Counts, judge_once
 from .log import DIAGNOSTIC, get_logger
 
 TARGET = ("vllm.v1.engine.core", "EngineCore", "__init__")
@@ -42,6 +42,7 @@ LATE_TARGET = ("vllm.v1.engine.core", "EngineCoreProc", "run_busy_loop")
 _MARK = "__surgery_canary__"
 _DONE = "_surgery_canary_done"
 PREFIX = "surgery-canary-"
+AT = Location(key_path=f"{WHERE}.canary")  # where the lines point: the setting that asked for the canary
 EXIT_CODE = 3  # an engine-core process stopped by the canary (action: fail)
 
 
@@ -80,21 +81,21 @@ def _wrapper(orig):
         @functools.wraps(orig)
         def __init__(self, *args, **kwargs):
             orig(self, *args, **kwargs)
-            maybe_run(self)
+            maybe_run(self, "EngineCore.__init__")
 
         setattr(__init__, _MARK, orig)
         return __init__
 
     @functools.wraps(orig)
     def run_busy_loop(self, *args, **kwargs):
-        maybe_run(self)
+        maybe_run(self, "EngineCoreProc.run_busy_loop")
         return orig(self, *args, **kwargs)
 
     setattr(run_busy_loop, _MARK, orig)
     return run_busy_loop
 
 
-def maybe_run(core: Any) -> dict | None:
+def maybe_run(core: Any, where: str = "") -> dict | None:
     """Run the canary on this engine core once, if its guard is on and has a `canary`."""
     if getattr(core, _DONE, False) or getattr(core, "scheduler", None) is None:
         return None
@@ -104,7 +105,7 @@ def maybe_run(core: Any) -> dict | None:
     run = guard_run(core.scheduler)
     if run is None or run.guard is None or run.guard.config.canary is None:
         return None
-    return run_canary(core, run)
+    return run_canary(core, run, where)
 
 
 def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
@@ -130,7 +131,7 @@ def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
         if getattr(mc.hf_text_config, "vocab_size", None) == VOCAB_SIZE:
             return [encode(p) for p in prompts]
         raise SurgeryError(diag("SRG479", f"guard canary not run: cannot tokenize its prompts with {mc.tokenizer!r} "
-                                f"({type(exc).__name__}: {str(exc)[:160]})",
+                                f"({type(exc).__name__}: {str(exc)[:160]})", AT,
                                 hint="give the canary's prompts as token-id lists")) from None
 
 
@@ -146,18 +147,24 @@ def _request(core: Any, request_id: str, ids: list[int], tokens: int):
     return EngineCoreRequest(**{k: v for k, v in fields.items() if k in known})
 
 
+def add_requests(core: Any, ids: list[list[int]], tokens: int) -> None:
+    """The canary's requests into the engine core's scheduler, as the busy loop adds a client's (the base
+    class's methods: a DP engine's add_request also handles request waves, which the canary has none of)."""
+    from vllm.v1.engine.core import EngineCore
+
+    for i, prompt in enumerate(ids):
+        request, wave = EngineCore.preprocess_add_request(core, _request(core, f"{PREFIX}{i}", prompt, tokens))
+        EngineCore.add_request(core, request, wave)
+
+
 def decode(core: Any, run: Any, ids: list[list[int]], tokens: int) -> Counts:
     """Decode the canary's requests to the end through the engine core's own step; their drafts, counted by
     the scheduler's guard wrapper while `run.paused`."""
-    from vllm.v1.engine.core import EngineCore
 
     run.canary_counts = Counts.sized(run.guard.num_spec)
     run.paused = True
     try:
-        for i, prompt in enumerate(ids):
-            req = _request(core, f"{PREFIX}{i}", prompt, tokens)
-            request, wave = EngineCore.preprocess_add_request(core, req)
-            EngineCore.add_request(core, request, wave)
+        add_requests(core, ids, tokens)
         limit = len(ids) * (tokens + 2) + 16  # one token per step at worst, plus prefill
         for _ in range(limit):
             if not core.scheduler.has_requests():
@@ -171,7 +178,7 @@ def decode(core: Any, run: Any, ids: list[list[int]], tokens: int) -> Counts:
     return run.canary_counts
 
 
-def run_canary(core: Any, run: Any) -> dict:
+def run_canary(core: Any, run: Any, where: str = "") -> dict:
     """Decode, judge, log the coded line, record it; `action: fail` with a trip stops the start."""
     log = get_logger()
     config = run.guard.config
@@ -185,7 +192,7 @@ def run_canary(core: Any, run: Any) -> dict:
         run.canary = {"ran": False, "why": exc.diagnostics[0].message}
         return run.canary
     except Exception as exc:  # noqa: BLE001 - the canary never breaks a start it could not judge
-        d = diag("SRG479", f"guard canary not run: {type(exc).__name__}: {str(exc)[:200]}")
+        d = diag("SRG479", f"guard canary not run: {type(exc).__name__}: {str(exc)[:200]}", AT)
         log.warning(DIAGNOSTIC.fmt, d.render())
         run.canary = {"ran": False, "why": d.message}
         return run.canary
@@ -194,25 +201,25 @@ def run_canary(core: Any, run: Any) -> dict:
     run.canary = {"ran": True, "prompts": len(ids), "tokens": tokens, "drafts": counts.drafts,
                   "accepted_per_position": list(counts.accepted), "drafted_per_position": list(counts.drafted),
                   "mean_length": None if not counts.drafts else round(counts.mean_length(), 3),
-                  "trips": [t.to_dict() for t in trips], "wall_s": round(time.perf_counter() - t0, 3)}
+                  "trips": [t.to_dict() for t in trips], "wall_s": round(time.perf_counter() - t0, 3), "where": where}
     from .guard import write_record
 
     write_record(run)
     if not counts.drafts:
-        log.warning(DIAGNOSTIC.fmt, diag("SRG479", f"guard canary not judged: {support}").render())
+        log.warning(DIAGNOSTIC.fmt, diag("SRG479", f"guard canary not judged: {support}", AT).render())
         return run.canary
     if not trips:
         rates = ", ".join(f"{a / counts.drafts:.3f}" for a in counts.accepted)
         log.info(DIAGNOSTIC.fmt, diag("SRG478", f"guard canary silent: {support}; per-position acceptance [{rates}], "
                                       f"mean accepted length {counts.mean_length():.2f}; no rule held beyond its "
-                                      f"support bound (z {config.expect_z:g})").render())
+                                      f"support bound (z {config.expect_z:g})", AT).render())
         return run.canary
     for t in trips:
         level = logging.ERROR if t.kind == "collapse" else logging.WARNING
-        log.log(level, DIAGNOSTIC.fmt, diag(t.code, f"canary: {t.message} ({support}, {t.kind})").render())
+        log.log(level, DIAGNOSTIC.fmt, diag(t.code, f"canary ({support}): {t.message}", AT).render())
     if config.action == "fail":
         first = trips[0]
-        stop = diag(first.code, f"guard canary (action: fail) stopped the engine start: {first.message} ({support})")
+        stop = diag(first.code, f"guard canary (action: fail) stopped the engine start ({support}): {first.message}", AT)
         if _is_engine_process(core):
             log.error(DIAGNOSTIC.fmt, stop.render())
             raise SystemExit(EXIT_CODE)
