@@ -109,10 +109,12 @@ def maybe_run(core: Any, where: str = "") -> dict | None:
 
 
 def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
-    """The canary's prompts as token ids: ids as given; text through the model's tokenizer (transformers);
-    a model without tokenizer files whose vocabulary is the built-in pairs' byte vocabulary (264 ids) through
-    surgery.bytevocab, as `surgery apply` encodes for them. "builtin": surgery.pairs.DEFAULT_PROMPTS."""
-    if prompts == "builtin":
+    """The canary's prompts as token ids: ids as given; text through the model's tokenizer (transformers).
+    "builtin" (surgery.pairs.DEFAULT_PROMPTS) on a model without tokenizer files (the built-in pairs, test
+    models): the texts' bytes as ids (byte b -> b + 4, BOS first, surgery.bytevocab) when the vocabulary holds
+    them, which is exactly the built-in pairs' byte vocabulary; user text without a tokenizer: SRG479."""
+    builtin = prompts == "builtin"
+    if builtin:
         from ..pairs import DEFAULT_PROMPTS
 
         prompts = DEFAULT_PROMPTS
@@ -125,10 +127,11 @@ def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
         tok = AutoTokenizer.from_pretrained(mc.tokenizer, revision=getattr(mc, "tokenizer_revision", None),
                                             trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
         return [list(tok(p)["input_ids"]) for p in prompts]
-    except Exception as exc:  # noqa: BLE001 - no tokenizer files: the built-in pairs' byte vocabulary, or say why
-        from ..bytevocab import VOCAB_SIZE, encode
+    except Exception as exc:  # noqa: BLE001 - no tokenizer files: bytes for the built-in prompts, or say why
+        from ..bytevocab import BYTE_OFFSET, encode
 
-        if getattr(mc.hf_text_config, "vocab_size", None) == VOCAB_SIZE:
+        vocab = getattr(getattr(mc, "hf_text_config", None), "vocab_size", None) or 0
+        if builtin and vocab >= BYTE_OFFSET + 256:
             return [encode(p) for p in prompts]
         raise SurgeryError(diag("SRG479", f"guard canary not run: cannot tokenize its prompts with {mc.tokenizer!r} "
                                 f"({type(exc).__name__}: {str(exc)[:160]})", AT,
@@ -187,14 +190,14 @@ def run_canary(core: Any, run: Any, where: str = "") -> dict:
     try:
         ids = prompt_ids(core.vllm_config, prompts)
         counts = decode(core, run, ids, tokens)
-    except SurgeryError as exc:
-        log.warning(DIAGNOSTIC.fmt, exc.diagnostics[0].render())
-        run.canary = {"ran": False, "why": exc.diagnostics[0].message}
-        return run.canary
     except Exception as exc:  # noqa: BLE001 - the canary never breaks a start it could not judge
-        d = diag("SRG479", f"guard canary not run: {type(exc).__name__}: {str(exc)[:200]}", AT)
+        d = exc.diagnostics[0] if isinstance(exc, SurgeryError) else \
+            diag("SRG479", f"guard canary not run: {type(exc).__name__}: {str(exc)[:200]}", AT)
         log.warning(DIAGNOSTIC.fmt, d.render())
-        run.canary = {"ran": False, "why": d.message}
+        run.canary = {"ran": False, "why": d.message, "where": where}
+        from .guard import write_record
+
+        write_record(run)
         return run.canary
     trips = judge_once(run.guard, counts)
     support = f"{len(ids)} prompts x {tokens} tokens gave {counts.drafts} drafts"

@@ -132,7 +132,7 @@ def test_healthy_canary_is_silent_counted_apart_and_recorded(captured, monkeypat
 
 def test_regressed_canary_with_action_fail_stops_in_process(captured, monkeypatch):
     monkeypatch.setattr(canary, "add_requests", fake_add(COLLAPSED, 8))
-    core = EngineCore({**GUARD, "action": "fail", "canary": {"prompts": ["a", "b", "c", "d", "e", "f", "g", "h"],
+    core = EngineCore({**GUARD, "action": "fail", "canary": {"prompts": [[2, 40 + i] for i in range(8)],
                                                               "tokens": 8}})
     with pytest.raises(SurgeryError) as e:
         canary.maybe_run(core)
@@ -172,6 +172,13 @@ def test_canary_that_cannot_run_is_said_and_the_start_goes_on(captured, monkeypa
     result = canary.maybe_run(core)
     assert result["ran"] is False and "RuntimeError: no such method" in result["why"]
     assert any("SRG479" in x for x in lines(captured)) and not state.get(core.scheduler).guard.paused
+
+
+def test_user_text_without_a_tokenizer_is_srg479(captured, monkeypatch):
+    monkeypatch.setattr(canary, "add_requests", fake_add(HEALTHY, 1))
+    core = EngineCore({**GUARD, "action": "fail", "canary": {"prompts": ["def f(", "class "], "tokens": 4}})
+    result = canary.maybe_run(core)
+    assert result["ran"] is False and "cannot tokenize its prompts" in result["why"] and core.added == []
 
 
 def test_no_canary_configured_runs_nothing(monkeypatch):
