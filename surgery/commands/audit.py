@@ -18,6 +18,7 @@ from ..facts import read_facts
 from ..recipe import find_recipe, load_recipe
 from ..checks.field import expected_methods
 from ..modelref import describe_pin, engine_model
+from ..pairs import builtin_pair
 from ..render import render_diagnostics
 
 PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
@@ -152,15 +153,11 @@ def guard_settings(options: AuditOptions) -> dict:
     built-in text prompts x `guard_tokens`, decoded greedily after the warm-up and judged once with the support
     bound; against the built-in pair's measured expectation (index.yaml expect.vllm) when the audited pair is the
     recipe's built-in one (a user's pair has no recorded figure: collapse and break-even only)."""
-    from pathlib import Path as _Path
-
-    from ..pairs import builtin_pair
-
     settings: dict = {"enabled": True, "canary": {"prompts": "builtin", "tokens": options.guard_tokens}}
     pair = builtin_pair(options.recipe)
     try:
-        same = pair is not None and _Path(options.target).resolve() == pair.target and \
-            _Path(options.draft).resolve() == pair.draft
+        same = pair is not None and Path(options.target).resolve() == pair.target and \
+            Path(options.draft).resolve() == pair.draft
     except (OSError, ValueError):
         same = False
     expect = ((pair.info.get("expect") or {}).get("vllm")) if same else None

@@ -30,11 +30,14 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import sys
 import time
 from typing import Any
 
+from ..bytevocab import BYTE_OFFSET, encode
 from ..diagnostics import Location, SurgeryError, diag
 from ..guard import WHERE, Counts, judge_once
+from ..pairs import DEFAULT_PROMPTS
 from .log import DIAGNOSTIC, get_logger
 
 TARGET = ("vllm.v1.engine.core", "EngineCore", "__init__")
@@ -66,8 +69,6 @@ def install(module: str = "") -> list[str]:
 
 
 def uninstall() -> None:
-    import sys
-
     mod = sys.modules.get(TARGET[0])
     for _, cls_name, method in (TARGET, LATE_TARGET):
         cls = getattr(mod, cls_name, None) if mod is not None else None
@@ -115,8 +116,6 @@ def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
     them, which is exactly the built-in pairs' byte vocabulary; user text without a tokenizer: SRG479."""
     builtin = prompts == "builtin"
     if builtin:
-        from ..pairs import DEFAULT_PROMPTS
-
         prompts = DEFAULT_PROMPTS
     if all(not isinstance(p, str) for p in prompts):
         return [list(p) for p in prompts]
@@ -128,8 +127,6 @@ def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
                                             trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
         return [list(tok(p)["input_ids"]) for p in prompts]
     except Exception as exc:  # noqa: BLE001 - no tokenizer files: bytes for the built-in prompts, or say why
-        from ..bytevocab import BYTE_OFFSET, encode
-
         vocab = getattr(getattr(mc, "hf_text_config", None), "vocab_size", None) or 0
         if builtin and vocab >= BYTE_OFFSET + 256:
             return [encode(p) for p in prompts]

@@ -15,7 +15,7 @@ import importlib.util
 import os
 
 from ..diagnostics import SurgeryError, diag
-from . import canary, guard, hooks, lazy, startup
+from . import guard, hooks, lazy, startup
 from .log import get_logger
 
 
@@ -36,7 +36,18 @@ def register() -> None:
     # the acceptance guard reads the scheduler's spec-decode counts (engine-core process only)
     lazy.when_imported([guard.TARGET[0]], guard.install)
     # the start-up canary (guard.canary) runs where the engine core is built (surgery/vllm/canary.py)
-    lazy.when_imported([canary.TARGET[0]], canary.install)
+    lazy.when_imported([CANARY_MODULE], install_canary)
+
+
+CANARY_MODULE = "vllm.v1.engine.core"  # surgery/vllm/canary.py TARGET's module
+
+
+def install_canary(module: str = "") -> None:
+    """Wrap the engine core for the start-up canary (surgery/vllm/canary.py), imported here, where vLLM's engine
+    core module is: the canary's imports (the built-in prompts, ~20 ms) stay out of every other process."""
+    from . import canary
+
+    canary.install(module)
 
 
 def _module_exists(name: str) -> bool:

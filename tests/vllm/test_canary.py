@@ -198,3 +198,9 @@ def test_wraps_the_engine_core_of_this_vllm():
     finally:
         canary.uninstall()
     assert not getattr(vcore.EngineCore.__dict__["__init__"], "__surgery_canary__", None)
+
+
+def test_the_plugin_wraps_where_the_canary_targets():
+    from surgery.vllm import plugin
+
+    assert plugin.CANARY_MODULE == canary.TARGET[0] == canary.LATE_TARGET[0]
