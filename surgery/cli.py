@@ -271,6 +271,10 @@ def _parser_audit(sub) -> None:
     p.add_argument("--max-model-len", type=_parallel_size_or_len, default=512, metavar="N")
     p.add_argument("--max-tokens", type=int, default=16, metavar="N", help="tokens to decode per prompt")
     p.add_argument("--prompts", type=int, default=3, metavar="N", help="number of built-in token-id prompts")
+    p.add_argument("--guard", action="store_true", help="also judge the stock engine's acceptance: the guard's "
+                   "start-up canary (the built-in text prompts x --guard-tokens, greedy) with its rules and support "
+                   "bound, against the built-in pair's measured expectation where the pair is the built-in one")
+    p.add_argument("--guard-tokens", type=int, default=32, metavar="N", help="tokens per canary prompt (--guard)")
     p.add_argument("--engine-arg", action="append", metavar="KEY=VALUE",
                    help="extra vllm.LLM argument (value parsed as JSON when it is), repeatable")
 

@@ -78,6 +78,9 @@ class GuardConfig:
     round_cost: float | None = None  # measured: a speculative round's time in plain decode steps
     draft_cost: float | None = None  # one draft forward in plain decode steps (overrides the method's)
     bands: tuple[int, ...] = ()
+    # the start-up canary (surgery/vllm/canary.py): (prompts, tokens); prompts "builtin", a tuple of strings or
+    # of token-id tuples; None: no canary
+    canary: tuple | None = None
 
     @property
     def expectations(self) -> dict[str, Any]:
@@ -98,7 +101,8 @@ _NUMBERS = {  # key -> (type, lowest, highest, lowest included)
     "verify_cost": (float, 0.0, None, True), "round_cost": (float, 1.0, None, True),
     "draft_cost": (float, 0.0, None, True),
 }
-KEYS = ("enabled", "action", "expect", "bands") + tuple(_NUMBERS)
+KEYS = ("enabled", "action", "expect", "bands", "canary") + tuple(_NUMBERS)
+CANARY_KEYS = ("prompts", "tokens")
 
 
 def _bad(key: str, message: str, hint: str | None = None) -> SurgeryError:
@@ -164,6 +168,33 @@ def _source(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _canary(value: Any) -> tuple | None:
+    """guard.canary: {prompts: builtin | [text, ...] | [[token id, ...], ...], tokens: int} -> (prompts, tokens)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise _bad("canary", f"canary must be a mapping {{prompts, tokens}}, got {value!r}",
+                   'e.g. {"prompts": "builtin", "tokens": 48}')
+    unknown = sorted(set(value) - set(CANARY_KEYS))
+    if unknown:
+        raise _bad(f"canary.{unknown[0]}", f"unknown canary key {unknown[0]!r} (known: {', '.join(CANARY_KEYS)})")
+    prompts, tokens = value.get("prompts", "builtin"), value.get("tokens", 48)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 4096:
+        raise _bad("canary.tokens", f"tokens (generated per prompt) must be an integer in [1, 4096], got {tokens!r}")
+    if prompts == "builtin":
+        return ("builtin", tokens)
+    ok = isinstance(prompts, (list, tuple)) and prompts and (
+        all(isinstance(p, str) and p for p in prompts)
+        or all(isinstance(p, (list, tuple)) and p and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                                                           for t in p) for p in prompts))
+    if not ok:
+        raise _bad("canary.prompts", f"prompts must be \"builtin\", a list of non-empty strings or a list of token-id "
+                   f"lists, got {prompts!r}")
+    return (tuple(p if isinstance(p, str) else tuple(p) for p in prompts), tokens)
+
+
 def source_text(source: dict[str, str]) -> str:
     """'measured on vllm 0.26.0, H200 (bench/gpu/vllm_families_gpu.py, 2026-12-03)': what the SRG474 line
     says the expectation is; '' without a source."""
@@ -216,7 +247,8 @@ def parse_config(raw: Any) -> GuardConfig:
         raise _bad("check_every", f"check_every ({numbers['check_every']}) is larger than the window "
                    f"({numbers['window']} drafts)")
     return GuardConfig(enabled=enabled, action=action, expect=_expect(merged.get("expect")),
-                       expect_source=_source(merged.get("expect")), bands=tuple(bands), **numbers)
+                       expect_source=_source(merged.get("expect")), bands=tuple(bands),
+                       canary=_canary(merged.get("canary")), **numbers)
 
 
 def miniature_settings() -> dict[str, Any]:

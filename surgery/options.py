@@ -79,6 +79,8 @@ class AuditOptions(Record):
     pp: int = 1
     tp: int = 1
     json: bool = False
+    guard: bool = False  # --guard: the guard's canary on the stock engine, its verdict beside the findings
+    guard_tokens: int = 32
 
 
 def fields_from(cls: Any, ns: Any, **given: Any) -> Any:

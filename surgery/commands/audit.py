@@ -11,13 +11,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, diag, fail
+from ..diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, catalogue, diag, fail
 from ..extras import require
 from ..options import AuditOptions, fields_from
 from ..facts import read_facts
 from ..recipe import find_recipe, load_recipe
 from ..checks.field import expected_methods
 from ..modelref import describe_pin, engine_model
+from ..pairs import builtin_pair
 from ..render import render_diagnostics
 
 PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
@@ -139,10 +140,52 @@ def _engine_kwargs(options: AuditOptions, target, draft, method: str, recipe_pat
                   max_model_len=options.max_model_len, tensor_parallel_size=options.tp, pipeline_parallel_size=options.pp,
                   additional_config={"surgery": {"mode": "audit", "recipe": recipe_path}},
                   disable_log_stats=False)  # acceptance counters for the result
+    if options.guard:
+        kwargs["additional_config"]["surgery"]["guard"] = guard_settings(options)
     kwargs.update(engine_args)
     if options.attention_backend:
         kwargs["attention_backend"] = options.attention_backend
     return kwargs
+
+
+def guard_settings(options: AuditOptions) -> dict:
+    """`--guard`: the acceptance guard on the stock engine with its start-up canary (surgery/vllm/canary.py): the
+    built-in text prompts x `guard_tokens`, decoded greedily after the warm-up and judged once with the support
+    bound; against the built-in pair's measured expectation (index.yaml expect.vllm) when the audited pair is the
+    recipe's built-in one (a user's pair has no recorded figure: collapse and break-even only)."""
+    settings: dict = {"enabled": True, "canary": {"prompts": "builtin", "tokens": options.guard_tokens}}
+    pair = builtin_pair(options.recipe)
+    try:
+        same = pair is not None and Path(options.target).resolve() == pair.target and \
+            Path(options.draft).resolve() == pair.draft
+    except (OSError, ValueError):
+        same = False
+    expect = ((pair.info.get("expect") or {}).get("vllm")) if same else None
+    if expect:
+        settings["expect"] = expect
+    return settings
+
+
+def guard_verdict(report: dict) -> dict:
+    """The guard's verdict on the stock engine from the report's guard record (its canary): `silent`, `trips`
+    (codes and kinds), `not run` (why), with the canary's counts and a line for the text output."""
+    record = report.get("guard") or {}
+    canary = record.get("canary")
+    if not canary:
+        return {"verdict": "not run", "text": "guard: no canary result in the report (was the guard on?)"}
+    if not canary.get("ran"):
+        return {"verdict": "not run", "canary": canary, "text": f"guard: canary not run: {canary.get('why')}"}
+    trips = canary.get("trips") or []
+    support = f"canary {canary['prompts']} prompts x {canary['tokens']} tokens, {canary['drafts']} drafts"
+    if trips:
+        text = "; ".join(f"{t['code']} {t['kind']}: {t['message']}" for t in trips)
+        return {"verdict": "trips", "codes": [t["code"] for t in trips], "canary": canary,
+                "expect_source": record.get("expect_source"), "text": f"guard ({support}): trips {text}"}
+    rates = ", ".join(f"{a / canary['drafts']:.3f}" for a in canary["accepted_per_position"]) if canary["drafts"] else ""
+    return {"verdict": "silent" if canary["drafts"] else "not judged", "codes": [], "canary": canary,
+            "expect_source": record.get("expect_source"),
+            "text": f"guard ({support}): {'silent' if canary['drafts'] else 'no draft to judge'}; per-position "
+                    f"acceptance [{rates}], mean accepted length {canary.get('mean_length')}"}
 
 
 def _write_result(out, options: AuditOptions, recipe, method: str, report: dict, generated: int, metrics,
@@ -154,11 +197,15 @@ def _write_result(out, options: AuditOptions, recipe, method: str, report: dict,
         findings.append({**diag("SRG708", f"the audit stopped at stage {report.get('stage')!r}: the KV-cache "
                                 "comparisons did not run").to_dict(), "stage": "kv_cache"})
     errors = [f for f in findings if f.get("severity") == "error"]
-    result = {"ok": not errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": options.kv_cache_dtype,
+    guard = guard_verdict(report) if options.guard else None
+    # a guard trip of severity error (collapse, SRG470) fails the audit as a wiring error does
+    guard_errors = [c for c in (guard or {}).get("codes") or () if catalogue()[c].get("severity", "error") == "error"]
+    result = {"ok": not errors and not guard_errors, "recipe": recipe.name, "method": method, "kv_cache_dtype": options.kv_cache_dtype,
               "findings": findings, "not_applicable": report.get("not_applicable", []),
               "checked": report.get("checked", {}), "generated_tokens": generated, "spec_decode_metrics": metrics,
               "report": kept_report,
-              "models": {"target": target.pin(), "draft": draft.pin()}}
+              "models": {"target": target.pin(), "draft": draft.pin()},
+              **({"guard": guard} if guard is not None else {})}
     if options.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
     else:  # the verdict first, then the findings (the audit's product, so on stdout): errors first, each once
@@ -166,11 +213,13 @@ def _write_result(out, options: AuditOptions, recipe, method: str, report: dict,
         out.write(f"audit {recipe.name} (method {method}): {len(findings)} finding(s), {len(errors)} that can change "
                   f"outputs or acceptance; checked {', '.join(f'{k} x{v}' for k, v in result['checked'].items()) or 'nothing'}"
                   f"{'; not applicable: ' + '; '.join(n['check'] + ' (' + n['reason'] + ')' for n in na) if na else ''}\n")
+        if guard is not None:
+            out.write(guard["text"] + "\n")
         out.write(render_diagnostics([Diagnostic(f["code"], f["severity"], f["message"],
                                                  Location(key_path=f.get("location") or None), f.get("hint"))
                                       for f in findings], verbose=True))
         out.write("".join(f"{side}: {describe_pin(p)}\n" for side, p in result["models"].items()))
-    return EXIT_INVALID if errors else EXIT_OK
+    return EXIT_INVALID if errors or guard_errors else EXIT_OK
 
 
 def cmd_audit(args, out) -> int:

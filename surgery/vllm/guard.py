@@ -65,6 +65,8 @@ class GuardRun:
     pending: list = field(default_factory=list)  # trips / episode ends not yet emitted
     last_numbers: Any = None  # the evaluation the gauges show
     stopped: Any = None  # the Diagnostic `action: fail` stopped the engine with
+    canary_counts: Any = None  # the canary's drafts (Counts) while paused
+    canary: Any = None  # the canary's result (surgery/vllm/canary.py), in the record
 
 
 def guard_setting(vllm_config: Any) -> Any:
@@ -151,7 +153,10 @@ def _step_wrapper(orig):
         result = orig(self, scheduler_output, *args, **kwargs)
         try:
             step, run.step = run.step, None
-            if step is not None and not run.paused:
+            if step is not None and run.paused:  # the canary's drafts: its own counts, not the live window
+                if run.canary_counts is not None:
+                    run.canary_counts.add(step)
+            elif step is not None:
                 # the step's drafts judged together, as the API server's stat logger gets them
                 # (SchedulerStats.spec_decoding_stats): both feeds make the same buckets and decisions;
                 # the bands' batch is the step's drafts, which both sides know
@@ -260,7 +265,10 @@ def write_record(run: GuardRun) -> None:
     if path is None:
         return
     try:
-        report.update(path, guard=run.guard.to_dict())
+        record = run.guard.to_dict()
+        if run.canary is not None:
+            record["canary"] = run.canary
+        report.update(path, guard=record)
     except (OSError, ValueError) as exc:
         get_logger().warning(DIAGNOSTIC.fmt, diag("SRG420", f"cannot write the guard's record to {path}: "
                                                   f"{getattr(exc, 'strerror', None) or exc}").render())

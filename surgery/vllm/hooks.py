@@ -358,10 +358,12 @@ def remove_hook(callback: Callable[..., Any]) -> None:
 
 
 def uninstall_all() -> None:
-    """Unregister every callback and restore the original vLLM methods (the acceptance guard's too)."""
-    from . import guard
+    """Unregister every callback and restore the original vLLM methods (the acceptance guard's and its
+    canary's too)."""
+    from . import canary, guard
 
     guard.uninstall()
+    canary.uninstall()
     with _lock:
         for cbs in _callbacks.values():
             cbs.clear()

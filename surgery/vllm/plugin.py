@@ -35,6 +35,19 @@ def register() -> None:
     lazy.when_imported(worker_modules(), install_warm_up_hooks)
     # the acceptance guard reads the scheduler's spec-decode counts (engine-core process only)
     lazy.when_imported([guard.TARGET[0]], guard.install)
+    # the start-up canary (guard.canary) runs where the engine core is built (surgery/vllm/canary.py)
+    lazy.when_imported([CANARY_MODULE], install_canary)
+
+
+CANARY_MODULE = "vllm.v1.engine.core"  # surgery/vllm/canary.py TARGET's module
+
+
+def install_canary(module: str = "") -> None:
+    """Wrap the engine core for the start-up canary (surgery/vllm/canary.py), imported here, where vLLM's engine
+    core module is: the canary's imports (the built-in prompts, ~20 ms) stay out of every other process."""
+    from . import canary
+
+    canary.install(module)
 
 
 def _module_exists(name: str) -> bool:

@@ -124,7 +124,7 @@ def audited(tiny_pair, tmp_path_factory):
             rc = main(["audit", str(variant), "--target", str(target), "--draft", str(draft), "--json",
                        "--max-model-len", "128", "--engine-arg", "kv_cache_memory_bytes=33554432",
                        "--engine-arg", "max_num_seqs=4", "--engine-arg", "max_num_batched_tokens=256",
-                       "--engine-arg", "enable_prefix_caching=false"])
+                       "--engine-arg", "enable_prefix_caching=false", "--guard", "--guard-tokens", "8"])
     finally:
         hooks.remove_hook(set_target_scales)
         hooks.remove_hook(attach)
@@ -175,6 +175,27 @@ def test_impl_copy_stale_on_stock_legacy_runner(audited):
     assert all(f["severity"] == "info" and "CPUAttentionBackendImpl stores it and never reads it" in f["message"]
                for f in found)
     assert not by_code(audited.result["findings"], "SRG703")
+
+
+def test_guard_verdict_beside_the_findings(audited):
+    """`--guard`: the guard's canary decoded the 12 built-in prompts x 8 tokens on the stock engine after the
+    warm-up; its verdict (silent: vLLM's own wiring of this pair accepts well) sits beside the wiring findings."""
+    g = audited.result["guard"]
+    assert g["verdict"] == "silent", g
+    assert g["canary"]["prompts"] == 12 and g["canary"]["tokens"] == 8 and g["canary"]["drafts"] > 0
+    assert g["text"].startswith("guard (canary 12 prompts x 8 tokens, ") and "silent" in g["text"]
+    assert audited.report["guard"]["canary"] == g["canary"]
+
+
+def test_guard_verdict_of_a_record():
+    from surgery.commands.audit import guard_verdict
+
+    assert guard_verdict({})["verdict"] == "not run"
+    assert guard_verdict({"guard": {"canary": {"ran": False, "why": "no tokenizer"}}})["text"].endswith("no tokenizer")
+    trip = {"code": "SRG470", "kind": "collapse", "message": "position 0 accepted 0.0 % (0/96) under the floor"}
+    v = guard_verdict({"guard": {"canary": {"ran": True, "prompts": 12, "tokens": 8, "drafts": 96,
+                                            "accepted_per_position": [0, 0], "trips": [trip]}}})
+    assert v["verdict"] == "trips" and v["codes"] == ["SRG470"] and "SRG470 collapse: position 0" in v["text"]
 
 
 def test_audit_changed_nothing(audited):

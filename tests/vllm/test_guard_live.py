@@ -232,6 +232,9 @@ def test_action_fail_stops_with_the_code(captured):
 
 LIVE_GUARD = {"min_drafts": 25, "window": 100, "check_every": 25}
 LIVE_PROMPTS = 4  # x 48 tokens: ~57 drafts healthy (judged twice), 192 broken (trips at the 25th)
+# the start-up canary (surgery/vllm/canary.py): the 12 built-in prompts x 16 tokens, ~64 drafts healthy, ~180 with
+# the lm_head ablated (no draft token accepted: one token per step)
+CANARY = {"prompts": "builtin", "tokens": 16}
 
 
 @pytest.fixture(scope="module")
@@ -262,10 +265,15 @@ def live(tmp_path_factory):
         hooks.install_load_model_hook(attach, when="before")
         if hook:
             hooks.install_load_model_hook(hook, when="after")  # after the plugin's callback
-        llm, error = None, None
+        llm, error, scheduler, outs, counters = None, None, None, None, None
         try:
             with env(SURGERY_REPORT=str(report)):
-                llm = engine.start_engine(**kw)
+                try:
+                    llm = engine.start_engine(**kw)
+                except SurgeryError as exc:  # the canary with action: fail stops the start
+                    out[name] = {"log": handler.text, "start_error": exc,
+                                 "report": json.loads(report.read_text()) if report.exists() else {}}
+                    return
                 scheduler = llm.llm_engine.engine_core.engine_core.scheduler
                 try:
                     outs = engine.generate(llm, prompts)
@@ -283,9 +291,11 @@ def live(tmp_path_factory):
         out[name] = {"log": handler.text, "guard": run_state.guard, "outputs": outs, "error": error,
                      "counters": counters, "report": json.loads(report.read_text()) if report.exists() else {}}
 
-    run("healthy", LIVE_GUARD)
+    # the healthy run carries the pair's measured expectation and a start-up canary: both silent
+    run("healthy", {**LIVE_GUARD, "expect": pair.info["expect"]["vllm"], "canary": CANARY})
     out["installed"] = vguard.installed()
     run("broken", {**LIVE_GUARD, "action": "fail"}, rewire={"lm_head": "random"})
+    out["run"] = run  # a slow test starts its own engine the same way (canary_fail)
     return out
 
 
@@ -314,6 +324,38 @@ def test_live_broken_wiring_trips_collapse_and_fail_stops(live):
     assert [t.kind for t in b["guard"].trips][:1] == ["collapse"]
     assert b["report"]["guard"]["trips"][0]["code"] == "SRG470"
     assert sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"}) >= 1
+
+
+def test_live_canary_healthy_is_silent_and_kept_out_of_the_window(live):
+    """The canary decodes after the warm-up, before the first request; SRG478 names its drafts; its drafts are
+    neither vLLM's counted ones (its outputs are dropped) nor the live window's (the guard is paused)."""
+    h = live["healthy"]
+    lines = [x["diagnostic"] for x in DIAGNOSTIC.find(h["log"]) if "canary" in x["diagnostic"]]
+    assert len(lines) == 1 and "SRG478" in lines[0] and "12 prompts x 16 tokens gave" in lines[0], lines
+    canary = h["report"]["guard"]["canary"]
+    assert canary["ran"] and canary["trips"] == [] and canary["where"] == "EngineCore.__init__"
+    assert canary["drafts"] >= 40 and canary["accepted_per_position"][0] > 0.5 * canary["drafts"]
+    assert h["guard"].streams["all"].seen == h["counters"]["num_drafts"]  # canary drafts in neither
+
+
+@pytest.mark.slow
+def test_live_canary_fail_stops_the_start_with_the_code(live):
+    """A pair made to regress (the head's lm_head random, acceptance 0): the canary trips collapse, break-even and
+    the expectation (naming the release and card of the measured figure); action: fail stops LLM(...) with SRG470.
+    A third engine (15-35 s on the loaded 2-core machine): slow; tests/vllm/test_canary.py covers the same path on
+    a stand-in engine core by default."""
+    from surgery.pairs import builtin_pair
+
+    live["run"]("canary_fail", {**LIVE_GUARD, "action": "fail", "canary": CANARY,
+                                "expect": builtin_pair("eagle3").info["expect"]["vllm"]}, rewire={"lm_head": "random"})
+    c = live["canary_fail"]
+    err = c["start_error"]
+    assert err.diagnostics[0].code == "SRG470" and "guard canary (action: fail) stopped the engine start" in str(err)
+    lines = [x["diagnostic"] for x in DIAGNOSTIC.find(c["log"]) if "canary (" in x["diagnostic"]]
+    codes = [next(code for code in ("SRG470", "SRG471", "SRG474") if code in x) for x in lines]
+    assert codes == ["SRG470", "SRG471", "SRG474"], lines
+    assert "measured on vllm 0.26.0, H200" in lines[2] and "12 prompts x 16 tokens gave" in lines[2]
+    assert [t["code"] for t in c["report"]["guard"]["canary"]["trips"]] == codes
 
 
 def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkeypatch):

@@ -81,7 +81,9 @@ def runs(exported, tmp_path_factory):
     # stat-logger plugin in the API server (surgery/vllm/statlogger.py); a small window so that 3 x 24
     # tokens are judged (docs/vllm.md "The acceptance guard")
     site = stat_logger_site(tmp_path_factory.mktemp("site"))
-    guard = {"surgery": {"guard": {"min_drafts": 10, "window": 20, "check_every": 5, "drift_points": 60}}}
+    # and the start-up canary (surgery/vllm/canary.py) in the engine-core process: 12 built-in prompts x 8 tokens
+    guard = {"surgery": {"guard": {"min_drafts": 10, "window": 20, "check_every": 5, "drift_points": 60,
+                                   "canary": {"prompts": "builtin", "tokens": 8}}}}
     server = Server(target, draft, log_path=logs / "good.log", extra_args=("--additional-config", json.dumps(guard)),
                     env=_env(site, SURGERY_RECIPE="gemma4-mtp", SURGERY_REPORT=str(report),
                              PROMETHEUS_MULTIPROC_DIR=None))
@@ -154,7 +156,12 @@ def test_plugin_lines_in_server_log(runs):
     # every KV check holds, and the line counts the checks the report file lists
     report = json.loads(Path(runs["report"]).read_text())
     assert bound["held"] == bound["checks"] == str(len(report["kv_binding"]["checks"])), bound
-    assert "SRG" not in log  # no warning of ours on a correct set-up (no guard trip either)
+    # no warning of ours on a correct set-up (no guard trip either); the canary's one SRG478 (info) line: it ran in
+    # the engine core, after the warm-up and before the first request, and no rule held
+    [silent] = [line for line in log.splitlines() if "SRG" in line]
+    assert "SRG478: guard canary silent: 12 prompts x 8 tokens gave" in silent and silent.startswith("(EngineCore"), silent
+    canary = json.loads(Path(runs["report"]).read_text())["guard"]["canary"]
+    assert canary["ran"] and canary["trips"] == [] and canary["drafts"] > 0 and canary["where"], canary
     # the acceptance guard is on from the recipe's selection, in the engine core (where the scheduler runs)
     [guard] = GUARD_ON.find(log)
     assert guard["line"].startswith("(EngineCore") and (guard["method"], guard["num_spec"]) == ("mtp", "3"), guard
