@@ -126,6 +126,15 @@ for mod in ("sglang.kernels.ops.speculative.spec_tree", "sglang.kernels.ops.spec
         present = True
     if present:
         try_import(mod)
+# 0.5.23: DualGemm._select_mode runs in every Llama / Qwen2 MLP constructor on CUDA; without cutlass it
+# must give None (make_bundle.sh's patch_site.sh), not import the CuTe-DSL kernel (the H100 run of
+# 2026-12-06 died there). Called on a bare instance: the patched method returns before using its args.
+try:
+    if importlib.util.find_spec("cutlass") is None and importlib.util.find_spec("sglang.srt.layers.dual_gemm"):
+        from sglang.srt.layers.dual_gemm import DualGemm
+        print(f"install.sh: DualGemm mode without cutlass: {DualGemm._select_mode(object.__new__(DualGemm), None, 4096)}")
+except Exception as e:  # noqa: BLE001 - named below like an import failure
+    failed["sglang.srt.layers.dual_gemm.DualGemm._select_mode"] = f"{type(e).__name__}: {e}"
 for name, err in sorted(failed.items()):
     print(f"   {'expected: ' if name in EXPECTED else ''}FAILED import {name}: {err}")
 bad = sorted(set(failed) - EXPECTED)

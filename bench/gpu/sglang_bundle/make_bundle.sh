@@ -14,6 +14,9 @@
 # PART_MIB:       size of one part folder (default 54).
 # TORCH_WHEEL:    the torch 2.14.0 wheel abi_check.py reads (default: the 0.34 build's download
 #                 cache, else pip download into $WORK).
+# REUSE_ARCH=1:   rebuild only the sglang archive (2-sglang) after a change to its stripping or to
+#                 patch_site.sh: keeps $WORK's wheels, kernel / flashinfer / deps sites and their
+#                 archives from the last full build (no download; ~5 min of xz instead of ~30).
 #
 # Output: $BUNDLE/p1 .. pN (gitignored; default .gpu-bundle-sgl023 for 0.5.23, .sgl-bundle before)
 # and $BUNDLE/RUNS.txt, the command of each run on the GPU machine. p1 also holds install.sh,
@@ -37,12 +40,21 @@ done
 TGT="--only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none $PLAT"
 pipq() { $PY -m pip "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
 
-rm -rf "$WORK" && mkdir -p "$WORK/whl" "$WORK/sglang_site" "$WORK/kernel_site" "$WORK/fi_site" \
-  "$WORK/deps_site" "$WORK/arch"
+REUSE=${REUSE_ARCH:-}
+if [ -n "$REUSE" ]; then
+  for a in 1-sgl_kernel 3-flashinfer 4-deps; do
+    [ -f "$WORK/arch/$a.tar.xz" ] || { echo "make_bundle.sh: REUSE_ARCH=1 needs $WORK/arch/$a.tar.xz (run a full build first)" >&2; exit 1; }
+  done
+  rm -rf "$WORK/sglang_site" "$WORK/arch/2-sglang.tar.xz" "$WORK/arch/SHA256SUMS" "$WORK/pieces"
+  mkdir -p "$WORK/sglang_site"
+else
+  rm -rf "$WORK" && mkdir -p "$WORK/whl" "$WORK/sglang_site" "$WORK/kernel_site" "$WORK/fi_site" \
+    "$WORK/deps_site" "$WORK/arch"
+fi
 rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
 
 # 1. wheels -----------------------------------------------------------------------
-pipq download -q --no-deps $TGT -d "$WORK" "sglang==$SGLANG_VERSION"
+[ -n "$REUSE" ] || pipq download -q --no-deps $TGT -d "$WORK" "sglang==$SGLANG_VERSION"
 SW=$(ls "$WORK"/sglang-"$SGLANG_VERSION"-*.whl)
 # the kernel wheel is the one sglang's METADATA pins (sglang-kernel==X, older releases sgl-kernel==X);
 # PyPI has one x86_64 build per version, built for CUDA 13 (libcudart.so.13) since 0.4
@@ -51,7 +63,7 @@ KPIN=$(unzip -p "$SW" "sglang-$SGLANG_VERSION.dist-info/METADATA" |
 [ -n "$KPIN" ] || { echo "make_bundle.sh: no sglang-kernel pin in sglang $SGLANG_VERSION" >&2; exit 1; }
 TORCH_PIN=$(unzip -p "$SW" "sglang-$SGLANG_VERSION.dist-info/METADATA" | sed -n 's/^Requires-Dist: torch==\(.*\)/\1/p')
 echo "make_bundle.sh: sglang $SGLANG_VERSION pins torch==$TORCH_PIN, $KPIN"
-pipq download -q --no-deps $TGT -d "$WORK/kwhl" "$KPIN"
+[ -n "$REUSE" ] || pipq download -q --no-deps $TGT -d "$WORK/kwhl" "$KPIN"
 KW=$(ls "$WORK"/kwhl/*.whl)
 # where the torch comes from on the GPU machine: the image's 2.11.0, or the vLLM 0.34 bundle's 2.14.0
 # (/tmp/site) for a release pinning 2.14.x, once abi_check.py (step 2) finds every torch symbol the
@@ -75,7 +87,7 @@ for line in open(sys.argv[1]):
         continue
     print(pin.strip())
 EOF
-pipq download -q --no-deps $TGT -d "$WORK/whl" -r "$WORK/deps.pins"
+[ -n "$REUSE" ] || pipq download -q --no-deps $TGT -d "$WORK/whl" -r "$WORK/deps.pins"
 
 # 2. sglang and its kernel, stripped (STRIPPED.md says why for each) ----------------------
 # (patterns of other releases that match nothing only make unzip say "caution: ... not matched")
@@ -84,11 +96,15 @@ pipq download -q --no-deps $TGT -d "$WORK/whl" -r "$WORK/deps.pins"
    'sglang/srt/rust_extensions/_server.*.so' 'sglang/srt/rust_extensions/_grpc.*.so' \
    'sglang/srt/rust_extensions/_multimodal.*.so' 'sglang/srt/rust_extensions/_bench.*.so' \
    "sglang-$SGLANG_VERSION.dist-info/RECORD" 2>&1 | { grep -v "caution: excluded filename not matched" || true; })
-(cd "$WORK/kernel_site" && unzip -q "$KW" -x 'sgl_kernel/flash_ops.*so' 'sgl_kernel/sm100/*' \
+# source edits for what the bundle does not carry (patch_site.sh: 0.5.23's DualGemm without cutlass)
+bash "$HERE/patch_site.sh" "$WORK/sglang_site"
+[ -n "$REUSE" ] || (cd "$WORK/kernel_site" && unzip -q "$KW" -x 'sgl_kernel/flash_ops.*so' 'sgl_kernel/sm100/*' \
    'sgl_kernel/infllm_ops.*so' 'sgl_kernel/flashmla_ops.*so')
 # device code an sm_90 card can never load (other architectures' cubins, PTX newer than compute_90)
 # zeroed in place, as the vLLM 0.34 bundle does for torch and NCCL (layout and offsets unchanged)
-find "$WORK/kernel_site" "$WORK/sglang_site" -name '*.so' -type f -size +1M -print0 | sort -z \
+# (REUSE_ARCH=1: the kernel site was pruned by the full build)
+PRUNE_DIRS=("$WORK/sglang_site"); [ -n "$REUSE" ] || PRUNE_DIRS=("$WORK/kernel_site" "$WORK/sglang_site")
+find "${PRUNE_DIRS[@]}" -name '*.so' -type f -size +1M -print0 | sort -z \
    | xargs -0 -r $PY "$HERE/../vllm034_bundle/prune_fatbin.py" --keep 90 | sed "s|$WORK/||" | tee "$WORK/pruned.txt"
 if [ -n "$TORCH_SITE" ]; then
   # the extensions that link torch, against the torch they will run with (abi_check.py says why)
@@ -106,6 +122,8 @@ fi
 mkdir -p "$WORK/kernel_site/sgl_kernel/sm100"
 
 # 3. deps, installed (not compiled) for cp312; flashinfer with its JIT sources --------------
+# (REUSE_ARCH=1: the sites of the last full build stay as they are)
+if [ -z "$REUSE" ]; then
 $PY -m pip install -q --no-deps --no-index --no-compile --target "$WORK/deps_site" \
    $TGT "$WORK"/whl/*.whl 2>&1 | { grep -v "^WARNING: Location" || true; }
 mv "$WORK/deps_site/flashinfer" "$WORK"/deps_site/flashinfer_python-*.dist-info "$WORK/fi_site/"
@@ -127,6 +145,7 @@ rm -rf "$WORK/deps_site/bin" "$WORK/deps_site/xgrammar/lib"   # console scripts;
 rm -rf "$WORK/deps_site/tvm_ffi/3rdparty"
 # debug sections only (xgrammar's binding carries 50 MB of DWARF); code and symbols stay
 find "$WORK/deps_site" -name '*.so' -type f -exec strip --strip-debug {} +
+fi
 find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
 
 # 4. the static import closure: what the start-up modules import that neither the image nor
@@ -142,6 +161,7 @@ $PY "$HERE/import_closure.py" --site "$WORK/sglang_site" --site "$WORK/kernel_si
 # 5. archives (independent tar.xz files; all extract into one site dir) ---------------------
 mkarch() {  # mkarch NAME SRCDIR PATHS...
   local n=$1 s=$2; shift 2
+  [ -f "$WORK/arch/$n.tar.xz" ] && { echo "make_bundle.sh: $n.tar.xz kept (REUSE_ARCH)"; return; }
   tar -C "$s" -cf - "$@" | $XZ > "$WORK/arch/$n.tar.xz"
 }
 mkarch 1-sgl_kernel "$WORK/kernel_site" .
