@@ -20,7 +20,6 @@ stops with the code, as vLLM's does)."""
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
 from typing import Any
@@ -56,11 +55,12 @@ def env_setting(environ=None) -> Any:
 
 
 def _req_class():
-    module, name, _ = TARGET
+    """TARGET's class, imported statically (no dynamic import: tests/test_security.py)."""
     try:
-        return getattr(importlib.import_module(module), name, None), None
+        from sglang.srt.managers import schedule_batch
     except Exception as exc:  # noqa: BLE001 - an SGLang without this module (or its deps)
         return None, f"{type(exc).__name__}: {str(exc)[:160]}"
+    return getattr(schedule_batch, TARGET[1], None), None
 
 
 def install(recipe: str | None = None, environ=None) -> list[str]:

@@ -28,7 +28,6 @@ API server reports as an engine that failed to start.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import sys
 import time
@@ -53,7 +52,7 @@ def install(module: str = "") -> list[str]:
     """Wrap EngineCore.__init__ and EngineCoreProc.run_busy_loop (idempotent); [] when vLLM lacks them
     (the canary then never runs: said once with SRG479 when one is configured, at `run` time)."""
     try:
-        mod = importlib.import_module(TARGET[0])
+        from vllm.v1.engine import core as mod  # TARGET[0], imported statically (tests/test_security.py)
     except Exception:  # noqa: BLE001 - a vLLM without the module: nothing to wrap
         return []
     wrapped = []
@@ -123,8 +122,9 @@ def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
     try:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(mc.tokenizer, revision=getattr(mc, "tokenizer_revision", None),
-                                            trust_remote_code=bool(getattr(mc, "trust_remote_code", False)))
+        # no remote code, whatever the engine allows (tests/test_security.py): a tokenizer that needs it
+        # leaves the canary unable to encode text prompts, said with SRG479
+        tok = AutoTokenizer.from_pretrained(mc.tokenizer, revision=getattr(mc, "tokenizer_revision", None))
         return [list(tok(p)["input_ids"]) for p in prompts]
     except Exception as exc:  # noqa: BLE001 - no tokenizer files: bytes for the built-in prompts, or say why
         vocab = getattr(getattr(mc, "hf_text_config", None), "vocab_size", None) or 0

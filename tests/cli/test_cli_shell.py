@@ -37,7 +37,7 @@ COMMANDS = sorted(_subparsers())
 
 def test_commands_are_known():
     assert set(COMMANDS) == {"validate", "plan", "explain", "recipes", "new", "apply", "audit", "pair", "convert", "doctor",
-                             "releases"}
+                             "releases", "probe"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
