@@ -145,3 +145,46 @@ def test_serve_bench_finds_the_plugins_report_and_guard_lines_and_the_metric_ser
     assert sv.metric_series(metrics) == ["vllm:spec_decode_num_drafts_total 12.0", 'surgery_guard_acceptance{position="0"} 0.8']
     cmd = sv.server_command(Path("t"), Path("d"), "mtp", cpu=False, port=1)
     assert json.loads(cmd[cmd.index("--additional-config") + 1]) == {"surgery": {"guard": sv.GUARD}}
+
+
+def _kernel_import():
+    raise ImportError("/site/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEa",
+                      name="sgl_kernel.common_ops")
+
+
+def test_failure_keeps_what_the_loader_and_the_import_system_said():
+    """The one home of bench/gpu/sglang_gpu.py's former failure_of: a kernel that does not load names its
+    shared object and symbol, and the module that is missing, apart from the frame that raised."""
+    try:
+        _kernel_import()
+    except ImportError as exc:
+        rec = rowlog.failure(exc)
+    assert rec["undefined_symbol"] == {"library": "/site/sgl_kernel/common_ops.abi3.so",
+                                       "symbol": "_ZN3c104cuda9SetDeviceEa"}
+    assert rec["missing_module"] == "sgl_kernel.common_ops" and rec["symbol"].endswith(":_kernel_import")
+    try:
+        import surgery_no_such_module  # noqa: F401
+    except ImportError as exc:
+        rec = rowlog.failure(exc)
+    assert rec["missing_module"] == "surgery_no_such_module" and "undefined_symbol" not in rec
+    try:
+        _yaml_error()
+    except Exception as exc:  # noqa: BLE001
+        rec = rowlog.failure(exc)
+    assert "undefined_symbol" not in rec and "missing_module" not in rec
+
+
+def test_failure_from_text_keeps_what_the_loader_and_the_import_system_said():
+    """sglang_gpu.py's former tail_failure: an engine child's output."""
+    tail = """  File "/tmp/site/lib/python3.12/site-packages/sgl_kernel/__init__.py", line 5, in <module>
+    from sgl_kernel import common_ops
+ImportError: /tmp/site/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c10foo
+"""
+    rec = rowlog.failure_from_text(tail)
+    assert rec["type"] == "ImportError" and rec["library"] == "sgl_kernel"
+    loader = rec["undefined_symbol"]
+    assert loader["symbol"] == "_ZN3c10foo" and loader["library"].endswith("sgl_kernel/common_ops.abi3.so")
+    rec = rowlog.failure_from_text("ModuleNotFoundError: No module named 'flashinfer'\n")
+    assert rec["missing_module"] == "flashinfer" and rec["type"] == "ModuleNotFoundError"
+    empty = rowlog.failure_from_text("")
+    assert "undefined_symbol" not in empty and "missing_module" not in empty

@@ -4,7 +4,8 @@ failure written down as what it is (exception type, message, the library and the
 Why: a GPU call is minutes of a small lease. A script that writes its JSON only at the end loses every
 row when one family raises or the call runs past its limit (issue 58: guard_ablations.py); a row that
 says only "error" or `nan` cannot be told apart from a harmless skip. No imports beyond the standard
-library, no side effects: bench/gpu/common.py and bench/guard_ablations.py both use it.
+library, no side effects: bench/gpu/common.py, bench/guard_ablations.py and bench/gpu/sglang_gpu.py use it (the
+one home of a bench failure's fields: `failure` for an exception here, `failure_from_text` for another process's).
 """
 from __future__ import annotations
 
@@ -31,11 +32,32 @@ def _library(frame_globals: dict, filename: str) -> tuple[str, str] | None:
     return module.split(".")[0], module
 
 
+_UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\S+)")
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def _loader(text: str, exc: BaseException | None = None) -> dict:
+    """What the dynamic loader or the import system said, when it is why a library does not load: the
+    shared object and the symbol of an "undefined symbol" (a kernel wheel built against another torch), the
+    module of a "No module named" (ImportError.name where the exception is at hand). Kept apart from
+    `library` / `symbol`, which name the Python frame that raised."""
+    out: dict = {}
+    m = _UNDEFINED.search(text or "")
+    if m:
+        out["undefined_symbol"] = {"library": m.group(1), "symbol": m.group(2)}
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    m = _NO_MODULE.search(text or "")
+    if name or m:
+        out["missing_module"] = name or m.group(1)
+    return out
+
+
 def failure(exc: BaseException) -> dict:
     """What failed, where: `library` and `symbol` (module:function) of the innermost frame outside the
     standard library (where it was raised: vllm, pydantic, surgery, ...), `libraries`: the innermost frame
     of each library the traceback passed through, outermost first (vllm -> pydantic says vLLM's config
-    layer refused through pydantic), `cause`: the same for a chained exception."""
+    layer refused through pydantic), `cause`: the same for a chained exception; `undefined_symbol` /
+    `missing_module` where the loader or the import system said why a library does not load (_loader)."""
     frames = []
     for fs, _lineno in traceback.walk_tb(exc.__traceback__):
         lib = _library(fs.f_globals, fs.f_code.co_filename)
@@ -49,7 +71,8 @@ def failure(exc: BaseException) -> dict:
     out = {"error": f"{type(exc).__name__}: {exc}", "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
            "message": str(exc)[:4000], "library": inner[0], "symbol": inner[1], "at": inner[2],
            "libraries": list(per_library.values()),
-           "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]}
+           "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+           **_loader(str(exc), exc)}
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     if cause is not None and cause is not exc:
         out["cause"] = {k: v for k, v in failure(cause).items() if k != "traceback"}
@@ -75,7 +98,8 @@ def _module_of(filename: str) -> str | None:
 
 def failure_from_text(text: str, error: str | None = None) -> dict:
     """rowlog.failure's fields read from a traceback printed by another process (an engine child, a
-    server log): the innermost `File ...` frame of a package, and the last `SomeError: message` line."""
+    server log): the innermost `File ...` frame of a package, the last `SomeError: message` line, and what the
+    loader or the import system said (_loader)."""
     frames, exc_line = [], None
     for line in (text or "").splitlines():
         m = _FRAME.match(line)
@@ -90,7 +114,7 @@ def failure_from_text(text: str, error: str | None = None) -> dict:
     inner = frames[-1] if frames else (None, None, None)
     return {"error": error or (f"{exc_line[0]}: {exc_line[1]}" if exc_line else None),
             "type": exc_line[0] if exc_line else None, "message": exc_line[1] if exc_line else error,
-            "library": inner[0], "symbol": inner[1], "at": inner[2], "from": "traceback text"}
+            "library": inner[0], "symbol": inner[1], "at": inner[2], "from": "traceback text", **_loader(text)}
 
 
 def no_nan(value, why: str):

@@ -7,13 +7,12 @@ The target is reloaded with each candidate (load_pair builds both; at miniature 
 than a second, at real size the vLLM path or a GPU is the place for a probe)."""
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .. import applier
 from ..diagnostics import SurgeryError
 from ..facts import read_facts
 from ..plan import Runtime
 from ..resolver import resolve
+from .measure import decode_prompts, error_text, release
 from .stats import Measured, PromptResult
 
 SMALL_HIDDEN = 1024  # below this width one torch thread is fastest (surgery/commands/hf_apply.py cpu_threads)
@@ -24,7 +23,7 @@ class HFMeasurer:
 
     def __init__(self, recipe, target_dir, device: str = "cpu", dtype: str = "float32", threads: int | None = None):
         self.recipe, self.target_dir, self.device, self.dtype, self.threads = recipe, target_dir, device, dtype, threads
-        self.release = _transformers_version()
+        self.release = release("transformers")
 
     def measure(self, draft_dir, prompts, max_new_tokens: int, k: int, keep_going) -> Measured:
         """Decode `prompts` in order; `keep_going(measured)` after each prompt (False: stop early)."""
@@ -51,26 +50,19 @@ class HFMeasurer:
         try:
             report = applier.apply_plan(plan, draft, target)
             out.verified = applier.verify_plan(plan, draft, target, report=report).ok
-            for ids in prompts:
+
+            def decode_one(ids) -> PromptResult:
                 res = speculative_generate(target, draft, ids, max_new_tokens, k)
-                rounds = speculative_decoding.last_stats.rounds
-                out.prompts.append(PromptResult(drafted=res.drafted, accepted=res.accepted, rounds=rounds,
-                                                target_forwards=res.target_forwards,  # the prefill included
-                                                draft_forwards=res.draft_forwards))
-                if not keep_going(out):
-                    out.stopped_early = len(out.prompts) < len(prompts)
-                    break
+                return PromptResult(drafted=res.drafted, accepted=res.accepted,
+                                    rounds=speculative_decoding.last_stats.rounds,
+                                    target_forwards=res.target_forwards,  # the prefill included
+                                    draft_forwards=res.draft_forwards)
+
+            decode_prompts(out, prompts, decode_one, keep_going)
         except SurgeryError:
             raise
         except Exception as exc:  # noqa: BLE001 - a candidate the draft cannot run with is a finding
-            out.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            out.error = error_text(exc)
         finally:
             torch.set_num_threads(saved)
         return out
-
-
-def _transformers_version() -> str | None:
-    try:
-        return version("transformers")
-    except PackageNotFoundError:
-        return None

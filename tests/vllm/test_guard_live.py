@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from procenv import env, exception_text  # noqa: E402
+from standin import GuardedScheduler, LogCapture, config  # noqa: E402
 
 from surgery.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import guard as vguard  # noqa: E402
@@ -32,32 +33,6 @@ from surgery.vllm.log import DIAGNOSTIC, GUARD_EXPECTATION, GUARD_ON, GUARD_SHAP
 pytestmark = pytest.mark.vllm
 # cost of the live part, measured on the shared 2-core machine: two engines, 4.7 s start + 8.4 s decode
 # (healthy) and 5.3 s + 3.7 s (broken, stopped at its 25th draft); 11-12 s starts under heavy load
-
-
-class LogCapture(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    @property
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
-@pytest.fixture
-def captured():
-    log = logging.getLogger("vllm.surgery")
-    handler, old = LogCapture(), log.level
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old)
 
 
 # ---- oracle: where vLLM counts
@@ -77,42 +52,7 @@ def test_vllm_counts_drafts_where_the_guard_reads_them():
         assert name in Scheduler.__dict__, name
 
 
-# ---- the plumbing on a stand-in scheduler
-
-
-class StandIn:
-    """vLLM's Scheduler as far as the guard sees it: vllm_config, and the two methods' signatures;
-    update_from_output(step, outputs) calls make_spec_decoding_stats per request like vLLM."""
-
-    def __init__(self, vllm_config):
-        self.vllm_config = vllm_config
-
-    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
-                                 num_invalid_spec_tokens, request_id):
-        return None  # log_stats off, as in LLM(...) by default
-
-    def update_from_output(self, scheduler_output, model_runner_output):
-        for rid, (drafted, accepted) in model_runner_output.items():
-            self.make_spec_decoding_stats(None, num_draft_tokens=drafted, num_accepted_tokens=accepted,
-                                          num_invalid_spec_tokens=scheduler_output.invalid, request_id=rid)
-        return {}
-
-
-class Wrapped(StandIn):
-    pass
-
-
-for _name, _factory in vguard.WRAPPERS.items():
-    setattr(Wrapped, _name, _factory(StandIn.__dict__[_name]))
-
-
-def config(guard=None, recipe="eagle3", method="eagle3", k=3):
-    surgery = {"recipe": recipe} if recipe else {}
-    if guard is not None:
-        surgery["guard"] = guard
-    return SimpleNamespace(additional_config={"surgery": surgery},
-                           speculative_config=SimpleNamespace(num_speculative_tokens=k, method=method,
-                                                              parallel_drafting=False))
+# ---- the plumbing on a stand-in scheduler (tests/vllm/standin.py; the log lines: conftest.py `captured`)
 
 
 def steps(sched, pattern, n, batch=4):
@@ -133,21 +73,21 @@ def sample(name, labels):
 
 
 def test_guard_on_from_the_recipe_off_without(captured):
-    on = Wrapped(config())
+    on = GuardedScheduler(config())
     assert state.get(on).guard.guard is not None
     [line] = GUARD_ON.find(captured.text)
     assert (line["method"], line["num_spec"], line["floor"], line["min_drafts"], line["break_even"], line["action"]) == \
         ("eagle3", "3", "0.100", "200", "1.20", "warn")
-    assert state.get(Wrapped(config(recipe=None))).guard.guard is None
-    assert state.get(Wrapped(config(guard=False))).guard.guard is None
-    assert state.get(Wrapped(config(guard={"enabled": True}, recipe=None))).guard.guard is not None
-    assert state.get(Wrapped(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
-                                             speculative_config=None))).guard.guard is None
+    assert state.get(GuardedScheduler(config(recipe=None))).guard.guard is None
+    assert state.get(GuardedScheduler(config(guard=False))).guard.guard is None
+    assert state.get(GuardedScheduler(config(guard={"enabled": True}, recipe=None))).guard.guard is not None
+    assert state.get(GuardedScheduler(SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3"}},
+                                                      speculative_config=None))).guard.guard is None
 
 
 def test_bad_guard_config_stops_the_scheduler():
     with pytest.raises(SurgeryError) as e:
-        Wrapped(config(guard={"floor": 2}))
+        GuardedScheduler(config(guard={"floor": 2}))
     assert e.value.diagnostics[0].code == "SRG475"
 
 
@@ -163,7 +103,7 @@ def test_collapse_line_counter_gauges_and_record(captured, tmp_path):
     report = tmp_path / "report.json"
     before = sample("surgery_guard_trips_total", {"kind": "collapse", "stream": "all"})
     with env(SURGERY_REPORT=str(report)):
-        s = Wrapped(config(guard=SMALL))
+        s = GuardedScheduler(config(guard=SMALL))
         steps(s, [(3, 0)], 200)
     [line] = GUARD_COLLAPSE.find(captured.text)
     assert (line["stream"], line["position0"], line["floor"], line["drafts"]) == ("", "0.000", "0.100", "40")
@@ -187,7 +127,7 @@ def test_the_workers_report_rewrite_keeps_the_guard_record(tmp_path):
 
     path = tmp_path / "report.json"
     with env(SURGERY_REPORT=str(path)):
-        s = Wrapped(config(guard=SMALL))
+        s = GuardedScheduler(config(guard=SMALL))
         steps(s, [(3, 0)], 60)
         plan = SimpleNamespace(recipe="eagle3", recipe_file="eagle3.yaml", to_dict=lambda: {})
         proposer = SimpleNamespace()
@@ -198,13 +138,13 @@ def test_the_workers_report_rewrite_keeps_the_guard_record(tmp_path):
 
 
 def test_each_trip_kind_has_its_line(captured):
-    s = Wrapped(config(guard={**SMALL, "expect": {"mean_length": 3.5}, "bands": [2]}))
+    s = GuardedScheduler(config(guard={**SMALL, "expect": {"mean_length": 3.5}, "bands": [2]}))
     steps(s, [(3, 0)] * 2 + [(3, 1)] * 7 + [(3, 2)], 200, batch=4)  # cliff at position 1, under expectation
     shapes = GUARD_SHAPE.find(captured.text)
     assert {(x["stream"], x["shape"], x["position"]) for x in shapes} == {("", "cliff", "1"), (" (batch 3+)", "cliff", "1")}
     expectation = GUARD_EXPECTATION.find(captured.text)
     assert {x["stream"] for x in expectation} == {"", " (batch 3+)"}  # all drafts, and the band of 4
-    s = Wrapped(config(guard=SMALL))
+    s = GuardedScheduler(config(guard=SMALL))
     steps(s, HEALTHY, 100)
     steps(s, [(3, 3)] * 6 + [(3, 1)] * 4 + [(3, 0)] * 10, 200)
     [drift] = GUARD_DRIFT.find(captured.text)
@@ -212,7 +152,7 @@ def test_each_trip_kind_has_its_line(captured):
 
 
 def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
-    s = Wrapped(config(guard=SMALL))
+    s = GuardedScheduler(config(guard=SMALL))
     outs = {"r0": (3, 1)}
     s.update_from_output(SimpleNamespace(num_scheduled_tokens={"r0": 4}, invalid={"r0": 2}), outs)
     counts = state.get(s).guard.guard.streams["all"].open_bucket()
@@ -220,7 +160,7 @@ def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
 
 
 def test_action_fail_stops_with_the_code(captured):
-    s = Wrapped(config(guard={**SMALL, "action": "fail"}))
+    s = GuardedScheduler(config(guard={**SMALL, "action": "fail"}))
     with pytest.raises(SurgeryError) as e:
         steps(s, [(3, 0)], 200)
     assert e.value.diagnostics[0].code == "SRG470" and "stopped the engine" in e.value.diagnostics[0].message
@@ -359,7 +299,7 @@ def test_live_canary_fail_stops_the_start_with_the_code(live):
 
 
 def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkeypatch):
-    s = Wrapped(config(guard=SMALL))
+    s = GuardedScheduler(config(guard=SMALL))
     run = state.get(s).guard
 
     def broken(*a, **kw):
