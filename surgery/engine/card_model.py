@@ -86,6 +86,14 @@ class ArchitectureRewrite(Record):
 
 
 @record
+class CaptureSpan(Record):
+    """The aux ids one release's capture can return, and the release's own code that decides it."""
+
+    ids: Literal["1..L-1", "0..L-1"] = doc("the vLLM-convention aux ids it captures (L: the target's layers)")
+    source: str = doc("file:line in the release's source (under sglang/srt/) where this is decided")
+
+
+@record
 class Wiring(Record):
     """The engine's own wiring of a draft at load, with no recipe (SGLang)."""
 
@@ -97,7 +105,8 @@ class Wiring(Record):
     aux_shift: Mapping[str, Literal["always", "first_id_is_1"]] = field(
         metadata={"doc": "target model type -> how the aux ids are shifted (`default` for every other type)",
                   "required_keys": ("default",)})
-    capturable_ids: Literal["1..L-1"] | None = doc("the aux ids the capture loop can return (L: layers)", None)
+    capturable_ids: Mapping[str, CaptureSpan] = doc(
+        "release -> the aux ids its capture can return (surgery/engine/capture.py judges a release)", factory=empty)
     eagle_draft_architectures: Mapping[str, str] = doc(
         "plain architecture -> the engine's EAGLE-1 class it is served as", factory=empty)
 

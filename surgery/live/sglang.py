@@ -38,14 +38,17 @@ class SGLangContext(Context):
     engine = "sglang"
 
     def __init__(self, algorithm: str | None = None, loaded_names: frozenset[str] | None = None,
-                 own_weights: dict[str, Any] | None = None):
+                 own_weights: dict[str, Any] | None = None, engine_version: str | None = None):
         """`algorithm`: SGLang's speculative algorithm (EAGLE3, EAGLE, NEXTN, STANDALONE).
         `loaded_names`: the parameter names the draft's `load_weights` received from its checkpoint,
         when the hook recorded them; None: not recorded (has-own cannot be told).
         `own_weights`: role path -> the draft's own weight tensor as it was BEFORE SGLang's
         init_lm_head, which deletes and rebinds it (`del m.weight; m.weight = target's`): without it a
-        recipe applied afterwards would see the target's tensor and call it the draft's own."""
+        recipe applied afterwards would see the target's tensor and call it the draft's own.
+        `engine_version`: the SGLang release serving, whose capture range judges the aux ids (SRG362);
+        None: the installed SGLang's (surgery/engine/capture.py)."""
         self.algorithm = algorithm
+        self.engine_version = engine_version
         self.loaded_names = loaded_names
         self.own_weights = dict(own_weights or {})
 

@@ -65,11 +65,13 @@ def _shared(policy: str | None, has_own: bool, identical: bool) -> bool:
     return policy == "share" or not has_own or (policy == "share_if_identical" and identical)
 
 
-def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is") -> dict:
+def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is", engine_version: str | None = None) -> dict:
+    """`engine_version`: the SGLang release whose capture range `capturable_by_sglang` is judged for (None:
+    the installed one, else the newest the engine card read; surgery/engine/capture.py)."""
 
     draft_dir, target_dir = Path(draft_dir), Path(target_dir)
     recipe = load_recipe(recipe_ref)
-    plan = resolve(recipe, read_facts(draft_dir), read_facts(target_dir), Runtime(engine="sglang"))
+    plan = resolve(recipe, read_facts(draft_dir), read_facts(target_dir), Runtime(engine="sglang", engine_version=engine_version))
     method = ((recipe.engine or {}).get("vllm") or {}).get("method", recipe.name)
     algorithm = ALGORITHMS.get(method, ALGORITHMS.get(recipe.name, "EAGLE"))
     d_cfg = json.loads((draft_dir / "config.json").read_text())
@@ -95,7 +97,7 @@ def wiring_rows(recipe_ref: str, draft_dir, target_dir, variant: str = "as_is") 
         capture = {"recipe": list(planned[0]) if planned else None, "sglang_stock": sglang["layers_to_capture"],
                    "sglang_reads": rules.aux_ids_read(d_cfg),
                    "capturable_by_sglang": [i for i in (planned[0] if planned else ())
-                                            if i in rules.capturable(int(t_cfg["num_hidden_layers"]))]}
+                                            if i in rules.capturable(int(t_cfg["num_hidden_layers"]), engine_version)]}
     return {"recipe": recipe.name, "algorithm": algorithm, "variant": variant, "level": "plan (no engine ran)",
             "sglang_call": sglang["call"], "roles": rows, "capture": capture}
 

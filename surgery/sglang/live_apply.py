@@ -16,6 +16,7 @@ from ..live.sglang import SGLangContext
 from .log import APPLIED, get_logger
 from ..live.paths import get_path, role_path
 from ..facts import read_facts
+from ..engine.capture import installed_version
 from ..plan import Runtime
 from ..recipe import load_recipe
 from ..resolver import resolve
@@ -74,8 +75,9 @@ def snapshot_own_weights(draft: Any) -> dict[str, Any]:
 
 def plan_for(recipe_ref: str, draft_path: str, target_path: str):
 
+    # the installed SGLang is the one that serves: its capture range judges the aux ids (SRG362)
     plan = resolve(load_recipe(recipe_ref), read_facts(draft_path), read_facts(target_path),
-                   Runtime(engine="sglang"))
+                   Runtime(engine="sglang", engine_version=installed_version("sglang")))
     if not plan.ok:
         raise SurgeryError(plan.errors)
     return plan

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine import capture
 from ..engine.card_model import Wiring
 from ..engine.cards import card
 
@@ -39,9 +40,13 @@ def layers_to_capture(target_model_type: str, num_layers: int, layer_ids: list[i
     return [v + 1 for v in layer_ids]
 
 
-def capturable(num_layers: int) -> range:
-    """The vLLM-convention ids SGLang's capture loop can return (card `capturable_ids`)."""
-    return range(1, num_layers)
+def capturable(num_layers: int, version: str | None = None) -> range:
+    """The vLLM-convention ids SGLang `version` can capture (card `capturable_ids`; None: the installed
+    SGLang, else the newest release the card read; surgery/engine/capture.py). A release older than every
+    one the card read: not known, so every id up to L-1 (the loop's range) is returned, unchecked."""
+    judgement = capture.judged("sglang", version)
+    ids = judgement.ids(num_layers) if judgement is not None else None
+    return ids if ids is not None else range(0, num_layers)
 
 
 def hot_token_id(d2t: list[int]) -> list[int]:

@@ -109,15 +109,17 @@ def test_ablation_row_sglang_replaces_the_head_vllm_keeps():
     assert not any(r["sglang_differs_from_vllm"] for r in as_is.values())  # the built-in head brings neither
 
 
-def test_eagle3_builtin_pair_on_sglang_reads_other_aux_layers():
+@pytest.mark.parametrize("release, capturable", [("0.5.21", [7]), ("0.5.23", [0, 7])])
+def test_eagle3_builtin_pair_on_sglang_reads_other_aux_layers(release, capturable):
     """The built-in EAGLE-3 head writes its ids at the top level ([0, 7, 8]): SGLang reads only the
-    nested eagle_config, so it captures its default [2, 4, 5]; of the planned ids it can capture 7."""
+    nested eagle_config, so it captures its default [2, 4, 5]; of the planned ids 0.5.21 can capture 7,
+    0.5.23 0 and 7."""
     from surgery.sglang.compare import wiring_rows
 
     pair = builtin_pair("eagle3")
-    capture = wiring_rows("eagle3", pair.draft, pair.target)["capture"]
+    capture = wiring_rows("eagle3", pair.draft, pair.target, engine_version=release)["capture"]
     assert capture == {"recipe": [0, 7, 8], "sglang_stock": [2, 4, 5], "sglang_reads": None,
-                       "capturable_by_sglang": [7]}
+                       "capturable_by_sglang": capturable}
 
 
 @pytest.mark.parametrize("recipe", ["eagle", "eagle3", "mtp", "deepseek-mtp", "draft-model"])
@@ -138,15 +140,62 @@ def test_the_recipes_decision_is_vllms_own_and_sglang_differs_only_where_said(re
         assert row["sglang_differs_from_vllm"] is expected, (result["algorithm"], row)
 
 
-def test_validate_says_before_any_load_which_aux_ids_sglang_cannot_capture(run_cli):
+@pytest.mark.parametrize("release, refused", [("0.5.16", "[0, 8]"), ("0.5.17", "[0, 8]"), ("0.5.21", "[0, 8]"),
+                                              ("0.5.22", "[8]"), ("0.5.23", "[8]")])
+def test_validate_says_before_any_load_which_aux_ids_sglang_cannot_capture(run_cli, release, refused):
     """The built-in EAGLE-3 head's ids [0, 7, 8] on an 8-layer target: fine for vLLM, SRG362 for
-    SGLang at plan time, at the recipe's `layers:` (file:line:col)."""
+    SGLang at plan time, at the recipe's `layers:` (file:line:col), for the ids the release cannot
+    capture: up to 0.5.21 id 0 too (issue 58: 0.5.23 captures the embedding output), id L in all."""
     pair = builtin_pair("eagle3")
-    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--target", pair.target, "--draft", pair.draft)
+    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--engine-version", release,
+                             "--target", pair.target, "--draft", pair.draft)
     # the shipped recipe by name and line (issue 42: no install path)
-    assert code == 1 and "SRG362" in err and "[0, 8]" in err and "recipe eagle3:" in err
+    assert code == 1 and "SRG362" in err and f"ids {refused} " in err and "recipe eagle3:" in err
+    assert f"sglang {release} cannot" in err and "SRG370" not in err
     code, _, _ = run_cli("validate", "eagle3", "--engine", "vllm", "--target", pair.target, "--draft", pair.draft)
     assert code == 0
+
+
+def test_id_0_alone_is_valid_on_0523_and_srg362_on_0521(run_cli, tmp_path):
+    """A head on ids [0, 4, 7]: nothing past the last layer, so 0.5.23 captures every id; 0.5.21 refuses 0."""
+    import json
+    import shutil
+
+    pair = builtin_pair("eagle3")
+    draft = tmp_path / "draft"
+    shutil.copytree(pair.draft, draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = [0, 4, 7]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    args = ("validate", "eagle3", "--engine", "sglang", "--target", pair.target, "--draft", draft)
+    code, out, err = run_cli(*args, "--engine-version", "0.5.23")
+    assert code == 0 and "SRG362" not in err, out + err
+    code, out, err = run_cli(*args, "--engine-version", "0.5.21")
+    assert code == 1 and "SRG362" in err and "ids [0] " in err
+
+
+@pytest.mark.parametrize("release, said, refused", [
+    ("0.5.24", "judged with 0.5.23's (0..L-1)", "[8]"),  # newer than the card: nearest older, said
+    ("0.5.10", "not checked", None),  # older than every release read: not checked, said
+])
+def test_a_release_without_capture_data_is_a_coded_line(run_cli, release, said, refused):
+    pair = builtin_pair("eagle3")
+    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--engine-version", release,
+                             "--target", pair.target, "--draft", pair.draft)
+    assert "warning SRG370" in err and said in err, err
+    assert (f"ids {refused} " in err and code == 1) if refused else ("SRG362" not in err and code == 0)
+
+
+def test_no_release_given_is_judged_for_the_newest_and_said(run_cli, monkeypatch):
+    from surgery.engine import capture
+
+    monkeypatch.setattr(capture, "installed_version", lambda engine: None)
+    pair = builtin_pair("eagle3")
+    code, out, err = run_cli("validate", "eagle3", "--engine", "sglang", "--target", pair.target, "--draft",
+                             pair.draft, "--verbose")
+    newest = max(capture.spans("sglang"), key=lambda v: tuple(map(int, v.split("."))))
+    assert "SRG371" in err and f"judged for {newest}" in err and "0.5.21: 1..L-1" in err
+    assert code == 1 and f"sglang {newest} (no release given) cannot capture" in err
 
 
 def test_sglangs_builtin_eagle3_pair_is_a_head_on_ids_sglang_captures(run_cli):

@@ -163,16 +163,25 @@ def test_the_recipe_wires_what_sglang_wires(sglang_modules, sglang_code, recipe,
     assert events[1]["sglang_wiring"] == events[1]["after_recipe"] == {"input_embeddings": "target", "lm_head": "target"}
 
 
-def test_an_aux_id_sglang_cannot_capture_is_refused_before_any_change(sglang_modules, sglang_code):
-    """The built-in EAGLE-3 head reads ids [0, 7, 8] of an 8-layer target: SGLang's capture loop has
-    no id 0 and no id 8. SRG362, and the capture list SGLang left stays as it was."""
+@pytest.mark.parametrize("release, refused", [("0.5.21", "[0, 8]"), ("0.5.23", "[8]")])
+def test_an_aux_id_sglang_cannot_capture_is_refused_before_any_change(sglang_modules, sglang_code, monkeypatch,
+                                                                       release, refused):
+    """The built-in EAGLE-3 head reads ids [0, 7, 8] of an 8-layer target: the installed SGLang's range
+    decides (0.5.21's loop has no id 0, 0.5.23's boundary captures it; no release has id 8). SRG362,
+    and the capture list SGLang left stays as it was."""
+    from surgery.engine import capture
+    from surgery.sglang import live_apply
+
+    monkeypatch.setattr(capture, "installed_version", lambda engine: release)
+    monkeypatch.setattr(live_apply, "installed_version", lambda engine: release)
     pair, draft, target = pair_models(sglang_code, "eagle3")
     target.model.layers_to_capture = [2, 4, 5]
     hooks.install(recipe="eagle3", points=POINTS)
     with pytest.raises(SurgeryError) as exc:
         worker_for(sglang_modules, "EAGLE3", draft, target, pair.draft, pair.target).init_lm_head()
-    assert [d.code for d in exc.value.diagnostics] == ["SRG362"] and "[0, 8]" in exc.value.diagnostics[0].message
-    assert target.model.layers_to_capture == [2, 4, 5]
+    message = exc.value.diagnostics[0].message
+    assert [d.code for d in exc.value.diagnostics] == ["SRG362"] and f"ids {refused} " in message
+    assert f"sglang {release} " in message and target.model.layers_to_capture == [2, 4, 5]
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from ...engine.cards import ENGINES, card
+from ...engine.capture import judged
 from ...records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields
@@ -35,20 +35,26 @@ def expand(resolver, step) -> list[CaptureHiddenStates]:
 
 
 def check(resolver, step) -> bool:
-    """Plan time, a step whose `when` holds: ids the engine's capture loop cannot return (the card's
-    `wiring.capturable_ids`, `1..L-1` for SGLang: no embedding output, no final state), said before
-    anything loads (SRG362). The step expands whatever it finds (the engine start refuses them)."""
-    engine = resolver.runtime.engine
-    wiring = card(engine).wiring if engine in ENGINES else None
-    span = wiring.capturable_ids if wiring is not None else None
-    if span != "1..L-1":
+    """Plan time, a step whose `when` holds: ids the engine release's capture cannot return (the card's
+    `wiring.capturable_ids` for the judged release: SGLang up to 0.5.21 1..L-1, from 0.5.22 0..L-1; never
+    L, the final state), said before anything loads (SRG362), with SRG370 / SRG371 when the release is
+    not one the card read or none was given. The step expands whatever it finds (the engine refuses them)."""
+    runtime = resolver.runtime
+    where = resolver.recipe.location(step.path + ("layers",))
+    judgement = judged(runtime.engine, runtime.engine_version, where)
+    if judgement is None:
+        return True
+    if judgement.line is not None:
+        resolver.diags.append(judgement.line)
+    n = resolver.target.num_layers
+    ok = judgement.ids(n)
+    if ok is None:
         return True
     layers = resolver.sets.get(step.args.layers, ())
-    n = resolver.target.num_layers
-    outside = [i for i in layers if not 1 <= i < n]
+    outside = [i for i in layers if i not in ok]
     if outside:
-        resolver.add("SRG362", f"{engine} cannot capture aux ids {outside} of a {n}-layer target (it captures the "
-                     f"input of layers 1..{n - 1})", resolver.recipe.location(step.path + ("layers",)))
+        resolver.add("SRG362", f"{judgement.label()} cannot capture aux ids {outside} of a {n}-layer target (it "
+                     f"captures ids {ok.start}..{n - 1}: {judgement.source})", where)
     return True
 
 

@@ -5,13 +5,16 @@ The recipe's ids are vLLM's (id i = the input of layer i), and SGLang's `layers_
 the same thing (models/llama.py LlamaModel.forward appends `hidden_states + residual` before layer
 i), so the planned ids are set as they are. What SGLang itself would have set differs: it reads the
 ids from the draft's nested eagle_config only and adds 1 (surgery/sglang/rules.py, checked against
-SGLang's code). Its loop cannot capture id 0 (the residual is None there) nor id L (past the last
-layer): such ids are refused (SRG362), never set for SGLang to fail on mid-forward."""
+SGLang's code). No release captures id L (past the last layer); up to 0.5.21 none captures id 0 (the
+residual is None there; from 0.5.22 the attention boundary captures the embedding output): the running
+release's range (the engine card's `capturable_ids`, surgery/engine/capture.py) decides, and ids
+outside it are refused (SRG362), never set for SGLang to fail on mid-forward."""
 from __future__ import annotations
 
 from typing import Any
 
 from ...diagnostics import SurgeryError, diag
+from ...engine.capture import judged
 from ...live.mutations import Mutation
 from ...live.prepared import Check, NotApplicable, Prepared
 from ...live.sglang import capture_holder, num_layers
@@ -50,11 +53,18 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
                             "cannot return auxiliary hidden states from it")
     layers = tuple(op.layers)
     n = num_layers(target)
-    outside = [i for i in layers if i < 1 or (n is not None and i >= n)]
+    # the SGLang in this process (ctx.engine_version, else its installed metadata); a release older than
+    # every one the card read: 1 (the loop's residual is None before layer 0 in all of those)
+    judgement = judged("sglang", getattr(ctx, "engine_version", None))
+    known = judgement is not None and judgement.span is not None
+    first = judgement.ids(0).start if known else 1
+    outside = [i for i in layers if i < first or (n is not None and i >= n)]
     if outside:
-        raise SurgeryError(diag("SRG362", f"{op.id}: aux ids {outside} cannot be captured by SGLang's "
-                                f"{type(holder).__name__} (it captures the input of layers 1..{(n or 0) - 1}: id 0 "
-                                "has no residual yet, id L is past the last layer)"))
+        who = judgement.label() if judgement is not None else "SGLang"
+        why = f": {judgement.source}" if known else ""
+        raise SurgeryError(diag("SRG362", f"{op.id}: aux ids {outside} cannot be captured by {who}'s "
+                                f"{type(holder).__name__} (it captures ids {first}..{(n or 0) - 1}{why}; id L is "
+                                "past the last layer)"))
 
     def captured() -> Check:
         now = tuple(getattr(holder, "layers_to_capture", ()))

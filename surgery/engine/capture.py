@@ -1,0 +1,87 @@
+"""Which aux hidden-state ids an engine release can capture: the card's `wiring.capturable_ids`, per release.
+
+Why a module of its own: the range changed between releases (SGLang up to 0.5.21 captures ids 1..L-1,
+from 0.5.22 0..L-1: engine card), so every reader (the plan-time SRG362 check, the live performer,
+surgery/sglang/rules.py and compare.py) must judge the same release the same way. The release judged is
+the one given (`--engine-version`), else the installed engine's, else the newest the card read; a
+release the card has no range for is judged with the nearest older one's and says so (SRG370), never
+silently with some default. No engine import: the installed version is read from package metadata.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+
+from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from .cards import ENGINES, card
+from .releases import version_key
+
+#: span -> the first id it captures; every span ends at L-1 (L, the final pre-norm state, is past the loop)
+FIRST_ID = {"1..L-1": 1, "0..L-1": 0}
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The capture range used for one judgement: `span` None means not checked (no data for the release)."""
+
+    engine: str
+    asked: str | None  # the release as given / installed; None: none known
+    release: str | None  # the card release whose range is used
+    span: str | None
+    source: str | None  # the card's file:line evidence for that release
+    line: Diagnostic | None  # SRG370 / SRG371, or None when the card has the release itself
+
+    def ids(self, num_layers: int) -> range | None:
+        return None if self.span is None else range(FIRST_ID[self.span], num_layers)
+
+    def label(self) -> str:
+        if self.release == self.asked:
+            return f"{self.engine} {self.release}"
+        if self.asked is None:
+            return f"{self.engine} {self.release} (no release given)"
+        return f"{self.engine} {self.asked} (range of {self.release})"
+
+
+def installed_version(engine: str) -> str | None:
+    """The installed engine's version from its package metadata, without importing it."""
+    try:
+        return metadata.version(engine)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def spans(engine: str) -> dict:
+    wiring = card(engine).wiring if engine in ENGINES else None
+    return dict(wiring.capturable_ids) if wiring is not None else {}
+
+
+def judged(engine: str, version: str | None, location: Location | None = None) -> Judged | None:
+    """The range `engine` at `version` captures (None: `version` None -> the installed one, else the newest
+    the card read). Returns None for an engine whose card states no capture range (vLLM: every id 0..L)."""
+    table = spans(engine)
+    if not table:
+        return None
+    known = sorted(table, key=version_key)
+    asked = version or installed_version(engine)
+    if asked is None:
+        newest = known[-1]
+        return Judged(engine, None, newest, table[newest].ids, table[newest].source,
+                      diag("SRG371", f"no {engine} release given (--engine-version) and none installed: aux ids "
+                           f"judged for {newest}, the newest release surgery read ({table[newest].ids}; "
+                           + ", ".join(f"{v}: {table[v].ids}" for v in known) + ")",
+                           location or Location(key_path="--engine-version"), severity=INFO))
+    release = str(asked).split("+", 1)[0]
+    if release in table:
+        return Judged(engine, release, release, table[release].ids, table[release].source, None)
+    key = version_key(release)
+    older = [v for v in known if key and version_key(v) <= key]
+    if not older:
+        return Judged(engine, release, None, None, None,
+                      diag("SRG370", f"{engine} {asked}: surgery read no capture range for it or any older release "
+                           f"({known[0]}-{known[-1]}): the aux ids were not checked against it",
+                           location or Location(key_path="--engine-version"), severity=WARNING))
+    nearest = older[-1]
+    return Judged(engine, release, nearest, table[nearest].ids, table[nearest].source,
+                  diag("SRG370", f"{engine} {asked}: surgery read no capture range for it "
+                       f"({known[0]}-{known[-1]}): judged with {nearest}'s ({table[nearest].ids}); what "
+                       f"{release} captures is unknown", location or Location(key_path="--engine-version"), severity=WARNING))
