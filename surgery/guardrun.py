@@ -157,16 +157,15 @@ def line(verdict: dict | None) -> str:
 # ---- which settings a guard runs with: the layers and their precedence, written once -------------------------
 #
 # Lowest first; a later layer wins, KEY BY KEY at the top level (a recipe's `floor` stays when the engine only
-# sets `action`). Three keys are WHOLE blocks, replaced, never merged: `expect` (an expectation and its
-# `source` are one statement: a figure must never be credited to another layer's source), `canary` (prompts and
-# tokens go together) and `bands` (a list). A layer that is `false` / `true` is `{enabled: false / true}`.
+# sets `action`), and each key's value is taken whole, never merged into: `expect` above all (an expectation
+# and its `source` are one statement: a figure must never be credited to another layer's source), `canary`
+# (prompts and tokens go together), `bands` (a list). A layer that is `false` / `true` is `{enabled: ...}`.
 #   1. the guard's defaults (surgery/data/guard.yaml; a finished HF run: surgery/data/guard_runs.yaml);
 #   2. the built-in pair's measured `expect.<engine>` (surgery/data/pairs/index.yaml), where the run is that
 #      pair (HF runs; vLLM `apply --ablate` passes it in the engine's own config);
 #   3. the recipe's `guard:` block: what acceptance the team that ships the recipe says its pair reaches;
 #   4. the engine's own settings: vLLM `additional_config.surgery.guard`, HF and SGLang `SURGERY_GUARD`.
 PRECEDENCE = ("defaults", "pair", "recipe", "engine")
-WHOLE = ("expect", "canary", "bands")
 ENV_GUARD = "SURGERY_GUARD"
 
 
@@ -267,7 +266,7 @@ class Settings:
 
 
 def resolve(*layers: Layer) -> Settings:
-    """The layers (lowest first, PRECEDENCE order) merged: top-level keys one by one, WHOLE keys replaced.
+    """The layers (lowest first, PRECEDENCE order) merged: top-level keys one by one, each value replaced whole.
     A layer that is neither None, a bool nor a mapping is returned as it is, so parse_config refuses it with
     its type (SRG475), located at that layer."""
     raw: dict | None = None
