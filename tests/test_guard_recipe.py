@@ -150,10 +150,11 @@ def vllm_config(recipe=None, guard=None, k=3):
 
 def test_vllm_selected_recipe_under_additional_config(tmp_path, monkeypatch):
     from surgery.vllm import guard as vguard
+    from surgery.vllm.guardsettings import guard_setting
 
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
     path = write_recipe(tmp_path, GUARD)
-    settings = vguard.guard_setting(vllm_config(path, {"window": 500, "action": "fail"}))
+    settings = guard_setting(vllm_config(path, {"window": 500, "action": "fail"}))
     assert settings.raw == {**GUARD, "window": 500, "action": "fail"}
     run = vguard.build(vllm_config(path, {"window": 500, "action": "fail"}))
     cfg = run.guard.config

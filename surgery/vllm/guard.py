@@ -12,7 +12,7 @@ what vLLM would count (grammar-invalidated tokens taken off the drafted count, a
 `LLM(...)` and in the server alike, with or without --disable-log-stats.
 
 Three wrappers on `Scheduler` (AsyncScheduler inherits them):
-- `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (`guard_setting`;
+- `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (surgery/vllm/guardsettings.py;
   SRG475 stops the start), decides whether the guard is on (a recipe selected, or `enabled: true`), builds
   the `Guard` for the engine's method and k;
 - `make_spec_decoding_stats`: one `Guard.observe` per draft (a few integer additions; the rules are
@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import SurgeryError, catalogue, diag
-from ..guard import CODES, Counts, Ended, Guard, GuardConfig, Trip
-from ..guardrun import Settings, engine_layer, recipe_layer, resolve
+from ..guard import CODES, Counts, Ended, Guard, Trip
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -71,27 +70,10 @@ class GuardRun:
     canary: Any = None  # the canary's result (surgery/vllm/canary.py), in the record
 
 
-def guard_setting(vllm_config: Any) -> Settings:
-    """The settings this engine's guard runs with (surgery/guardrun.py `resolve`, the one home of the
-    precedence): the selected recipe's `guard:` block under the engine's own additional_config.surgery.guard,
-    key by key (`expect`, `canary`, `bands` whole). The built-in pair's expectation reaches vLLM only through the
-    engine's config (`surgery apply --ablate` puts it there): a served model is not known to be the miniature."""
-    from .selection import load_selected_recipe, selected_recipe, surgery_config
-
-    ref = selected_recipe(vllm_config)
-    recipe = load_selected_recipe(ref) if ref is not None else None
-    return resolve(recipe_layer(recipe), engine_layer(surgery_config(vllm_config).get("guard")))
-
-
-def guard_config(vllm_config: Any) -> tuple[Settings, GuardConfig]:
-    """(the merged settings, checked): SRG475 at the recipe key or the additional_config key that is bad."""
-    settings = guard_setting(vllm_config)
-    return settings, settings.config()
-
-
 def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
     """The guard for an engine config (SRG475 on a bad `guard:`); GuardRun(None) when it is off.
     `quiet`: no start lines (the API server's copy, surgery/vllm/statlogger.py: the engine core says them)."""
+    from .guardsettings import guard_config  # the recipe machinery loads here, not with the plugin
     from .selection import selected_recipe
 
     settings, config = guard_config(vllm_config)
