@@ -194,8 +194,8 @@ def test_sglang_recipe_then_environment(tmp_path, caplog):
     from surgery.sglang import guard as sguard
 
     path = str(write_recipe(tmp_path, GUARD))
-    env = {ENV_GUARD: json.dumps({"min_drafts": 50, "check_every": 25})}
-    assert sguard.settings(path, env).raw == {**GUARD, "min_drafts": 50, "check_every": 25}
+    env = {ENV_GUARD: json.dumps({"min_drafts": 50, "check_every": 25, "floor": 0.05})}
+    assert sguard.settings(path, env).raw == {**GUARD, "min_drafts": 50, "check_every": 25, "floor": 0.05}
     try:
         with caplog.at_level(logging.INFO):
             sguard.install(path, environ=env)  # on: a recipe is selected (no SGLang here: SRG488, said)
@@ -203,7 +203,7 @@ def test_sglang_recipe_then_environment(tmp_path, caplog):
                                      speculative_algorithm=SimpleNamespace(name="EAGLE3"))
             guard = sguard.configure(worker)
         cfg = guard.config
-        assert (cfg.floor, cfg.window, cfg.min_drafts, cfg.expectations) == (0.15, 400, 50, {"mean_length": 2.8})
+        assert (cfg.floor, cfg.window, cfg.min_drafts, cfg.expectations) == (0.05, 400, 50, {"mean_length": 2.8})
         off = str(write_recipe(tmp_path, False, "off.yaml"))
         sguard.install(off, environ={})
         assert sguard.configure(worker) is None
