@@ -134,8 +134,29 @@ def run_sglang_apply(recipe_ref: str, target=None, draft=None, max_tokens: int |
             "plugin": {"events": events, "log_lines": run.get("log_lines")},
             "wiring": {"sglang_own": applied[0].get("sglang_wiring") if applied else None,
                        "after_recipe": applied[0].get("after_recipe") if applied else None},
+            "guard": guard_summary(events),
             "decode": decode, "greedy_s": ref.get("generate_s"), "speculative_s": run.get("generate_s"),
             "engine_kwargs": engine.engine_kwargs(target, served, algorithm, dtype=dtype)}
+
+
+def guard_summary(events: list[dict]) -> dict | None:
+    """The acceptance guard's last record in the plugin's report (surgery/sglang/guard.py writes one at
+    each trip or episode end and at 32, 64, 128, ... drafts): drafts judged and trips. None: no record
+    (the guard was off, or judged fewer than 32 drafts)."""
+    records = [e for e in events if e.get("event") == "guard"]
+    if not records:
+        return None
+    last = records[-1]
+    seen = ((last.get("streams") or {}).get("all") or {}).get("drafts_seen")
+    return {"drafts_seen": seen, "trips": [t.get("code") for t in last.get("trips") or ()],
+            "expect_source": last.get("expect_source"), "records": len(records)}
+
+
+def guard_line(guard: dict | None) -> str:
+    if guard is None:
+        return "guard: no record (off, or fewer than 32 drafts judged)"
+    trips = ", ".join(guard["trips"]) if guard["trips"] else "none (silent)"
+    return f"guard: {guard['drafts_seen']} drafts judged, trips: {trips}"
 
 
 def _engine_ok(res: dict, what: str) -> None:
@@ -154,6 +175,7 @@ def render(result: dict) -> str:
              *([f"  built-in pair for SGLang: {result['pair_variant']['because']}"] if result.get("pair_variant") else []),
              *([f"  served: {result['served']['changed']['because']}"] if result["served"]["changed"] else []),
              *(f"  hook: {line}" for line in result["plugin"]["log_lines"] or ()),
+             f"  {guard_line(result.get('guard'))}",
              f"  verified {result['verified']}; live wiring SGLang's own {result['wiring']['sglang_own']}, after the "
              f"recipe {result['wiring']['after_recipe']}",
              f"  output identical to target-only greedy ({result.get('dtype')}): "

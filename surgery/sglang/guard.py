@@ -36,7 +36,8 @@ _MARK = "__surgery_guard__"
 METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft_model", "DFLASH": "dflash",
            "DSPARK": "dspark", "NGRAM": "ngram"}
 PARALLEL = ("DFLASH", "DSPARK")
-_state: dict[str, Any] = {"on": False, "settings": None, "guard": None, "why_off": None}
+_state: dict[str, Any] = {"on": False, "settings": None, "guard": None, "why_off": None, "next_record": 0}
+FIRST_RECORD = 32  # drafts seen at the first progress record; then at every doubling (O(log n) writes)
 __all__ = ["ENV_GUARD", "install", "uninstall", "configure", "observe", "emit", "state", "settings"]
 
 
@@ -96,7 +97,7 @@ def configure(worker: Any) -> Guard | None:
         return None
     merged = _state["settings"]
     guard = merged.guard(merged.config(), steps, METHODS.get(algo or ""), (algo or "") in PARALLEL)
-    _state["guard"] = guard
+    _state.update(guard=guard, next_record=FIRST_RECORD)
     get_logger().info("spec-surgery: acceptance guard on (%s, %d drafted tokens per step, floor %.3f, min_drafts %d, "
                       "break-even %s, action %s)", algo, steps, guard.config.floor, guard.config.min_drafts,
                       "off" if guard.break_even is None else f"{guard.break_even:.2f}", guard.config.action)
@@ -120,7 +121,19 @@ def observe(num_correct_drafts: int) -> list:
         return []
     if events:
         emit(guard, events)
+    elif guard.streams["all"].seen >= _state["next_record"]:
+        # a silent guard leaves a record too (at 32, 64, 128, ... drafts): the report then says it judged
+        # this many drafts and nothing tripped, which a guard that never ran cannot say
+        _state["next_record"] = 2 * guard.streams["all"].seen
+        record(guard)
     return events
+
+
+def record(guard: Guard) -> None:
+    try:
+        report.write("guard", **guard.to_dict())
+    except Exception as exc:  # noqa: BLE001 - an unwritable report never stops serving
+        get_logger().warning("spec-surgery: cannot record the guard: %s", exc)
 
 
 def emit(guard: Guard, events: list) -> None:
@@ -131,10 +144,7 @@ def emit(guard: Guard, events: list) -> None:
             log.info("spec-surgery: guard %s episode ended after %d drafts (%s)", e.kind, e.drafts_seen, e.stream)
         else:
             log.warning("spec-surgery: %s %s (%s)", e.code, e.message, e.stream)
-    try:
-        report.write("guard", **guard.to_dict())
-    except Exception as exc:  # noqa: BLE001 - an unwritable report never stops serving
-        log.warning("spec-surgery: cannot record the guard: %s", exc)
+    record(guard)
     if trips and guard.config.action == "fail":
         raise SurgeryError(diag(trips[0].code, f"guard (action: fail) stopped the engine: {trips[0].message}"))
 

@@ -92,6 +92,25 @@ def test_healthy_counts_never_trip_and_sglangs_histogram_is_kept(req_class, capl
     assert "SRG47" not in caplog.text
 
 
+def test_a_silent_guard_leaves_records_at_doublings(req_class, tmp_path, monkeypatch):
+    """A healthy run writes the guard's record at 32, 64, 128, ... drafts (no trip needed), so
+    `surgery apply --engine sglang` can say how many drafts were judged and that nothing tripped."""
+    from surgery.commands.sglang_apply import guard_line, guard_summary
+    from surgery.sglang import report
+
+    monkeypatch.setenv("SURGERY_REPORT", str(tmp_path / "r.jsonl"))
+    guard.install("eagle3", environ=_env())
+    guard.configure(_worker())
+    _feed(req_class, [3, 2, 3, 1] * 25, requests=2)  # 200 drafts
+    events = report.read(tmp_path / "r.jsonl")
+    seen = [e["streams"]["all"]["drafts_seen"] for e in events if e["event"] == "guard"]
+    assert seen == [32, 64, 128]
+    summary = guard_summary(events)
+    assert summary["drafts_seen"] == 128 and summary["trips"] == [] and summary["records"] == 3
+    assert guard_line(summary) == "guard: 128 drafts judged, trips: none (silent)"
+    assert guard_summary([]) is None and "no record" in guard_line(None)
+
+
 def test_collapse_trips_once_and_is_logged(req_class, caplog):
     guard.install("eagle3", environ=_env())
     guard.configure(_worker())
