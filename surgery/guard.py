@@ -603,6 +603,23 @@ def wilson_upper(successes: float, n: int, z: float) -> float:
     return min(1.0, (centre + spread) / (1 + z2 / n))
 
 
+def length_upper(mean_len: float, k: int, n: int, z: float) -> float:
+    """The Wilson upper end of a mean accepted length (bonus token in) over `n` drafts of `k` tokens: that of the
+    mean of each draft's accepted tokens / k, a value in [0, 1] (expectation_misses says why it is a bound)."""
+    return 1 + k * wilson_upper((mean_len - 1) / k * n, n, z)
+
+
+def _miss(said: str, upper: float, want: float, factor: float, z: float, show=None, show_want=None) -> str | None:
+    """'<said> under expected <want> x <factor> = <limit> (upper bound <upper> at z <z>)' when even the support
+    bound's upper end is under expected x factor; None when it is not (one rule for every figure)."""
+    limit = want * factor
+    if upper >= limit:
+        return None
+    show = show or _pct
+    return (f"{said} under expected {(show_want or show)(want)} x {factor:g} = {show(limit)} (upper bound "
+            f"{show(upper)} at z {z:g})")
+
+
 def expectation_misses(w: Counts, cfg: GuardConfig) -> list[str]:
     """The expectations (cfg.expect) the drafts in `w` miss beyond the support bound: observed under expected x
     (1 - expect_tolerance) with the Wilson upper end (z = expect_z) for the support still under it. Counts only.
@@ -621,34 +638,24 @@ def expectation_misses(w: Counts, cfg: GuardConfig) -> list[str]:
     misses = []
     for key, want in cfg.expect:
         if key == "per_position":
-            for i, target in enumerate(want):
-                if i >= len(w.accepted):
-                    break
+            for i, target in enumerate(want[:len(w.accepted)]):
                 a = w.accepted[i]
-                upper, limit = wilson_upper(a, n, z), target * factor
-                if upper < limit:
-                    misses.append(f"position {i} accepted {_pct(a / n)} ({a}/{n}) under expected {_pct(target)} x "
-                                  f"{factor:g} = {_pct(limit)} (upper bound {_pct(upper)} at z {z:g})")
+                miss = _miss(f"position {i} accepted {_pct(a / n)} ({a}/{n})", wilson_upper(a, n, z), target, factor, z)
+                if miss:
+                    misses.append(miss)
                     break
-        elif key == "acceptance":
+        elif key == "acceptance" and sum(w.drafted):
             drafted = sum(w.drafted)
-            if not drafted:
-                continue
             acc = sum(w.accepted) / drafted
-            upper, limit = wilson_upper(acc * n, n, z), want * factor
-            if upper < limit:
-                misses.append(f"acceptance {_pct(acc)} ({sum(w.accepted)}/{drafted} drafted tokens in {n} drafts) "
-                              f"under expected {_pct(want)} x {factor:g} = {_pct(limit)} (upper bound {_pct(upper)} "
-                              f"at z {z:g})")
-        elif key == "mean_length":
-            k = len(w.accepted)
-            if not k:
-                continue
+            miss = _miss(f"acceptance {_pct(acc)} ({sum(w.accepted)}/{drafted} drafted tokens in {n} drafts)",
+                         wilson_upper(acc * n, n, z), want, factor, z)
+            misses += [miss] if miss else []
+        elif key == "mean_length" and w.accepted:
             mean_len = 1 + sum(w.accepted) / n
-            upper, limit = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z), want * factor
-            if upper < limit:
-                misses.append(f"mean accepted length {mean_len:.2f} over {n} drafts under expected {want:g} x "
-                              f"{factor:g} = {limit:.2f} (upper bound {upper:.2f} at z {z:g})")
+            upper = length_upper(mean_len, len(w.accepted), n, z)
+            miss = _miss(f"mean accepted length {mean_len:.2f} over {n} drafts", upper, want, factor, z,
+                         show=lambda x: f"{x:.2f}", show_want=lambda x: f"{x:g}")
+            misses += [miss] if miss else []
     return misses
 
 
@@ -676,7 +683,7 @@ def judge_once(guard: "Guard", counts: Counts, stream: str = "canary") -> list[T
                             f"{_pct(cfg.floor)} (upper bound {_pct(upper)} at z {z:g}) over {n} drafts",
                             {**base, "position0": f"{a0 / n:.3f}", "floor": f"{cfg.floor:.3f}"}, n))
         if guard.break_even is not None:
-            upper = 1 + k * wilson_upper((mean_len - 1) / k * n, n, z)
+            upper = length_upper(mean_len, k, n, z)
             if upper < guard.break_even:
                 out.append(Trip("break_even", stream, f"mean accepted length {mean_len:.2f} under the break-even "
                                 f"{guard.break_even:.2f} (upper bound {upper:.2f} at z {z:g}) over {n} drafts",
@@ -720,15 +727,19 @@ class Guard:
     def _stream(self, name: str) -> Stream:
         return Stream(name, self.config, self.break_even, self.num_spec)
 
+    def _band(self, batch: int) -> Stream:
+        """The stream of the band this batch size falls in (made on first use, then looked up by batch size)."""
+        stream = self.band_streams.get(batch)
+        if stream is None:
+            name = band_name(batch, self.config.bands)
+            stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
+            self.band_streams[batch] = stream
+        return stream
+
     def observe(self, num_draft_tokens: int, num_accepted: int, batch: int | None = None) -> list[Trip | Ended]:
         out = self.streams["all"].observe(num_draft_tokens, num_accepted)
         if self.config.bands and batch:
-            stream = self.band_streams.get(batch)
-            if stream is None:
-                name = band_name(batch, self.config.bands)
-                stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
-                self.band_streams[batch] = stream
-            more = stream.observe(num_draft_tokens, num_accepted)
+            more = self._band(batch).observe(num_draft_tokens, num_accepted)
             if more:
                 out = out + more
         if out:
@@ -741,12 +752,7 @@ class Guard:
         out = self.streams["all"].observe_counts(counts)
         batch = counts.drafts if batch is None else batch
         if self.config.bands and batch:
-            stream = self.band_streams.get(batch)
-            if stream is None:
-                name = band_name(batch, self.config.bands)
-                stream = self.streams.get(name) or self.streams.setdefault(name, self._stream(name))
-                self.band_streams[batch] = stream
-            more = stream.observe_counts(counts)
+            more = self._band(batch).observe_counts(counts)
             if more:
                 out = out + more
         if out:

@@ -11,6 +11,7 @@ from typing import Any
 from . import expr as expr_lang
 from .diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
+from .guardrun import check_recipe_guard
 from .ops.base import Step
 from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
@@ -101,6 +102,9 @@ class Recipe:
     engine: dict[str, dict[str, Any]]
     source: Loaded = field(repr=False)
     layer_sets: dict[str, LayerSetSpec] = field(default_factory=dict)
+    # the acceptance guard's settings the recipe ships (`guard:`, as written; checked at load, SRG475): what
+    # acceptance its pair should reach; merged under the engine's own (surgery/guardrun.py `resolve`)
+    guard: Any = None
 
     @property
     def file(self) -> str | None:
@@ -176,10 +180,11 @@ def parse_recipe(text: str, file: str | None = "<recipe>", force_schema: bool = 
     maps = {name: _layer_map(loaded, name, spec, problems) for name, spec in data.get("layer_maps", {}).items()}
     sets = {name: _layer_set(loaded, name, spec, problems) for name, spec in data.get("layer_sets", {}).items()}
     ops = [_op(loaded, i, item, maps, problems, sets) for i, item in enumerate(data["ops"])]
+    problems += check_recipe_guard(data.get("guard"), lambda path: loaded.location(("guard",) + tuple(path)))
     if problems:
         raise SurgeryError(problems)
     return Recipe(data["recipe"], int(data["version"]), data["summary"], data["applies_to"], requires, maps, ops,
-                  data.get("engine", {}), loaded, sets)
+                  data.get("engine", {}), loaded, sets, data.get("guard"))
 
 
 def _dedupe(errors):

@@ -5,15 +5,17 @@ synthetic per-draft counts: no torch, no engine.
 - a healthy run is silent, a collapsed one trips collapse and break-even once, on all its drafts;
 - an expectation's `source` is kept out of guard.py's check and named in the SRG474 message;
 - bad settings are SRG475 even on a short run; SURGERY_GUARD that is not a JSON mapping is SRG486;
-- the settings merge: the built-in pair's expect.hf, then the recipe's guard, then SURGERY_GUARD."""
+- the settings merge: the built-in pair's expect.hf, then the recipe's guard, then SURGERY_GUARD (the precedence
+  itself, per engine: tests/test_guard_recipe.py)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from surgery.diagnostics import SurgeryError
-from surgery.guardrun import judge, line, merge, run_defaults
+from surgery.guardrun import ENV_GUARD, env_setting, judge, line, run_defaults
 from surgery.hf import guard as hf_guard
 
 HEALTHY = [(3, 3), (3, 2), (3, 1), (3, 3), (3, 0), (3, 2)] * 10  # p0 = 5/6
@@ -57,18 +59,18 @@ def test_bad_settings_are_refused_even_on_a_short_run():
         assert exc.value.diagnostics[0].code == "SRG475"
     for text in ("{nope", "[1, 2]"):
         with pytest.raises(SurgeryError) as exc:
-            hf_guard.env_setting({hf_guard.ENV_GUARD: text})
+            env_setting({ENV_GUARD: text})
         assert exc.value.diagnostics[0].code == "SRG486"
 
 
 def test_hf_settings_merge_pair_recipe_environment():
-    env = {hf_guard.ENV_GUARD: json.dumps({"min_drafts": 5, "expect": {"mean_length": 2.0}})}
-    raw = hf_guard.settings("gemma4-mtp", "gemma4-mtp", {"action": "fail"}, environ=env)
+    env = {ENV_GUARD: json.dumps({"min_drafts": 5, "expect": {"mean_length": 2.0}})}
+    recipe = SimpleNamespace(guard={"action": "fail", "floor": 0.2}, location=lambda path: None)
+    raw = hf_guard.settings("gemma4-mtp", recipe, environ=env).raw
+    assert raw["min_drafts"] == 5 and raw["action"] == "fail" and raw["floor"] == 0.2
+    assert raw["expect"] == {"mean_length": 2.0}  # whole: the pair's figures and source do not stay under it
     pair = hf_guard.pair_expectation("gemma4-mtp")
-    assert raw["min_drafts"] == 5 and raw["action"] == "fail" and raw["expect"]["mean_length"] == 2.0
-    if pair:  # the built-in pair's measured figures (bench/guard_hf.py) stay under the environment's key
-        assert raw["expect"]["source"]["kind"] == "measured"
-        assert raw["expect"]["per_position"] == pair["expect"]["per_position"]
-    assert hf_guard.settings("gemma4-mtp", None, None, environ={}) == {}
-    assert merge({"expect": {"a": 1}}, True, {"expect": {"b": 2}}) == {"expect": {"a": 1, "b": 2}, "enabled": True}
+    assert pair and hf_guard.settings("gemma4-mtp", None, environ={}).raw == pair  # measured (bench/guard_hf.py)
+    assert pair["expect"]["source"]["kind"] == "measured"
+    assert hf_guard.settings(None, None, environ={}).raw is None
     assert hf_guard.method_of("gemma4-mtp") == "mtp" and hf_guard.method_of("draft-model") == "draft_model"

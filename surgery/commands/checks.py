@@ -15,6 +15,7 @@ from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with K
 from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
 from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
+from ..guardrun import recipe_note  # the recipe's own guard settings, one line (SRG480)
 
 
 def run_checks(options: CheckOptions, recipe, draft, target, plan):
@@ -47,6 +48,7 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     findings += cli_kv_scales_check(options, plan)
     findings += cli_engine_start_check(options, plan, draft, target, recipe)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
+    findings += recipe_note(recipe)
     plan = with_findings(plan, findings)
     return replace(plan, diagnostics=tuple(drop_restated(list(plan.diagnostics)))), report
 

@@ -294,7 +294,7 @@ def _guard_inputs(options: ApplyOptions, recipe, recipe_name: str, target_dir, d
     before any weight is read (SRG475 / SRG486). The built-in pair's measured `expect.hf` applies
     when this run is that pair (surgery/hf/guard.py)."""
     builtin = GEMMA_PAIR if options.target is None else hf_guard.builtin_recipe_of(target_dir, draft_dir)
-    raw = hf_guard.settings(recipe_name, builtin if builtin == recipe_name else None, getattr(recipe, "guard", None))
+    raw = hf_guard.settings(builtin if builtin == recipe_name else None, recipe)
     method = hf_guard.method_of(recipe_name)
     hf_guard.verdict({}, raw, options.num_draft_tokens, method)  # validates the settings now
     return raw, method

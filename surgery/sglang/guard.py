@@ -12,47 +12,38 @@ scheduler process; SGLang's own counters are untouched. The drafted count is the
 `server_args.speculative_num_steps` (EAGLE / EAGLE-3 / NEXTN / STANDALONE chains of topk 1; a tree's
 accepted path is judged against its depth the same way), read at the draft load.
 
-Settings: the `SURGERY_GUARD` environment variable (a JSON mapping of guard.py's keys; SRG486 / SRG475),
-on when a recipe is selected unless `enabled: false`, or with `enabled: true` on a stock engine.
+Settings: the selected recipe's `guard:` block under the `SURGERY_GUARD` environment variable (a JSON
+mapping of guard.py's keys; SRG486 / SRG475), merged by surgery/guardrun.py `resolve` (the one home of the
+precedence); on when a recipe is selected unless `enabled: false`, or with `enabled: true` on a stock engine.
 Trips are logged under SGLang's logger tree (`sglang.surgery`, coded lines), recorded in the
 SURGERY_REPORT file (`guard` event), and with `action: fail` raised from the scheduler (the engine
 stops with the code, as vLLM's does)."""
 from __future__ import annotations
 
 import functools
-import json
-import os
 from typing import Any
 
 from ..diagnostics import SurgeryError, diag
-from ..guard import Ended, Guard, Trip, parse_config
+from ..guard import Ended, Guard, Trip
+from ..guardrun import ENV_GUARD, env_layer, recipe_layer, resolve
+from ..recipe import load_recipe
 from . import report
 from .log import get_logger
 
 TARGET = ("sglang.srt.managers.schedule_batch", "Req", "update_spec_correct_drafts_histogram")
-ENV_GUARD = "SURGERY_GUARD"
 _MARK = "__surgery_guard__"
 # SGLang's speculative algorithm -> the method name of surgery/data/guard.yaml's draft costs (break-even)
 METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft_model", "DFLASH": "dflash",
            "DSPARK": "dspark", "NGRAM": "ngram"}
 PARALLEL = ("DFLASH", "DSPARK")
-_state: dict[str, Any] = {"on": False, "raw": None, "guard": None, "why_off": None, "next_record": 0}
+_state: dict[str, Any] = {"on": False, "settings": None, "guard": None, "why_off": None, "next_record": 0}
 FIRST_RECORD = 32  # drafts seen at the first progress record; then at every doubling (O(log n) writes)
+__all__ = ["ENV_GUARD", "install", "uninstall", "configure", "observe", "emit", "state", "settings"]
 
 
-def env_setting(environ=None) -> Any:
-    """`SURGERY_GUARD` parsed (None when unset); SRG486 when it is not JSON or not a mapping / boolean."""
-    text = (os.environ if environ is None else environ).get(ENV_GUARD)
-    if text is None or not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise SurgeryError(diag("SRG486", f"{ENV_GUARD} is not valid JSON ({exc}): {text[:120]!r}")) from exc
-    if not isinstance(value, (dict, bool)):
-        raise SurgeryError(diag("SRG486", f"{ENV_GUARD} must be a JSON mapping (or true / false), got "
-                                f"{type(value).__name__} {text[:120]!r}"))
-    return value
+def settings(recipe: str | None, environ=None):
+    """The merged settings (surgery/guardrun.py Settings): the recipe's `guard:` block, then SURGERY_GUARD."""
+    return resolve(recipe_layer(load_recipe(recipe) if recipe else None), env_layer(environ))
 
 
 def _req_class():
@@ -67,10 +58,10 @@ def _req_class():
 def install(recipe: str | None = None, environ=None) -> list[str]:
     """Check the settings (SRG486 / SRG475 stop the start), and when the guard is on wrap SGLang's
     per-request accept count. Returns what was wrapped; SRG488 (logged) when this SGLang has no such count."""
-    raw = env_setting(environ)
-    config = parse_config(raw)
+    merged = settings(recipe, environ)
+    config = merged.config()
     on = config.enabled if config.enabled is not None else recipe is not None
-    _state.update(on=on, raw=raw, guard=None, why_off=None)
+    _state.update(on=on, settings=merged, guard=None, why_off=None)
     if not on:
         return []
     cls, why = _req_class()
@@ -90,7 +81,7 @@ def uninstall() -> None:
     fn = cls.__dict__.get(TARGET[2]) if cls is not None else None
     if fn is not None and getattr(fn, _MARK, None) is not None:
         setattr(cls, TARGET[2], getattr(fn, _MARK))
-    _state.update(on=False, raw=None, guard=None, why_off=None)
+    _state.update(on=False, settings=None, guard=None, why_off=None)
 
 
 def configure(worker: Any) -> Guard | None:
@@ -104,7 +95,8 @@ def configure(worker: Any) -> Guard | None:
     if steps <= 0:
         _off(f"no speculative_num_steps on the draft worker ({algo or 'no algorithm'})")
         return None
-    guard = Guard(parse_config(_state["raw"]), steps, METHODS.get(algo or ""), (algo or "") in PARALLEL)
+    merged = _state["settings"]
+    guard = merged.guard(merged.config(), steps, METHODS.get(algo or ""), (algo or "") in PARALLEL)
     _state.update(guard=guard, next_record=FIRST_RECORD)
     get_logger().info("spec-surgery: acceptance guard on (%s, %d drafted tokens per step, floor %.3f, min_drafts %d, "
                       "break-even %s, action %s)", algo, steps, guard.config.floor, guard.config.min_drafts,

@@ -20,9 +20,8 @@ from ..diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
 from ..engine.cards import card
 from ..formats.findings import misread_by_runner
-from ..guard import parse_config
 from . import hooks, kv_scales
-from .guard import guard_setting
+from .guardsettings import guard_config
 from .log import CHECKED, DIAGNOSTIC, get_logger
 from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 
@@ -164,7 +163,7 @@ def check_guard_config(vllm_config: Any) -> None:
     """additional_config.surgery.guard checked here too (SRG475), where the server is configured: the
     engine core would refuse it at its scheduler, seconds later and in another process."""
     try:
-        parse_config(guard_setting(vllm_config))
+        guard_config(vllm_config)
     except SurgeryError:
         _print_block_if_uncaught()
         raise

@@ -12,8 +12,9 @@ what vLLM would count (grammar-invalidated tokens taken off the drafted count, a
 `LLM(...)` and in the server alike, with or without --disable-log-stats.
 
 Three wrappers on `Scheduler` (AsyncScheduler inherits them):
-- `__init__`: reads `additional_config.surgery.guard` (SRG475 stops the start), decides whether the
-  guard is on (a recipe selected, or `enabled: true`), builds the `Guard` for the engine's method and k;
+- `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (surgery/vllm/guardsettings.py;
+  SRG475 stops the start), decides whether the guard is on (a recipe selected, or `enabled: true`), builds
+  the `Guard` for the engine's method and k;
 - `make_spec_decoding_stats`: one `Guard.observe` per draft (a few integer additions; the rules are
   judged every `check_every` drafts, never per token);
 - `update_from_output`: notes the step's batch size (for batch-size bands) and, after vLLM's own
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import SurgeryError, catalogue, diag
-from ..guard import CODES, Counts, Ended, Guard, Trip, parse_config
+from ..guard import CODES, Counts, Ended, Guard, Trip
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -69,19 +70,13 @@ class GuardRun:
     canary: Any = None  # the canary's result (surgery/vllm/canary.py), in the record
 
 
-def guard_setting(vllm_config: Any) -> Any:
-    """The raw `guard` value of additional_config.surgery (None when absent)."""
-    from .selection import surgery_config
-
-    return surgery_config(vllm_config).get("guard")
-
-
 def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
     """The guard for an engine config (SRG475 on a bad `guard:`); GuardRun(None) when it is off.
     `quiet`: no start lines (the API server's copy, surgery/vllm/statlogger.py: the engine core says them)."""
+    from .guardsettings import guard_config  # the recipe machinery loads here, not with the plugin
     from .selection import selected_recipe
 
-    config = parse_config(guard_setting(vllm_config))
+    settings, config = guard_config(vllm_config)
     on = config.enabled if config.enabled is not None else selected_recipe(vllm_config) is not None
     if not on:
         return GuardRun(None)
@@ -94,7 +89,7 @@ def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
         log.info(DIAGNOSTIC.fmt, diag("SRG477", "guard off: the engine has no speculative decoding").render())
         return GuardRun(None)
     method = getattr(spec, "method", None)
-    guard = Guard(config, num_spec, method, bool(getattr(spec, "parallel_drafting", False)))
+    guard = settings.guard(config, num_spec, method, bool(getattr(spec, "parallel_drafting", False)))
     if quiet:
         return GuardRun(guard)
     log.info(GUARD_ON.fmt, method, num_spec, f"{config.floor:.3f}", config.min_drafts,
