@@ -12,13 +12,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # pair -> (result file, key path to the run): the newest release each family ran on (docs/gpu.md sections
-# 10-12; deepseek-mtp does not start on 0.26: its 0.25 run)
+# 10-12; deepseek-mtp: the pair rebuilt with GPU-startable MLA dims, its 0.34 H100 run, docs/gpu.md section 17)
 RUNS = {
     "eagle3": ("bench/results/gpu_vllm_families_v026_run1.json", ("eagle3", "recipe", "counters")),
     "eagle": ("bench/results/gpu_vllm_families_v026_run2.json", ("eagle", "recipe", "counters")),
     "draft-model": ("bench/results/gpu_vllm_families_v026_run2.json", ("draft-model", "recipe", "counters")),
     "mtp": ("bench/results/gpu_vllm_families_v026_run2.json", ("mtp", "recipe", "counters")),
-    "deepseek-mtp": ("bench/results/gpu_vllm_families_deepseek_v025.json", ("deepseek-mtp", "recipe", "counters")),
+    "deepseek-mtp": ("bench/results/vllm034_deepseek_mtp_2026-12-06.json", ("deepseek-mtp", "recipe", "counters")),
     "dflash": ("bench/results/gpu_vllm_families_blocks_v026_run1.json", ("dflash", "recipe", "counters")),
     "dspark": ("bench/results/gpu_vllm_families_blocks_v026_run2.json", ("dspark", "recipe", "counters")),
     "peagle": ("bench/results/gpu_vllm_families_blocks_v026_run2.json", ("peagle", "recipe", "counters")),
@@ -46,7 +46,7 @@ def expectation(pair: str) -> dict:
             "mean_length": round(1 + sum(per_pos) / drafts, 2),
             "source": {"kind": "measured", "engine": "vllm", "release": str(release), "card": card, "dtype": "bfloat16",
                        "prompts": "builtin", "drafts": str(drafts), "date": data["date"][:10], "file": path,
-                       "by": BY if "families" in path else "bench/gpu/vllm_gpu.py"}}
+                       "by": BY if keys[-1] == "counters" else "bench/gpu/vllm_gpu.py"}}
 
 
 def main() -> int:

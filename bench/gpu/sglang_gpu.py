@@ -43,15 +43,14 @@ Rows:
 
 Writes $OUT/sglang_gpu[-TAG].json after every engine (a run cut short keeps what it measured); a row
 that raises is recorded with the exception, its module and, for a library that does not load, the
-library and symbol (`failure_of`), and the next row runs. Exit 1 when a recipe row is not verified or a
-speculative output differs from its greedy reference.
+library and symbol (bench/gpu/rowlog.py `failure`), and the next row runs. Exit 1 when a recipe row is
+not verified or a speculative output differs from its greedy reference.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -59,7 +58,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, guarded, log, save  # noqa: E402
+from common import ROOT, failure, failure_from_text, guarded, log, save  # noqa: E402
 
 from surgery.sglang import engine, report  # noqa: E402
 
@@ -140,8 +139,7 @@ def jit_first_calls(dtype: str = "bfloat16") -> dict:
                 row.update(fn())
                 torch.cuda.synchronize()
             except Exception as exc:  # noqa: BLE001 - the error is the finding
-                row["error"] = f"{type(exc).__name__}: {str(exc)[-1500:]}"
-                row.update(failure_of(exc))
+                row.update(failure(exc))
                 break
             finally:
                 row[attempt] = round(time.perf_counter() - t, 2)
@@ -216,44 +214,6 @@ def plan_check(recipe: str, draft: Path, target: Path) -> dict:
         return {"ok": False, "diagnostics": [f"{d.code} {d.message}" for d in exc.diagnostics]}
 
 
-UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\S+)")
-
-
-def failure_of(exc: BaseException) -> dict:
-    """Where a failure comes from, as data: the exception's type and message, the module that
-    raised it (last frame), and, for a library that does not load, the library and the symbol
-    ("undefined symbol: ..." from the dynamic loader) or the module that is missing."""
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    out: dict = {"exception": type(exc).__name__, "message": str(exc)[-600:],
-                 "raised_in": f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None}
-    text = str(exc)
-    m = UNDEFINED.search(text)
-    if m:
-        out.update(library=m.group(1), symbol=m.group(2))
-    if isinstance(exc, ImportError) and getattr(exc, "name", None):
-        out["missing_module"] = exc.name
-    return out
-
-
-def tail_failure(tail: str) -> dict:
-    """An engine child's failure read from its output: the last exception line, and the library and
-    symbol of an "undefined symbol" or the module of a "No module named" (failure_of's keys)."""
-    out: dict = {}
-    lines = [line.strip() for line in tail.splitlines()]
-    last = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*:", line)]
-    if last:
-        out["exception"], _, out["message"] = last[-1].partition(": ")
-    m = UNDEFINED.search(tail)
-    if m:
-        out.update(library=m.group(1), symbol=m.group(2))
-    m = re.search(r"No module named '([^']+)'", tail)
-    if m:
-        out["missing_module"] = m.group(1)
-    return out
-
-
 def versions() -> dict:
     import importlib.metadata as md
 
@@ -298,7 +258,7 @@ def run_row(fam: str, row: dict, i: int, out: dict, ctx: dict) -> None:
                                         "log_lines", "applied_lines", "error", "codes", "sglang")})
     if "outputs" not in res:
         out["tail"] = res.get("tail")
-        out["failure"] = tail_failure(res.get("tail") or "")
+        out["failure"] = failure_from_text(res.get("tail") or "")
         failures.append(f"{fam} {row['label']}: {res.get('error')}")
         return
     ref = references[key].get("outputs")
@@ -364,7 +324,7 @@ def main(argv=None) -> int:
         log(f"  {part}: rc={row['rc']} ok={rj.get('ok')} verified={rj.get('verified')} identical={d.get('identical')} "
             f"acceptance={d.get('acceptance_rate')} accept_length={d.get('accept_length')}")
         if row["rc"] != 0 or not rj.get("ok"):
-            row["failure"] = tail_failure(row.get("stderr_tail") or "")
+            row["failure"] = failure_from_text(row.get("stderr_tail") or "")
             failures.append(f"{part}: rc {row['rc']}")
         save(name, results)
     references: dict = {}
@@ -388,7 +348,7 @@ def main(argv=None) -> int:
                                                     workdir=work / f"greedy-{len(references)}", top_logprobs=5)
                 references[key]["engine_kwargs"] = gkw
                 if "outputs" not in references[key]:
-                    references[key]["failure"] = tail_failure(references[key].get("tail") or "")
+                    references[key]["failure"] = failure_from_text(references[key].get("tail") or "")
                     failures.append(f"greedy {pair.target.name}: {references[key].get('error')}")
         fam_res["greedy"] = references[key]
         rows = guarded(fam_res, "_rows", rows_for, fam, pair, work)
@@ -405,7 +365,7 @@ def main(argv=None) -> int:
                 run_row(fam, row, i, out, dict(args=args, pair=pair, prompts=prompts, skw=skw, references=references,
                                                key=key, failures=failures, work=work))
             except Exception as exc:  # noqa: BLE001 - one row's failure is recorded; the next row runs
-                out.update(failure_of(exc))
+                out.update(failure(exc))
                 failures.append(f"{fam} {row['label']}: {type(exc).__name__}: {str(exc)[:300]}")
                 log(f"  {fam} [{row['label']}] FAILED: {type(exc).__name__}: {exc}")
             save(name, results)
