@@ -21,6 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from surgery.diagnostics import Location  # noqa: E402
+from surgery.pairs import builtin_pair  # noqa: E402
+from surgery.probe.expected import expected_for, shortfall  # noqa: E402
+from surgery.recipe import load_recipe  # noqa: E402
 from tests.probe.heads import HEADS, build, run, verdict  # noqa: E402
 
 
@@ -46,7 +50,10 @@ def main() -> int:
                 rows.append({"id": h.id, "family": h.recipe, "engine": h.engine, "verdict": "ERROR",
                              "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
                 continue
+            r["expected"] = expected_for(load_recipe(h.recipe), builtin_pair(h.recipe), h.engine)
+            short = shortfall(r, Location(file=str(h.draft)))
             rows.append({"id": h.id, "family": h.recipe, "engine": h.engine, "what": h.what, "truth": h.truth,
+                         "expected": r["expected"], "srg496": short.message if short else None,
                          "healthy": h.healthy, "verdict": verdict(h, r), "decision": r["decision"]["status"],
                          "why": r["decision"]["why"], "questions": [q["code"] for q in r["questions"]],
                          "candidates": [{"name": c["name"], "as_served": c["as_served"],

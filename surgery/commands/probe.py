@@ -16,6 +16,7 @@ from ..facts import read_facts
 from ..options import CheckOptions
 from ..pairs import DEFAULT_PROMPTS, builtin_pair
 from ..plan import Runtime
+from ..probe.expected import expected_for, shortfall
 from ..probe.measure_hf import HFMeasurer
 from ..probe.measure_vllm import VLLMMeasurer
 from ..probe.runner import ProbeInput, probe
@@ -141,6 +142,7 @@ def cmd_probe(args, out) -> int:
     progress = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if sys.stderr.isatty() and not args.no_progress \
         else (lambda m: None)
     result = probe(inp, measurer, progress=progress, early_stop=not args.no_early_stop)
+    result["expected"] = expected_for(recipe, pair, args.engine)
     result["diagnostics"] = [d.to_dict() for d in diagnostics(result, draft)]
     if args.write:
         doc = document(result, draft, target, pins(target, draft), card=args.card)
@@ -157,7 +159,8 @@ def cmd_probe(args, out) -> int:
 
 
 def diagnostics(result: dict, draft: Path) -> list:
-    """SRG491 (undecided), SRG492 (the served answer lost), SRG493 (a candidate that could not run)."""
+    """SRG491 (undecided), SRG492 (the served answer lost), SRG493 (a candidate that could not run), SRG496 (no
+    candidate reaches what the pair should: surgery/probe/expected.py)."""
     dec = result["decision"]
     where = Location(file=str(Path(draft) / "config.json"))
     out = []
@@ -168,6 +171,9 @@ def diagnostics(result: dict, draft: Path) -> list:
     for row in result["candidates"]:
         if row["error"]:
             out.append(diag("SRG493", f"{row['name']}: {row['error']}", where))
+    short = shortfall(result, where)
+    if short is not None:
+        out.append(short)
     return out
 
 
@@ -189,6 +195,9 @@ def render(result: dict) -> str:
             + (f"  per position {', '.join(f'{x:.2f}' for x in r['per_position'])}" if r.get("per_position") else ""))
         lines.append(f"  {'*' if r['as_served'] else ' '} {r['name']}")
         lines.append(f"      {state}")
+    exp = result.get("expected")
+    if exp:
+        lines.append(f"  expected: {exp['rate']:.1%} ({exp['from']})")
     dec = result["decision"]
     lines += ["", f"decision: {dec['status']}: {dec['why']}"]
     for code, a in dec.get("answers", {}).items():
