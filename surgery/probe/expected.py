@@ -8,14 +8,16 @@ its recorded expectation is 81 % (docs/gpu.md section 17). SRG496 says so.
 
 Where the expectation comes from, first found: the recipe's `guard.expect` (what a team ships with its
 recipe, surgery/guardrun.py), else the built-in pair's measured `expect.<engine>` when the probe runs on
-the built-in pair (surgery/data/pairs/index.yaml). The bar is the guard's: the mean per-position
-acceptance x (1 - expect_tolerance) (surgery/data/guard.yaml)."""
+the built-in pair (surgery/data/pairs/index.yaml). The rule is the guard's SRG474 rule: under the mean
+per-position acceptance x (1 - expect_tolerance), and so is the Wilson upper end (expect_z) of the
+candidate's rate over its drafts (rounds), the support bound: a short probe (8 prompts x 16 tokens of the
+healthy EAGLE-3 pair on CPU: 59.6 % over 47 drafts) reads well under the pair's long-run figure by chance."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..diagnostics import Diagnostic, Location, diag
-from ..guard import GuardConfig
+from ..guard import GuardConfig, wilson_upper
 
 
 def expected_for(recipe: Any, pair: Any, engine: str) -> dict | None:
@@ -35,24 +37,31 @@ def expected_for(recipe: Any, pair: Any, engine: str) -> dict | None:
             "source": found.get("source")}
 
 
-def best_acceptance(rows: list[dict]) -> tuple[float, str] | None:
-    """The highest acceptance of the candidates that decoded (a candidate that errored is not counted)."""
-    ran = [(r["acceptance"], r["name"]) for r in rows if not r.get("error") and r.get("prompts")]
-    return max(ran) if ran else None
+def best_acceptance(rows: list[dict], z: float = GuardConfig.expect_z) -> tuple[float, float, str] | None:
+    """(acceptance, its Wilson upper end over the candidate's drafts, name) of the candidate with the highest
+    upper end among those that decoded (a candidate that errored is not counted)."""
+    ran = [(wilson_upper(r["acceptance"] * r.get("rounds", 0), r.get("rounds", 0), z), r["acceptance"], r["name"])
+           for r in rows if not r.get("error") and r.get("prompts")]
+    if not ran:
+        return None
+    upper, rate, name = max(ran)
+    return rate, upper, name
 
 
-def shortfall(result: dict, where: Location, tolerance: float = GuardConfig.expect_tolerance) -> Diagnostic | None:
-    """SRG496 when the best candidate is under the expectation x (1 - tolerance)."""
+def shortfall(result: dict, where: Location, tolerance: float = GuardConfig.expect_tolerance,
+              z: float = GuardConfig.expect_z) -> Diagnostic | None:
+    """SRG496 when even the best candidate's support bound is under the expectation x (1 - tolerance)."""
     expected = result.get("expected")
-    best = best_acceptance(result["candidates"])
+    best = best_acceptance(result["candidates"], z)
     if expected is None or best is None:
         return None
-    rate, name = best
+    rate, upper, name = best
     bar = expected["rate"] * (1 - tolerance)
-    if rate >= bar:
+    if upper >= bar:
         return None
     src = expected.get("source") or {}
     said = ", ".join(f"{k} {v}" for k, v in src.items() if k in ("kind", "engine", "release", "card", "date"))
     return diag("SRG496", f"the best candidate ({name}) accepts {rate:.1%}; {expected['from']} is "
                 f"{expected['rate']:.1%}" + (f" ({said})" if said else "") + f", under {bar:.1%} with tolerance "
-                f"{tolerance:g}: no answer to the open questions explains the gap", where)
+                f"{tolerance:g} (upper bound {upper:.1%} at z {z:g} over its drafts): no answer to the open questions explains "
+                "the gap", where)
