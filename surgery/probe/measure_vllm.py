@@ -27,9 +27,12 @@ def _counts(llm) -> dict:
             "accepted": int(c.get("num_accepted_tokens") or 0), "per_position": [int(x) for x in pos]}
 
 
-def not_applied(state_found: bool) -> str:
-    """SRG497's text for a candidate whose engine carries no plugin verification."""
-    what = "no plugin state on the live drafter" if not state_found else "the plugin recorded no verification"
+def not_applied(st) -> str:
+    """SRG497's text for a candidate whose engine carries no plugin verification (`st`: the plugin state
+    on the live drafter; vLLM's wrapped load_model records one even where no recipe was applied)."""
+    what = ("no plugin state on the live drafter" if st is None else
+            "no recipe plan on the live drafter" if getattr(st, "plan", None) is None else
+            "the plugin recorded no verification")
     return diag("SRG497", f"the recipe was not applied on the live engine ({what}): its acceptance would be "
                 "stock vLLM's, not the recipe's").render()
 
@@ -70,7 +73,7 @@ class VLLMMeasurer:
             v = st.verification if st is not None else None
             out.verified = v.ok if v is not None else None
             if v is None:  # measuring now would label stock vLLM's acceptance as the recipe's
-                out.error = not_applied(st is not None)
+                out.error = not_applied(st)
                 return out
             before = _counts(llm)
 

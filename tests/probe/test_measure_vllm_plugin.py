@@ -60,7 +60,10 @@ def test_a_candidate_without_the_plugin_is_refused_not_measured(fake_engine):
 
 def test_state_without_verification_is_refused(fake_engine):
     calls, proposer = fake_engine
-    state.of(proposer)  # the plugin saw the drafter but recorded no verification
+    state.of(proposer)  # vLLM's wrapped load_model recorded the target, no recipe was applied
+    out = _measurer().measure("draft-dir", [[1, 2]], 8, 3, lambda m: True)
+    assert "SRG497" in out.error and "no recipe plan" in out.error and calls["generate"] == 0
+    state.of(proposer).plan = object()  # a plan, but no verification recorded
     out = _measurer().measure("draft-dir", [[1, 2]], 8, 3, lambda m: True)
     assert "SRG497" in out.error and "recorded no verification" in out.error and calls["generate"] == 0
 
@@ -87,5 +90,5 @@ def test_register_refusal_is_the_candidate_error(monkeypatch):
 
 
 def test_not_applied_text_names_the_code_and_the_hint():
-    text = measure_vllm.not_applied(False)
+    text = measure_vllm.not_applied(None)
     assert "SRG497" in text and "stock vLLM" in text and "pip install" in text
