@@ -60,6 +60,7 @@ def main() -> int:
                                          "mean_prompt_acceptance": round(c["mean_prompt_acceptance"], 4),
                                          "acceptance": round(c["acceptance"], 4), "prompts": c["prompts"],
                                          "stopped_early": c["stopped_early"], "per_position": c.get("per_position"),
+                                         "verified": c.get("verified"),  # None: the plugin never applied the recipe (SRG497)
                                          "rounds": c.get("rounds"),
                                          "error": c["error"]} for c in r["candidates"]],
                          "counts": r["counts"], "release": r["release"], "wall_s": round(time.perf_counter() - t, 1)})

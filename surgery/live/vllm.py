@@ -57,8 +57,33 @@ def embedding_capture_is_copied(holder: Any) -> bool:
 
     probe = torch.zeros(1, 1)
     saved = tuple(getattr(holder, "aux_hidden_state_layers", ()))
-    out = getattr(holder, MAYBE_ADD_HIDDEN_STATE)([], 0, probe, None) if 0 in saved else []
+    capture = getattr(holder, MAYBE_ADD_HIDDEN_STATE)
+    stats = getattr(capture, "surgery_copy_stats", None)
+    counted = dict(stats) if stats is not None else None
+    out = capture([], 0, probe, None) if 0 in saved else []
+    if counted is not None:  # this probe is not a forward of the target: embedding_copy_exercised counts those
+        stats.update(counted)
     return bool(out) and out[0] is not probe
+
+
+def embedding_copy_exercised(holder: Any) -> tuple[bool, str]:
+    """Whether the forwards vLLM actually ran went through the id-0 copy (CopyEmbeddingCapture's
+    counters: target forwards seen by a pre-hook outside the decorated model, copies made by the
+    override). Stronger than :func:`embedding_capture_is_copied`, which calls the override itself: this
+    fails when the target ran forwards and none of them took the copy (a forward that captures id 0
+    some other way, a graph traced before the override). Passes with nothing to judge before the first
+    forward, and for a compiled holder (a graph's Python side effects are not counted per call)."""
+    capture = vars(holder).get(MAYBE_ADD_HIDDEN_STATE)
+    stats = getattr(capture, "surgery_copy_stats", None)
+    if stats is None:
+        return False, "no copy installed on the aux holder"
+    forwards, copies = stats["forwards"], stats["copies"]
+    detail = f"target forwards seen={forwards} id-0 copies made={copies}"
+    if getattr(holder, "do_not_compile", True) is False:
+        return True, detail + " (compiled forward: counts not judged)"
+    if forwards and not copies:
+        return False, detail + ": the live forward does not capture aux layer 0 through the copy"
+    return True, detail + ("" if forwards else " (no forward yet)")
 
 
 def target_language_model(target_model: Any) -> Any:

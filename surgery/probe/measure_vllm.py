@@ -4,9 +4,16 @@ spec-decode counters around it (num_drafts, num_draft_tokens, num_accepted_token
 
 Why one engine per candidate: every answer the probe tries (aux ids, norm_before_residual, RoPE) is
 read by vLLM when it builds the draft, so it cannot change on a running engine. The target-only
-greedy reference is not run: acceptance is the probe's measure, and the plugin verifies the wiring."""
+greedy reference is not run: acceptance is the probe's measure, and the plugin verifies the wiring.
+
+Why the measurer registers the plugin itself and refuses a candidate the plugin never touched (SRG497):
+vLLM runs the plugin only through the `vllm.general_plugins` entry point, i.e. where spec-surgery is
+installed. From a checkout on PYTHONPATH (the GPU bundles) nothing applied the recipe, vLLM ignored
+`additional_config.surgery` and every candidate was measured on stock vLLM: on vLLM 0.34 (H100) the
+built-in EAGLE-3 head read aux id 0 by reference and scored 29.1 % "as served" (docs/gpu.md section 17)."""
 from __future__ import annotations
 
+from ..diagnostics import SurgeryError, diag
 from .measure import decode_prompts, error_text, release
 from .stats import Measured, PromptResult
 
@@ -20,6 +27,16 @@ def _counts(llm) -> dict:
             "accepted": int(c.get("num_accepted_tokens") or 0), "per_position": [int(x) for x in pos]}
 
 
+def not_applied(st) -> str:
+    """SRG497's text for a candidate whose engine carries no plugin verification (`st`: the plugin state
+    on the live drafter; vLLM's wrapped load_model records one even where no recipe was applied)."""
+    what = ("no plugin state on the live drafter" if st is None else
+            "no recipe plan on the live drafter" if getattr(st, "plan", None) is None else
+            "the plugin recorded no verification")
+    return diag("SRG497", f"the recipe was not applied on the live engine ({what}): its acceptance would be "
+                "stock vLLM's, not the recipe's").render()
+
+
 class VLLMMeasurer:
     engine = "vllm"
 
@@ -28,10 +45,15 @@ class VLLMMeasurer:
         self.release = release("vllm")
 
     def measure(self, draft_dir, prompts, max_new_tokens: int, k: int, keep_going) -> Measured:
-        from ..vllm import engine, hooks, state
+        from ..vllm import engine, hooks, plugin, state
 
         out = Measured()
         live: dict = {}
+        try:
+            plugin.register()  # idempotent; vLLM calls it too where the entry point is installed
+        except SurgeryError as exc:
+            out.error = str(exc)
+            return out
 
         def grab(proposer, target_model):
             live["proposer"] = proposer
@@ -50,6 +72,9 @@ class VLLMMeasurer:
             st = state.get(live.get("proposer"))
             v = st.verification if st is not None else None
             out.verified = v.ok if v is not None else None
+            if v is None:  # measuring now would label stock vLLM's acceptance as the recipe's
+                out.error = not_applied(st)
+                return out
             before = _counts(llm)
 
             def decode_one(ids) -> PromptResult:

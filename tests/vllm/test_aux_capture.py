@@ -72,3 +72,80 @@ def test_applier_adds_the_copy_only_when_layer_0_is_captured():
     Op.layers = (2, 4, 5)
     prepared = performer("capture_hidden_states", "vllm").prepare(Op, None, Target(), VLLMContext())
     assert not any(isinstance(m, CopyEmbeddingCapture) for m in prepared.mutations)
+
+
+class Target(torch.nn.Module):
+    """Stand-in for the module vLLM's runner calls (LlamaForCausalLM): its inner model holds the aux
+    layers. ``through_instance``: the forward looks the capture up on the instance, as vLLM 0.34's
+    LlamaModel.forward does (llama.py:429, eager path of support_torch_compile: decorators.py:537);
+    otherwise it calls the class's method, as a graph traced before the override would."""
+
+    def __init__(self, through_instance: bool = True):
+        super().__init__()
+        self.model, self.through_instance = Inner((0, 7, 8)), through_instance
+
+    def forward(self, embeddings):
+        inner = self.model
+        if self.through_instance:
+            aux = inner._maybe_add_hidden_state([], 0, embeddings, None)
+        else:
+            aux = EagleModelMixin._maybe_add_hidden_state(inner, [], 0, embeddings, None)
+        embeddings.add_(1.0)  # the first layer's in-place fused add-RMSNorm
+        return aux
+
+
+def _prepared(target):
+    from surgery.live.vllm import VLLMContext
+    from surgery.ops.registry import performer
+
+    class Op:
+        id, op, layers = "capture_hidden_states:aux_layers", "capture_hidden_states", (0, 7, 8)
+
+    prepared = performer("capture_hidden_states", "vllm").prepare(Op, None, target, VLLMContext())
+    for m in prepared.mutations:
+        m.apply()
+    return prepared
+
+
+def _check(prepared, name):
+    (check,) = [c() for c in prepared.checks if name in c().name]
+    return check
+
+
+def test_the_live_forward_goes_through_the_copy():
+    target = Target()
+    prepared = _prepared(target)
+    before = _check(prepared, "live forwards")
+    assert before.ok and "no forward yet" in before.detail  # load time: nothing to judge yet
+    (captured,) = target(torch.zeros(2, 4))
+    (captured2,) = target(torch.zeros(2, 4))
+    assert torch.equal(captured, torch.zeros(2, 4)) and torch.equal(captured2, torch.zeros(2, 4))
+    after = _check(prepared, "live forwards")
+    assert after.ok and "forwards seen=2 id-0 copies made=2" in after.detail
+
+
+def test_a_forward_that_bypasses_the_copy_fails_the_live_check_but_not_the_static_one():
+    """The static probe calls the override itself, so it holds; the target's own forward never used it
+    (the head is fed the overwritten tensor), which only the counted check sees."""
+    target = Target(through_instance=False)
+    prepared = _prepared(target)
+    (captured,) = target(torch.zeros(2, 4))
+    assert torch.equal(captured, torch.ones(2, 4))  # overwritten: the by-reference capture ran
+    assert _check(prepared, "captured as a copy").ok
+    live = _check(prepared, "live forwards")
+    assert not live.ok and "forwards seen=1 id-0 copies made=0" in live.detail
+
+
+def test_compiled_holder_is_not_judged_and_undo_removes_the_counter():
+    from surgery.live.vllm import embedding_copy_exercised
+
+    target = Target(through_instance=False)
+    target.model.do_not_compile = False  # support_torch_compile's flag on a compiled model
+    prepared = _prepared(target)
+    target(torch.zeros(1, 4))
+    ok, detail = embedding_copy_exercised(target.model)
+    assert ok and "compiled forward" in detail
+    for m in reversed(prepared.mutations):
+        m.undo()
+    assert not target._forward_pre_hooks and "_maybe_add_hidden_state" not in vars(target.model)
+    assert embedding_copy_exercised(target.model) == (False, "no copy installed on the aux holder")
