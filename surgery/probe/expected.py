@@ -2,9 +2,9 @@
 
 The probe ranks answers to the questions a config leaves open. When every candidate is far below what the
 pair is known to reach, the cause is outside those questions (the engine, the dtype, a kernel, the
-weights), and ranking the candidates against each other says nothing about it: the H100 run of
-2026-12-06 (vLLM 0.34, float32, eager) gave the built-in EAGLE-3 head 29 % "as served", confirmed, where
-its recorded expectation is 81 % (docs/gpu.md section 17). SRG496 says so.
+weights, a recipe that never ran), and ranking the candidates against each other says nothing about it:
+the H100 run of 2026-12-06 (vLLM 0.34, the plugin not loaded) gave the built-in EAGLE-3 head 29 % "as
+served", confirmed, where its recorded expectation is 81 % (docs/gpu.md section 17). SRG496 says so.
 
 Where the expectation comes from, first found: the recipe's `guard.expect` (what a team ships with its
 recipe, surgery/guardrun.py), else the built-in pair's measured `expect.<engine>` when the probe runs on
