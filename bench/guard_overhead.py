@@ -123,13 +123,13 @@ def serve(pair_dir: Path, guard_on: bool, log: Path, cpu: bool, port_offset: int
     import os
 
     sys.path.insert(0, str(ROOT / "tests" / "vllm"))
-    from openai_server import CPU_ARGS, Server, stat_logger_site
+    from openai_server import CPU_ARGS, Server, plugin_site
 
     surgery = {"recipe": "eagle3", "guard": {} if guard_on else False}
     spec = {"method": "eagle3", "model": str(pair_dir / "draft"), "num_speculative_tokens": 3}
-    site = log.parent / "site"  # the stat-logger entry point for a checkout vLLM's metadata does not list
-    if not site.exists():
-        stat_logger_site(site)
+    site = log.parent / "site"  # the plugin's entry points for a checkout vLLM's metadata does not list: without
+    if not site.exists():       # them the 2026-12-06 H100 runs had the stat logger only, no engine-core guard
+        plugin_site(site)
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "SURGERY_RECIPE": None, "SURGERY_REPORT": None, "PROMETHEUS_MULTIPROC_DIR": None}
     server = Server(pair_dir / "target", log_path=log, env=env)

@@ -35,6 +35,23 @@ def speculative_config(draft: str | Path, k: int = NUM_SPEC) -> str:
     return json.dumps({"method": "mtp", "model": str(draft), "num_speculative_tokens": k})
 
 
+def plugin_site(root: Path) -> Path:
+    """A folder whose dist-info declares every `vllm.*` entry point of this checkout's pyproject.toml (the
+    general plugin that applies the recipe and runs the guard in the engine core, and the stat logger): for a
+    checkout run from PYTHONPATH, where no install declares them (the GPU machine's /tmp/proj). Without the
+    general plugin vLLM ignores additional_config.surgery and serves stock (docs/gpu.md section 17)."""
+    import tomllib
+
+    groups = {g: eps for g, eps in tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+              ["project"]["entry-points"].items() if g.startswith("vllm.")}
+    info = root / "spec_surgery_checkout-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spec-surgery-checkout\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
+                                                   for g, eps in groups.items()))
+    return root
+
+
 def stat_logger_site(root: Path) -> Path:
     """A folder whose dist-info declares this checkout's `vllm.stat_logger_plugins` entry point (the one in
     pyproject.toml): an install made before the entry point existed lacks it, and vLLM finds plugins only
