@@ -220,14 +220,22 @@ def server_bench(args) -> int:
     result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows, "truncated": truncated,
               "cores": cores, "statistic": "median of paired on/off ratios (ABBA rounds), bootstrap 95 % interval",
               "guard_series_on_metrics": sorted(guard_series)}
+    return write_result("guard_overhead_server" + ("-cpu" if args.cpu else ""), result)
+
+
+def write_result(stem: str, result: dict) -> int:
+    """`result` with the vLLM release and the device, as STEM.json under $OUT (else bench/results)."""
+    import os
+
     try:
+        import torch
         import vllm
 
         result["vllm"] = vllm.__version__
-    except Exception:  # noqa: BLE001
+        result["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001 - the figures stand without the versions
         pass
-    name = "guard_overhead_server" + ("-cpu" if args.cpu else "") + ".json"
-    out = Path(os.environ["OUT"]) / name if os.environ.get("OUT") else ROOT / "bench" / "results" / name
+    out = Path(os.environ["OUT"]) / f"{stem}.json" if os.environ.get("OUT") else ROOT / "bench" / "results" / f"{stem}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
@@ -246,7 +254,6 @@ def _scheduler_of(llm):
 
 
 def engine_bench(args) -> int:
-    import os
     import tempfile
 
     from surgery import pairs
@@ -312,19 +319,7 @@ def engine_bench(args) -> int:
     result = {"mode": "cpu" if args.cpu else "gpu", "repeat": args.repeat, "rows": rows,
               "statistic": "median of paired on/off ratios (ABBA rounds, one engine, the guard's wrappers "
                            "uninstalled for off), bootstrap 95 % interval"}
-    try:
-        import torch
-        import vllm
-
-        result["vllm"] = vllm.__version__
-        result["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    except Exception:  # noqa: BLE001
-        pass
-    name = "guard_overhead_engine" + ("-cpu" if args.cpu else "") + ".json"
-    out = Path(os.environ["OUT"]) / name if os.environ.get("OUT") else ROOT / "bench" / "results" / name
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
-    return 0
+    return write_result("guard_overhead_engine" + ("-cpu" if args.cpu else ""), result)
 
 
 def main(argv=None) -> int:
