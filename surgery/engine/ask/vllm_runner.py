@@ -55,6 +55,7 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 # refusals that say the environment (a CPU build, no GPU) cannot do what a GPU serving run does: not the
 # release's verdict for GPU serving, reported as "unjudged" with the reason
@@ -192,8 +193,6 @@ def _shapes(model) -> dict:
 def _draft_vllm_config(config):
     """The config the proposer builds its model with: the draft-model method's own parallel config and
     model config (draft_model.py / standalone_ar), else the target's config with the draft overrides."""
-    from dataclasses import replace
-
     spec = config.speculative_config
     if spec.method == "draft_model":
         parallel = replace(spec.draft_parallel_config, rank=config.parallel_config.rank)
