@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import textfile
 from .diagnostics import INFO, Location, diag, fail
 from .modelsource import LocalSource, ModelSource, parse_hub_ref
 from .formats import original_config
 
 
-def _looks_local(text: str) -> bool:
+def _looks_local(text: str, what: str = "model") -> bool:
     """A missing path the user meant as a path, not a hub id: a file name (`.json`), an explicit
     path (`./x`, `/x`, `~/x`), or `dir/name` where `dir` is a local folder (`configs/nope.json`)."""
     first = text.split("/", 1)[0]
-    return text.endswith((".json", ".yaml", ".yml")) or text.startswith((".", "/", "~")) or Path(first).is_dir()
+    return text.endswith((".json", ".yaml", ".yml")) or text.startswith((".", "/", "~")) or textfile.is_dir(first, what)
 
 
 def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") -> ModelSource:
@@ -24,12 +25,12 @@ def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") ->
         return ref
     text = os.fspath(ref)
     p = Path(text).expanduser()
-    if p.exists():
-        if p.is_dir() and not (p / "config.json").exists():
+    if textfile.exists(p, what):  # SRG781 for a path that cannot be looked up (5,000 characters, a loop)
+        if textfile.is_dir(p, what) and not textfile.exists(p / "config.json", what):
             raise fail("SRG001", f"no such {what} file: {p / 'config.json'}", Location(text),
                        hint="a model folder must contain config.json")
         return LocalSource(p, ref=text)
-    hub = None if _looks_local(text) else parse_hub_ref(text)
+    hub = None if _looks_local(text, what) else parse_hub_ref(text)
     if hub is None:
         raise fail("SRG001", f"no such {what} file: {text}", Location(text),
                    hint="a model is a folder with config.json, a config.json file, or a hub id `org/name[@revision]`")

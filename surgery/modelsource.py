@@ -14,12 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import textfile
 from .textfile import read_file_bytes
 
 # the hub's repo-id rules (huggingface_hub.utils.validate_repo_id): [\w.-] parts, at most 96 chars
 # each, no `--` / `..`, not starting or ending with `-` / `.`; we ask for the `org/name` form
 _PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
-HUB_REF = re.compile(rf"^(?P<repo>{_PART}/{_PART})(?:@(?P<revision>[^\s@]{{1,255}}))?$")
+HUB_REF = re.compile(rf"(?P<repo>{_PART}/{_PART})(?:@(?P<revision>[^\s@]{{1,255}}))?")  # fullmatch: no `$`
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class HubRef:
 
 def parse_hub_ref(text: str) -> HubRef | None:
     """`org/name` or `org/name@revision` -> HubRef; None for anything else (paths)."""
-    m = HUB_REF.match(text)
+    m = HUB_REF.fullmatch(text)
     if not m or "--" in m.group("repo") or ".." in m.group("repo") or m.group("repo").endswith(".git"):
         return None
     return HubRef(m.group("repo"), m.group("revision"))
@@ -42,7 +43,7 @@ def parse_hub_ref(text: str) -> HubRef | None:
 def is_hub_ref(ref: str | os.PathLike) -> bool:
     """True when `ref` names a hub repo (it is no existing local path and has the repo-id shape)."""
     text = os.fspath(ref)
-    return not Path(text).exists() and parse_hub_ref(text) is not None
+    return parse_hub_ref(text) is not None and not textfile.exists(text, "model")
 
 
 class ModelSource:
@@ -110,7 +111,7 @@ class LocalSource(ModelSource):
     def __init__(self, path: str | os.PathLike, ref: str | None = None):
         p = Path(path)
         self.ref = ref if ref is not None else os.fspath(path)
-        if p.is_dir():
+        if textfile.is_dir(p, "model"):
             self.folder, self.config_name, self.is_config_file = p, "config.json", False
         else:
             self.folder, self.config_name, self.is_config_file = p.parent, p.name, True
@@ -130,7 +131,10 @@ class LocalSource(ModelSource):
         return str(self.folder / name)
 
     def has(self, name: str) -> bool:
-        return (self.folder / name).is_file()
+        try:
+            return (self.folder / name).is_file()
+        except (OSError, ValueError):  # a name too long for the file system: no such file
+            return False
 
     def names(self) -> list[str]:
         try:
@@ -142,7 +146,7 @@ class LocalSource(ModelSource):
     def size(self, name: str) -> int | None:
         try:
             return (self.folder / name).stat().st_size
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def read_bytes(self, name: str, max_bytes: int, what: str) -> bytes:
@@ -150,9 +154,7 @@ class LocalSource(ModelSource):
         return read_file_bytes(self.folder / name, max_bytes, what, shown=shown, named=shown)
 
     def read_range(self, name: str, start: int, length: int) -> bytes:
-        with open(self.folder / name, "rb") as fh:
-            fh.seek(start)
-            return fh.read(length)
+        return textfile.read_span(self.folder / name, start, length, "weights", shown=self.location(name))
 
     def pin(self) -> dict:
         return {"ref": self.ref, "source": "local", "path": str(Path(self.ref).expanduser().resolve())}

@@ -16,6 +16,7 @@ from .ops.base import Step
 from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
 from .schemacheck import Validator
+from . import textfile
 from .textfile import read_text_file
 from .yamlload import MAX_BYTES, Loaded, load_yaml_text
 from .prechecked import already_checked
@@ -117,13 +118,21 @@ class Recipe:
 _SHORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+def _there(p: Path) -> bool:
+    """Something is at `p`, or it cannot be looked up (the reader then says why: SRG781)."""
+    try:
+        return textfile.exists(p, "recipe")
+    except SurgeryError:
+        return True
+
+
 def find_recipe(name_or_path: str | os.PathLike) -> Path:
     """A path, or the short name of a shipped recipe (`gemma4-mtp`). Only a plain name (letters,
     digits, `_.-`, no `..`, no separator of any platform) is looked up in the recipes folder, so
     a name can never reach a file outside it; anything else is the user's own path."""
     p = Path(name_or_path)
     text = str(name_or_path)
-    if p.exists() or p.suffix in (".yaml", ".yml") or not _SHORT_NAME.fullmatch(text) or ".." in text:
+    if _there(p) or p.suffix in (".yaml", ".yml") or not _SHORT_NAME.fullmatch(text) or ".." in text:
         return p
     shipped = recipes_dir() / f"{name_or_path}.yaml"
     if shipped.exists():

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 from ..diagnostics import Location, fail
 from ..modelsource import LocalSource, ModelSource
 from ..shown import quoted
+from ..textfile import open_regular, read_span
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well
@@ -76,9 +77,7 @@ class TensorInfo:
     def read(self, offset: int, length: int) -> bytes:
         if self.read_at is not None:
             return self.read_at(offset, length)
-        with open(self.file, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(length)
+        return read_span(self.file, offset, length, "weights")
 
 
 class TensorTable(Mapping):
@@ -203,8 +202,9 @@ def read_header(path: str | os.PathLike, budget: HeaderBudget | None = None) -> 
     p = Path(path)
     where = Location(str(p))
     try:
-        size = p.stat().st_size
-        with open(p, "rb") as fh:
+        fh = os.fdopen(open_regular(p, "weights"), "rb")  # a FIFO or a device: SRG780, never a blocking open
+        size = os.fstat(fh.fileno()).st_size
+        with fh:
             head = fh.read(8)
             if len(head) != 8:
                 raise fail("SRG600", "shorter than the 8-byte header length", where)

@@ -24,19 +24,20 @@ from ..probe.write import document
 from ..recipe import load_recipe
 from ..resolver import resolve
 from ..tinypair import ensure_tiny_pair
+from ..textfile import read_text_file  # the one reader of local inputs (a FIFO, a device: SRG780)
 from .checks import run_checks
 
 HF_DRAFTS = ("gemma4_assistant", "gemma4_unified_assistant")  # what surgery/hf/loader.py load_pair builds
 
 
 MIN_PROMPTS = 2
+MAX_PROMPT_BYTES = 16 << 20  # a prompt file: lines of text
 
 
 def read_prompts(path: str) -> list[str]:
     """One prompt per line (blank lines skipped); SRG490 for a file that cannot serve."""
-    p = Path(path)
     try:
-        lines = [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        lines = [ln for ln in read_text_file(Path(path), MAX_PROMPT_BYTES, "prompts").splitlines() if ln.strip()]
     except (OSError, UnicodeDecodeError) as exc:
         raise SurgeryError(diag("SRG490", f"cannot read prompts from {path} ({type(exc).__name__})",
                                 Location(file=str(path)))) from exc
