@@ -306,6 +306,7 @@ def open_hub_model(hub: HubRef, ref: str) -> HubSource:
     """Pin `hub` to a commit: from the cache when offline (or when the revision is a cached sha),
     else with one API request; coded errors for every way that can fail."""
     names.check_revision(hub.revision or "main", ref)
+    settings.check_environment()  # SRG782 / SRG783 before any request (issue 67)
     if settings.offline() and settings.refresh():
         raise fail("SRG062", "--refresh asks the hub again, and HF_HUB_OFFLINE forbids asking it", Location(ref),
                    hint="unset HF_HUB_OFFLINE, or drop --refresh")
