@@ -96,6 +96,11 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
     """validate / plan: the checks beyond the recipe's own (surgery/checks, docs/audit.md)."""
     p.add_argument("--weights", action="store_true", help="also check the safetensors headers of both folders "
                    "(no tensor data beyond bounded reads, which the output lists)")
+    p.add_argument("--engine-check", action="store_true", help="also ask the engine itself: its config layer, then "
+                   "the target and draft classes constructed on the meta device at --tp / --pp (no weights, no GPU); "
+                   "with --weights, their shapes against the headers (surgery/engine/ask/, SRG760-SRG766)")
+    p.add_argument("--engine-python", default=None, metavar="PATH", help="--engine-check: the python of an "
+                   "environment that has the engine (default: this one, if it imports the engine)")
     p.add_argument("--method", default=None, metavar="M", help="speculative method the engine will be told "
                    "(vLLM: eagle, eagle3, mtp, draft_model, ...); checked against the draft")
     p.add_argument("--max-model-len", type=_parallel_size_or_len, default=None, metavar="N",
@@ -118,6 +123,9 @@ def _add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calculate-kv-scales", action="store_true",
                    help="the engine runs with calculate_kv_scales=True (vLLM releases that have it): checked against "
                    "the KV-shared draft layers (SRG514) and the release (--engine-version)")
+    p.add_argument("--decode-context-parallel-size", "--dcp", dest="decode_context_parallel_size", type=_parallel_size,
+                   default=None, metavar="N", help="decode_context_parallel_size the engine runs (vLLM): checked against "
+                   "block drafters per release (SRG804)")
     p.add_argument("--kv-scales-follow-target", action="store_true",
                    help="the plugin's fix for --calculate-kv-scales is selected (SURGERY_KV_SCALES=follow_target): "
                    "the draft layers take the target's calculated scales")

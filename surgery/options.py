@@ -30,7 +30,10 @@ class CheckOptions(Record):
     rejection_sample_method: str | None = None
     calculate_kv_scales: bool = False
     kv_scales_follow_target: bool = False
+    decode_context_parallel_size: int | None = None  # --decode-context-parallel-size / --dcp (SRG804)
     weights: bool = False  # --weights: also read the safetensors headers
+    engine_check: bool = False  # --engine-check: ask the engine itself (surgery/engine/ask/)
+    engine_python: str | None = None  # --engine-python: the interpreter that has it (None: this one, if it can)
     draft: str | None = None  # the draft reference as given
     target: str | None = None  # the target reference that was read
     target_from_verifier: bool = False  # the head is served as the model (`vllm serve <head>`)

@@ -30,7 +30,7 @@ from ..engine.releases import known, version_key
 from ..options import CheckOptions
 from ..resources import load_data
 from ..formats import original_config
-from .inherit import derived_max_len, rope_kind
+from .inherit import derived_max_len, merge_overrides, rope_kind
 from .field import normalise_method
 from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
@@ -92,10 +92,24 @@ def _text(raw: dict) -> dict:
     return t if isinstance(t, dict) else raw
 
 
-def rope_specs(raw: dict) -> dict[str, dict]:
+def theta_default(raw: dict) -> float:
+    """The rope_theta transformers 5 fills when config.json states none (its class's `default_theta`,
+    surgery/data/catalogue4.yaml `rope_theta_default`; Automodel#3267: a draft without the key loads 10000)."""
+    from .catalogue4 import data as c4
+
+    rule = c4()["rope_theta_default"]
+    text = _text(raw)
+    for mt in (text.get("model_type"), raw.get("model_type")):
+        if mt in rule["by_model_type"]:
+            return float(rule["by_model_type"][mt])
+    return float(rule["default"])
+
+
+def rope_specs(raw: dict, fill_theta: bool = False) -> dict[str, dict]:
     """{layer kind: the RoPE a config states}: one entry (`all`) or one per layer type where the
     config nests rope_parameters by layer type (Gemma 4: full_attention / sliding_attention; DeepSeek
-    V4: main / compress)."""
+    V4: main / compress). `fill_theta`: an absent rope_theta is the one transformers fills (marked
+    `_theta_filled`)."""
     text = _text(raw)
     rs = text.get("rope_scaling")
     rp = text.get("rope_parameters")
@@ -110,6 +124,8 @@ def rope_specs(raw: dict) -> dict[str, dict]:
             spec["rope_theta"] = text["rope_theta"]
         if "partial_rotary_factor" not in spec and isinstance(text.get("partial_rotary_factor"), (int, float)):
             spec["partial_rotary_factor"] = text["partial_rotary_factor"]
+        if fill_theta and "rope_theta" not in spec:
+            spec["rope_theta"], spec["_theta_filled"] = theta_default(raw), True
         out[kind] = spec
     return out
 
@@ -118,12 +134,14 @@ def _num(v: Any) -> Any:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-def rope_differences(draft_raw: dict, target_raw: dict, scope: str = "all") -> list[tuple[str, str, Any, Any]]:
+def rope_differences(draft_raw: dict, target_raw: dict, scope: str = "all",
+                     fill_theta: bool = False) -> list[tuple[str, str, Any, Any]]:
     """[(layer kind, field, draft value, target value)] where the draft's RoPE is not the target's
-    (`scope` scaling: without the fields that are the draft's own architecture)."""
+    (`scope` scaling: without the fields that are the draft's own architecture). `fill_theta`: an absent
+    rope_theta is compared as the value transformers fills for it."""
     rules = data()["rope"]
     skip = set(rules["scaling_only_skips"]) if scope == "scaling" else set()
-    d_specs, t_specs = rope_specs(draft_raw), rope_specs(target_raw)
+    d_specs, t_specs = rope_specs(draft_raw, fill_theta), rope_specs(target_raw, fill_theta)
     if set(d_specs) != set(t_specs):  # nested on one side only: compare the full-attention / main entry
         pick = lambda s: s.get("all") or s.get("full_attention") or s.get("main") or next(iter(s.values()))  # noqa: E731
         d_specs, t_specs = {"all": pick(d_specs)}, {"all": pick(t_specs)}
@@ -154,29 +172,55 @@ def layout(raw: dict) -> tuple[str, str] | None:
     return None
 
 
-def _rope_severity(scope: str, raw: dict) -> str:
+def _rope_severity(scope: str, raw: dict, method: str | None = None, theta_filled: bool = False) -> str:
     """A KV-sharing draft (scope `all`) must rotate as the target: a warning. A head that rotates with its
     own config and states no scaling at all was most likely trained that way (the published EAGLE-3
     Llama 3.1 head: 2048 positions, plain RoPE), so it is a note; it is a warning when the head states
     another scaling, or is a speculators file, where a conversion dropping rope_scaling is the named
     failure (speculators#574)."""
-    if scope == "all":
-        return WARNING
+    if scope == "all" or theta_filled:
+        return WARNING  # a theta the export dropped (Automodel#3267) rotates every position otherwise
     own = original_config(raw or {})
     states_scaling = any(k in own for k in ("rope_scaling", "rope_parameters"))
     return WARNING if states_scaling or "speculators_config" in own else INFO
 
 
-def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
+def _fills_theta(draft_raw: dict, scope: str, method: str) -> bool:
+    """Whether an absent rope_theta of the draft is compared as the value transformers fills (Automodel#3267):
+    for a draft that must rotate as the target (scope `all`), a block drafter (built from the target's config:
+    its theta is the target's), or a head that states a RoPE key of its own. A head that states no RoPE key
+    at all (the published EAGLE-3 Llama 3.1 head) was most likely trained with the class default: not filled."""
+    own = original_config(draft_raw or {})
+    return scope == "all" or method in ("dflash", "dspark") or any(
+        k in own or k in _text(own) for k in ("rope_scaling", "rope_parameters"))
+
+
+def rope_check(draft, target, *, method: str, hf_overrides: dict | None = None) -> list[Diagnostic]:
     scope = data()["rope"]["methods"].get(method)
     if scope is None:
         return []
     if draft.source == target.source or draft.raw == target.raw:
         return []  # the target's own MTP block: one config
     out = []
-    diffs = rope_differences(draft.raw, target.raw, scope)
+    # RoPE facts that arrive another way (issue 68): the target's --hf-overrides (dict overrides reach the
+    # target only), the theta transformers fills for an absent key, rope_parameters as well as rope_scaling
+    target_raw = merge_overrides(target.raw, hf_overrides) if hf_overrides else target.raw
+    fill = _fills_theta(draft.raw, scope, method)
+    diffs = rope_differences(draft.raw, target_raw, scope, fill_theta=fill)
     if diffs:
-        shown = "; ".join(f"{f}{'' if k == 'all' else f' ({k})'}: draft {dv!r}, target {tv!r}" for k, f, dv, tv in diffs)
+        d_specs = rope_specs(draft.raw, fill)
+        filled = any(v.get("_theta_filled") for v in d_specs.values())
+        shown = "; ".join(f"{f}{'' if k == 'all' else f' ({k})'}: draft {dv!r}"
+                          + (" (no key: transformers fills it, Automodel#3267)" if f == "rope_theta" and filled else "")
+                          + f", target {tv!r}" for k, f, dv, tv in diffs)
+        if hf_overrides and rope_differences(draft.raw, target.raw, scope, fill_theta=fill) != diffs:
+            shown += (" (the target's RoPE as --hf-overrides sets it; dict overrides do not reach the draft, which "
+                      "then runs without the target's YaRN: SpecForge#742)")
+        own = original_config(draft.raw or {})
+        text_own = _text(own)
+        if "rope_parameters" in text_own and "rope_scaling" not in text_own and any(f != "rope_theta" for _, f, _, _ in diffs):
+            shown += ("; the draft states rope_parameters only, as transformers 5 save_pretrained writes it "
+                      "(SpecForge#742: an export that kept rope_parameters and dropped rope_scaling lost the target's YaRN)")
         key = "rope_scaling" if any(f != "rope_theta" for _, f, _, _ in diffs) else "rope_theta"
         why = ("the draft reads keys the target rotated (or is the target's own block), so it must rotate as the "
                "target does" if scope == "all" else
@@ -187,7 +231,8 @@ def rope_check(draft, target, *, method: str) -> list[Diagnostic]:
                         Location(draft.source, key_path=draft.key_prefix + key),
                         "copy the target's rope_scaling / rope_parameters (type, factor, original length, theta, "
                         "partial rotary factor) into the draft's config (speculators#574: a conversion dropped "
-                        "rope_scaling)", severity=_rope_severity(scope, draft.raw)))
+                        "rope_scaling)", severity=_rope_severity(scope, draft.raw, method,
+                                                                 theta_filled=filled and any(f == "rope_theta" for _, f, _, _ in diffs))))
     dl, tl = layout(draft.raw), layout(target.raw)
     if dl and tl and dl[1] != tl[1]:
         out.append(diag("SRG619", f"rotary layout: the draft states {dl[0]}={_text(draft.raw).get(dl[0], draft.raw.get(dl[0]))!r} "
@@ -271,7 +316,12 @@ def lm_head_rule_check(draft, target, *, method: str, engine: str, version: str 
                      where, severity=INFO)]
     row = hits[0]
     label = f"{engine} {release}" if release else engine
-    return [diag("SRG622", f"{head}; {label} {row['outcome']} ({row['source']})", where,
+    from .catalogue4 import reports as c4_reports  # the field's fourth catalogue names this class of report
+
+    ascend = next((r for r in releases()["block_drafter_lm_head"] if r["engine"] == "vllm-ascend"), None)
+    named = (f"; vllm-ascend forces the target's head over it ({c4_reports('block_drafter_own_head')}: "
+             "~25 % -> 1-1.7 %)" if ascend and row["keeps"] else "")
+    return [diag("SRG622", f"{head}; {label} {row['outcome']} ({row['source']}){named}", where,
                  None if row["keeps"] else "serve on a release that keeps the draft's own lm_head; `surgery audit` "
                  "checks the live head (SRG704)", severity=row["severity"])]
 
@@ -300,9 +350,9 @@ def conditioning_check(draft) -> list[Diagnostic]:
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: bool, version: str | None,
-                        max_model_len: int | None) -> list[Diagnostic]:
+                        max_model_len: int | None, hf_overrides: dict | None = None) -> list[Diagnostic]:
     engine = plan.runtime.engine
-    out = rope_check(draft, target, method=method)
+    out = rope_check(draft, target, method=method, hf_overrides=hf_overrides)
     if engine == "vllm":
         out += draft_length_check(draft, target, method=method, parallel=parallel, version=version,
                                   max_model_len=max_model_len)
@@ -324,4 +374,4 @@ def cli_catalogue3(options: CheckOptions, plan, recipe, draft, target) -> list[D
     method, parallel = served_method(options, recipe)
     version = options.engine_version or config_spelling.installed_vllm_version()
     return catalogue3_findings(plan, recipe, draft, target, method=method, parallel=parallel, version=version,
-                               max_model_len=options.max_model_len)
+                               max_model_len=options.max_model_len, hf_overrides=options.hf_overrides)

@@ -15,7 +15,9 @@ from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with K
 from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
 from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
+from ..checks.catalogue4 import cli_catalogue4  # the field's fourth catalogue (SRG800-805)
 from ..guardrun import recipe_note  # the recipe's own guard settings, one line (SRG480)
+from ..engine.ask.check import engine_check  # --engine-check: the engine asked itself (SRG760-SRG766)
 
 
 def run_checks(options: CheckOptions, recipe, draft, target, plan):
@@ -48,7 +50,10 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     findings += cli_kv_scales_check(options, plan)
     findings += cli_engine_start_check(options, plan, draft, target, recipe)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
+    findings += cli_catalogue4(options, plan, recipe, draft, target)
     findings += recipe_note(recipe)
+    if options.engine_check:
+        findings += cli_engine_check(options, recipe, draft, target, plan, report)
     plan = with_findings(plan, findings)
     return replace(plan, diagnostics=tuple(drop_restated(list(plan.diagnostics)))), report
 
@@ -60,3 +65,21 @@ def weights_text(report) -> str:
     lines.extend(f"  data read: {r}" for r in report.data_reads)
     lines.extend(f"  at load time: {role}: {what}" for role, what in report.decisions.items())
     return "\n".join(lines)
+
+
+def cli_engine_check(options: CheckOptions, recipe, draft, target, plan, report) -> list:
+    """--engine-check: the pair and the serving flags asked of the engine (surgery/engine/ask/check.py); with
+    --weights, the headers the report read are the shapes it is compared with."""
+    headers = None
+    if report is not None:  # the headers --weights read, read again (local files; hub ranges from their cache)
+        from ..checks.weights import _source, read_checkpoint
+
+        headers = {role: {t.name: list(t.shape) for t in read_checkpoint(_source(facts, ref)).tensors.values()}
+                   for role, facts, ref in (("target", target, options.target), ("draft", draft, options.draft))}
+    rt = plan.runtime
+    return engine_check(engine=options.engine, release=options.engine_version, python=options.engine_python,
+                        draft_raw=draft.raw, target_raw=target.raw,
+                        method=options.method or (recipe.engine.get(options.engine) or {}).get("method"),
+                        tp=rt.tp_size, pp=rt.pp_size, max_model_len=options.max_model_len,
+                        kv_cache_dtype=rt.kv_cache_dtype, hf_overrides=options.hf_overrides,
+                        k=options.num_speculative_tokens, headers=headers)

@@ -1,0 +1,250 @@
+"""The field's fourth catalogue, config side (SRG800-SRG805; data: surgery/data/catalogue4.yaml, each
+per-release row read from that release's wheel with its file:line). docs/audit.md "Catalogue 4" maps every
+report of ../shared/FIELD.md "Catalogue 4" marked C to the code that names it.
+
+- SRG800: DSpark at num_speculative_tokens past the block size it was trained for (vllm#41834);
+- SRG801: a DFlash draft that states no causality (Automodel#3235: the export dropped dflash_config.causal);
+- SRG802: a weight-quantised DFlash drafter on a release whose fused context-KV path bypasses the
+  quantisation (vllm#51581);
+- SRG803: a target class whose published EAGLE-3 heads were trained off by one from vLLM's numbering, with
+  a head that states no ids (vllm#43671: MiniMax-M2);
+- SRG804: DFlash / DSpark under decode context parallelism (--dcp; vllm#48381);
+- SRG805: MTP under pipeline parallelism, per release (vllm#44697, #44698, #52295, #46994);
+- RoPE facts that arrive another way (--hf-overrides, the theta transformers fills, rope_parameters-only
+  exports) reach the RoPE comparison of catalogue3.py (SRG618, SpecForge#742, Automodel#3267);
+- the block drafter's own lm_head per release is SRG622 (catalogue3.py; vllm-ascend#9795, #11374, #9946).
+
+Every finding here is a vLLM finding: emitted only for `--engine vllm` (SGLang's code was not read for them).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..resources import load_data
+from .catalogue3 import known_releases, release_of, served_method
+from . import config_spelling  # installed_vllm_version read when called (tests set it)
+
+
+@lru_cache(maxsize=1)
+def data() -> dict:
+    return load_data("data/catalogue4.yaml")
+
+
+def reports(name: str) -> str:
+    return ", ".join(r.replace("vllm-project/", "").replace("NVIDIA-NeMo/", "") for r in data()["checks"][name]["reports"])
+
+
+def _get(raw: dict, dotted: str):
+    value = raw
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _read(rows: dict, release: str | None) -> dict | None:
+    return rows.get(release) if release else None
+
+
+def _unread(version: str | None, rows: dict) -> str:
+    return (f"what vLLM {version or '(none installed)'} does was not read here (rules read from the wheels of "
+            f"{', '.join(rows)}: surgery/data/catalogue4.yaml)")
+
+
+# ------------------------------------------------------------------------------------- SRG800: DSpark k
+
+def block_size(draft) -> tuple[str, int] | None:
+    for key in data()["dspark_k"]["block_keys"]:
+        value = _get(draft.raw, key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return key, value
+    return None
+
+
+def dspark_k_check(draft, *, method: str, k: int | None, version: str | None) -> list[Diagnostic]:
+    if method != "dspark" or k is None:
+        return []
+    found = block_size(draft)
+    if found is None:
+        return []
+    key, size = found
+    rule = data()["dspark_k"]
+    release = release_of(version)
+    row = _read(rule["releases"], release)
+    where = Location(draft.source, key_path=draft.key_prefix + key)
+    if k < size:
+        if row and row.get("smaller_refused_key") and _get(draft.raw, row["smaller_refused_key"]) is not None:
+            return [diag("SRG800", f"DSpark at num_speculative_tokens {k} under the draft's {key} {size}: vLLM {release} "
+                         f"{row['smaller']} ({row['at']})", where, f"serve with --num-speculative-tokens {size}",
+                         severity=ERROR)]
+        return []
+    if k == size:
+        return []
+    said = (f"vLLM {release} {row['larger']} ({row['at']})" if row else _unread(version, rule["releases"]))
+    return [diag("SRG800", f"DSpark at num_speculative_tokens {k} past the draft's {key} {size}: the head drafts "
+                 f"positions it was never trained for, and acceptance collapses with no error ({reports('dspark_k_past_block')}: "
+                 f"{rule['measured']}); {said}", where,
+                 f"serve with --num-speculative-tokens {size} (the block the head was trained for), or a head trained "
+                 f"with a block of {k}", severity=WARNING)]
+
+
+# ------------------------------------------------------------------------------------ SRG801: causality
+
+def dflash_causal_check(draft, *, method: str, version: str | None) -> list[Diagnostic]:
+    if method != "dflash" or not isinstance(draft.raw.get("dflash_config"), dict):
+        return []
+    rule = data()["dflash_causal"]
+    if any(_get(draft.raw, k) is not None for k in rule["keys"]):
+        return []
+    auto_map = draft.raw.get("auto_map") or {}
+    by_design = next((p for p in rule["non_causal_by_design"] if p["auto_map"] in (auto_map.values() if
+                                                                                     isinstance(auto_map, dict) else ())), None)
+    layer_types = draft.raw.get("layer_types") or []
+    n = draft["num_hidden_layers"] if draft.scalars.get("num_hidden_layers") is not None else len(layer_types)
+    causal = [i for i, t in enumerate(layer_types) if t == "sliding_attention"]
+    noncausal = [i for i in range(n or 0) if i not in causal]
+    release = release_of(version)
+    row = _read(rule["releases"], release)
+    does = (f"vLLM {release} falls back to {row['fallback']} ({row['at']})" if row else _unread(version, rule["releases"]))
+    shown = (f"layers {noncausal} run non-causal" + (f", {causal} causal" if causal else "")) if n else "layer causality by layer type"
+    where = Location(draft.source, key_path="dflash_config.causal")
+    if by_design:
+        return [diag("SRG801", f"the DFlash draft states no dflash_config.causal: {does}: {shown}; {by_design['producer']} "
+                     f"({by_design['auto_map']}) trains DFlash non-causal, which is that default ({reports('dflash_causal_absent')}: "
+                     "an export that drops the key from a causal head loses acceptance only)", where, severity=INFO)]
+    return [diag("SRG801", f"the DFlash draft states no dflash_config.causal (nor is_causal): {does}: {shown}; a head "
+                 f"trained causal whose export dropped the key runs with the wrong attention and loses acceptance, "
+                 f"no error ({reports('dflash_causal_absent')})", where,
+                 "write dflash_config.causal as the head was trained (true: causal; false: bidirectional block)",
+                 severity=WARNING)]
+
+
+# -------------------------------------------------------------------------------- SRG802: quantised DFlash
+
+def quantised_dflash_check(draft, *, method: str, version: str | None) -> list[Diagnostic]:
+    qc = draft.raw.get("quantization_config")
+    if method != "dflash" or not isinstance(qc, dict):
+        return []
+    scheme = qc.get("quant_method") or "?"
+    rows = data()["quantised_dflash"]["releases"]
+    release = release_of(version)
+    row = _read(rows, release)
+    where = Location(draft.source, key_path="quantization_config.quant_method")
+    head = f"weight-quantised DFlash drafter (quantization_config quant_method {scheme!r})"
+    if row is None:
+        return [diag("SRG802", f"{head}: {_unread(version, rows)}; 0.26 {rows['0.26.0']['outcome']} "
+                     f"({reports('quantised_dflash')})", where, severity=INFO)]
+    if not row["severity"]:
+        return []
+    return [diag("SRG802", f"{head}: vLLM {release} {row['outcome']} ({row['at']}; {reports('quantised_dflash')})", where,
+                 "serve an unquantised (bf16) DFlash drafter on this release, or a release that runs quantised "
+                 "projections through their quant method (0.34)", severity=row["severity"])]
+
+
+# ------------------------------------------------------------------------- SRG803: capture per target class
+
+def class_convention_check(draft, target, *, method: str, version: str | None) -> list[Diagnostic]:
+    if method != "eagle3":
+        return []
+    conv = next((c for a, c in data()["class_conventions"].items() if a in target.architectures), None)
+    if conv is None:
+        return []
+    from ..formats import original_config  # the ids as the published file states them
+
+    own = original_config(draft.raw or {})
+    stated = [own.get("eagle_aux_hidden_state_layer_ids"), _get(own, "eagle_config.eagle_aux_hidden_state_layer_ids"),
+              _get(own, "speculators_config.eagle_aux_hidden_state_layer_ids"), own.get("aux_hidden_state_layer_ids")]
+    if any(v for v in stated):
+        return []
+    L = target["num_hidden_layers"]
+    if not isinstance(L, int):
+        return []
+    default = (2, L // 2, L - 3)
+    shifted = tuple(i + conv["shift"] for i in default)
+    release = release_of(version)
+    at = conv["at"].get(release) if release else None
+    capture = (f"vLLM {release}'s class records id idx + 1 after layer idx ({at}), so its ids are the inputs of "
+               "those layers" if at else "vLLM's ids are layer inputs (id i = the input of layer i)")
+    return [diag("SRG803", f"EAGLE-3 head with no aux layer ids on a {', '.join(target.architectures)} target: vLLM uses "
+                 f"its default {default}; the published heads of this class were trained on {conv['trained_as']} "
+                 f"(vLLM ids {shifted}); {capture}: the default is off by one ({', '.join(conv['reports'])}: "
+                 f"{conv['measured']})", Location(draft.source, key_path="eagle_aux_hidden_state_layer_ids"),
+                 f"state eagle_aux_hidden_state_layer_ids {list(shifted)} in the head's config (or the ids it was "
+                 "trained on, in vLLM's numbering)", severity=WARNING)]
+
+
+# ------------------------------------------------------------------------------------------ SRG804: DCP
+
+def dcp_check(*, method: str, dcp: int | None, version: str | None, draft) -> list[Diagnostic]:
+    rule = data()["decode_context_parallel"]
+    if not dcp or dcp <= 1 or method not in rule["methods"]:
+        return []
+    release = release_of(version)
+    row = _read(rule["releases"], release)
+    where = Location(draft.source)
+    head = f"{method} under decode context parallelism (decode_context_parallel_size {dcp})"
+    if row is None:
+        return [diag("SRG804", f"{head}: {_unread(version, rule['releases'])}; on 0.26 it gives ~0 % "
+                     f"({reports('decode_context_parallel')})", where, severity=WARNING)]
+    return [diag("SRG804", f"{head}: vLLM {release} {row['outcome']} ({row['at']}; {reports('decode_context_parallel')})",
+                 where, None if row["severity"] != ERROR else "serve the block drafter with --decode-context-parallel-size 1, "
+                 "or on a release that gives the draft its own DCP (0.34)", severity=row["severity"])]
+
+
+# ------------------------------------------------------------------------------------- SRG805: MTP and PP
+
+def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) -> list[Diagnostic]:
+    if pp <= 1 or method != "mtp":
+        return []
+    from ..engine.releases import release
+    from .engine_start import _served_draft_class  # the class the release builds for the MTP layer
+
+    rel = release("vllm", version)[0] if version else None
+    if rel is None:
+        return []
+    classes = rel.facts.get("classes") or {}
+    served = _served_draft_class(rel, draft, target, method)
+    rule = data()["mtp_pipeline"]
+    where = Location(draft.source, key_path="architectures")
+    names = reports("mtp_pipeline_parallel")
+    if classes.get("draft_pp") == "target":
+        if served is None or served not in (classes.get("draft_architectures_with_pp") or []):
+            return []  # refused at start: SRG344 says it
+        at = rule["target_pp"]["at"].get(rel.version, "vllm/config/speculative.py create_draft_parallel_config")
+        return [diag("SRG805", f"MTP at pipeline size {pp} on vLLM {rel.label()}: {served} {rule['target_pp']['outcome']} "
+                     f"({at}; {names})", where, "serve the MTP draft with --pp 1 on this release, or on 0.30 or later "
+                     "(the draft runs at pipeline size 1 on the last stage)", severity=ERROR)]
+    at = rule["own_pp"]["at"].get(rel.version)
+    return [diag("SRG805", f"MTP at pipeline size {pp} on vLLM {rel.label()}: it {rule['own_pp']['outcome']}"
+                 + (f" ({at})" if at else " (release data: classes.draft_pp 1)") + f"; the divergence of {names} was "
+                 "measured on 0.25.2.dev-0.26.1rc1, where the draft took the target's pipeline size", where,
+                 severity=INFO)]
+
+
+# ----------------------------------------------------------------------------------------------- entry
+
+def catalogue4_findings(draft, target, *, engine: str, method: str, version: str | None, k: int | None,
+                        pp: int = 1, dcp: int | None = None) -> list[Diagnostic]:
+    if engine != "vllm":
+        return []
+    out = dspark_k_check(draft, method=method, k=k, version=version)
+    out += dflash_causal_check(draft, method=method, version=version)
+    out += quantised_dflash_check(draft, method=method, version=version)
+    out += class_convention_check(draft, target, method=method, version=version)
+    out += dcp_check(method=method, dcp=dcp, version=version, draft=draft)
+    out += mtp_pp_check(draft, target, method=method, pp=pp, version=version)
+    return out
+
+
+def cli_catalogue4(options, plan, recipe, draft, target) -> list[Diagnostic]:
+    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM."""
+    method, _ = served_method(options, recipe)
+    version = options.engine_version or config_spelling.installed_vllm_version()
+    return catalogue4_findings(draft, target, engine=options.engine, method=method, version=version,
+                               k=options.num_speculative_tokens, pp=plan.runtime.pp_size,
+                               dcp=getattr(options, "decode_context_parallel_size", None))
+
+
+__all__ = ["catalogue4_findings", "cli_catalogue4", "known_releases"]
