@@ -157,6 +157,8 @@ def ask_run(engine: str, python: str, cases: list[dict], *, timeout_s: float = T
     if script is None or not script.is_file():
         run.failure, run.detail = "no-python", f"no runner for engine {engine!r}"
         return run
+    if os.sep in python:  # the child runs in its own folder: a relative path is made absolute (links kept)
+        python = os.path.abspath(python)
     folder = Path(tempfile.mkdtemp(prefix=f"surgery-ask-{engine}-"))
     try:
         (folder / "in.json").write_text(json.dumps(cases), encoding="utf-8")

@@ -37,7 +37,8 @@ folder, "method", "k", "tp", "pp", "max_model_len", "kv_cache_dtype", "hf_overri
 "full_shapes": bool (when tp * pp > 1, also build at tp 1 / pp 1 for the shapes a checkpoint holds)}.
 Output (last line): {"engine": "vllm", "version", "peak_rss_kb", "verdicts": [{"id", "stage": null |
 "config" | "construct" | "unjudged", "type", "message", "where", "frames", "refusals", "shapes": {"target":
-{name: [dims]}, "draft": {...}}, "shapes_at": {"tp", "pp"}, "unconstructed": [...], "seconds"}]}.
+{name: [dims]}, "draft": {...}}, "shapes_at": {"tp", "pp"}, "naming": {"target" / "draft": {"prefix",
+"substr", "suffix", "packed"}}, "unconstructed": [...], "seconds"}]}.
 
 Run: VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES= VLLM_ENABLE_V1_MULTIPROCESSING=0 python vllm_runner.py < cases.json
 """
@@ -190,6 +191,24 @@ def _shapes(model) -> dict:
     return {name: [int(d) for d in p.shape] for name, p in model.named_parameters()}
 
 
+def _naming(model) -> dict:
+    """How the class names checkpoint tensors: its `hf_to_vllm_mapper` (WeightsMapper: prefix / substring /
+    suffix renames, string keys only; None drops the tensor) and `packed_modules_mapping` (the fused
+    projections: qkv_proj <- q_proj, k_proj, v_proj), so the caller can match checkpoint names to
+    parameters the way the class's loader does."""
+    out: dict = {}
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    for kind in ("prefix", "substr", "suffix"):
+        table = getattr(mapper, f"orig_to_new_{kind}", None)
+        if isinstance(table, dict):
+            out[kind] = {k: v for k, v in table.items() if isinstance(k, str) and (v is None or isinstance(v, str))}
+    packed = getattr(model, "packed_modules_mapping", None)
+    if isinstance(packed, dict):
+        out["packed"] = {k: [str(x) for x in v] for k, v in packed.items()
+                         if isinstance(k, str) and isinstance(v, (list, tuple))}
+    return out
+
+
 def _draft_vllm_config(config):
     """The config the proposer builds its model with: the draft-model method's own parallel config and
     model config (draft_model.py / standalone_ar), else the target's config with the draft overrides."""
@@ -213,10 +232,11 @@ def _refusal(model: str, exc: BaseException) -> dict:
     return row
 
 
-def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, list[str]]:
-    """(refusals, shapes, unconstructed): the target on every pipeline stage, then the draft on the last."""
+def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, dict, list[str]]:
+    """(refusals, shapes, naming, unconstructed): the target on every pipeline stage, then the draft on the
+    last."""
     _init_distributed()
-    refusals, shapes, unconstructed = [], {"target": {}, "draft": {}}, []
+    refusals, shapes, naming, unconstructed = [], {"target": {}, "draft": {}}, {}, []
     ctx = _forward_context(config)
     for rank in range(pp):
         if ctx is not None:
@@ -225,6 +245,7 @@ def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, l
             with parallel_as(tp, pp, rank):
                 model = _build(config, config.model_config, "")
             shapes["target"].update(_shapes(model))
+            naming["target"] = _naming(model)
             del model
         except Exception as exc:  # noqa: BLE001 - the release's refusal is the answer
             refusals.append(_refusal("target", exc) | ({"pp_rank": rank} if pp > 1 else {}))
@@ -232,17 +253,17 @@ def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, l
     spec = config.speculative_config
     if spec is None or spec.draft_model_config is None:
         unconstructed.append(f"draft: method {getattr(spec, 'method', None)!r} builds no draft model")
-        return refusals, shapes, unconstructed
+        return refusals, shapes, naming, unconstructed
     try:
         draft_config, prefix = _draft_vllm_config(config)
         draft_tp = spec.draft_parallel_config.tensor_parallel_size if spec.draft_parallel_config else tp
         with parallel_as(draft_tp, pp, pp - 1):
             model = _build(draft_config, spec.draft_model_config, prefix)
-        shapes["draft"] = _shapes(model)
+        shapes["draft"], naming["draft"] = _shapes(model), _naming(model)
         del model
     except Exception as exc:  # noqa: BLE001
         refusals.append(_refusal("draft", exc))
-    return refusals, shapes, unconstructed
+    return refusals, shapes, naming, unconstructed
 
 
 def verdict(case: dict) -> dict:
@@ -251,9 +272,10 @@ def verdict(case: dict) -> dict:
     if refused is not None:
         return {**refused, "seconds": round(time.perf_counter() - started, 3)}
     out = {"id": case["id"], "stage": None, "type": None, "message": None, "where": None, "frames": [],
-           "refusals": [], "shapes": {}, "shapes_at": {"tp": case["tp"], "pp": case["pp"]}, "unconstructed": []}
-    refusals, shapes, unconstructed = construct(config, case, case["tp"], case["pp"])
-    out["refusals"], out["shapes"], out["unconstructed"] = refusals, shapes, unconstructed
+           "refusals": [], "shapes": {}, "shapes_at": {"tp": case["tp"], "pp": case["pp"]}, "naming": {},
+           "unconstructed": []}
+    refusals, shapes, naming, unconstructed = construct(config, case, case["tp"], case["pp"])
+    out.update(refusals=refusals, shapes=shapes, naming=naming, unconstructed=unconstructed)
     judged = [r for r in refusals if not r.get("unjudged")]
     for r in refusals:
         if r.get("unjudged"):
@@ -272,7 +294,7 @@ def verdict(case: dict) -> dict:
         if full is None:
             out["unconstructed"].append(f"shapes at tp 1 / pp 1: the config layer refused ({why.get('message', '')[:200]})")
         else:
-            more, full_shapes, _ = construct(full, case, 1, 1)
+            more, full_shapes, _, _ = construct(full, case, 1, 1)
             if more:
                 out["unconstructed"].append(f"shapes at tp 1 / pp 1: {more[0]['model']} refused "
                                             f"({more[0]['message'][:200]})")
