@@ -29,17 +29,13 @@ import logging
 import re
 import sys
 import textwrap
+from pathlib import Path
 
 
-def _engine_args(case: dict):
-    from vllm.engine.arg_utils import EngineArgs
-
-    spec = {"method": case["method"], "model": case["draft"], "num_speculative_tokens": case.get("k", 2)}
-    spec.update(case.get("spec_extra") or {})
-    return EngineArgs(model=case["target"], speculative_config=spec, tensor_parallel_size=case["tp"],
-                      pipeline_parallel_size=case["pp"], max_model_len=case.get("max_model_len"),
-                      kv_cache_dtype=case.get("kv_cache_dtype", "auto"), load_format="dummy",
-                      skip_tokenizer_init=True, enforce_eager=True, hf_overrides=case.get("hf_overrides") or {})
+# the config stage is shared with `surgery validate --engine-check`'s runner (one file, imported by path: it
+# imports nothing of surgery either)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "surgery" / "engine" / "ask"))
+from vllm_runner import config_stage, engine_args as _engine_args  # noqa: E402,F401
 
 
 def _qkv(model_config, tp: int) -> str | None:
@@ -166,15 +162,9 @@ def _target_class(config):
 
 
 def verdict(case: dict) -> dict:
-    try:
-        config = _engine_args(case).create_engine_config()
-    except Exception as exc:  # noqa: BLE001 - the release's refusal is the answer
-        text = str(exc)
-        if "Model Runner V1 does not support" in text or "Model Runner V2 requires Triton" in text:
-            # the CPU build picks the V1 runner (no Triton), a GPU the V2 runner: not the release's verdict
-            # for GPU serving, and said as such
-            return {"id": case["id"], "stage": "unjudged", "message": text[:600]}
-        return {"id": case["id"], "stage": "config", "type": type(exc).__name__, "message": text[:3000]}
+    config, refused = config_stage(case)
+    if refused is not None:
+        return refused
     spec = config.speculative_config
     observed = {"target_max_model_len": config.model_config.max_model_len,
                 "draft_max_model_len": spec.draft_model_config.max_model_len if spec.draft_model_config else None,

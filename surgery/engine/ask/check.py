@@ -164,7 +164,8 @@ def _numel(shape) -> int:
 def match_role(params: dict, header: dict, naming: dict) -> tuple[list[tuple], int, int]:
     """([(checkpoint name(s), header shape, parameter, constructed shape)] that differ, compared, not compared)
     for one model: by the class's naming, the fused projections summed along the output dimension."""
-    parts_of = {part: fused for fused, parts in (naming.get("packed") or {}).items() for part in parts}
+    parts_of = {part: (fused, i) for fused, parts in (naming.get("packed") or {}).items()
+                for i, part in enumerate(parts)}
     groups: dict[str, list] = {}
     wrong, compared, missed = [], 0, 0
     for hname, hshape in sorted(header.items()):
@@ -179,13 +180,15 @@ def match_role(params: dict, header: dict, naming: dict) -> tuple[list[tuple], i
             if not _same(params[pname], hshape, pname):
                 wrong.append((hname, hshape, pname, params[pname]))
             continue
-        fused = next((mapped.replace(f".{p}.", f".{f}.") for p, f in parts_of.items() if f".{p}." in mapped), None)
-        pname = _find(fused, params) if fused else None
+        fused = next(((mapped.replace(f".{p}.", f".{f}."), i) for p, (f, i) in parts_of.items()
+                      if f".{p}." in mapped), None)
+        pname = _find(fused[0], params) if fused else None
         if pname is None:
             missed += 1
         else:
-            groups.setdefault(pname, []).append((hname, hshape))
+            groups.setdefault(pname, []).append((fused[1], hname, hshape))
     for pname, parts in groups.items():
+        parts = [(h, s) for _, h, s in sorted(parts)]  # in the fused order (q, k, v)
         tails = {tuple(s[1:]) for _, s in parts}
         compared += len(parts)
         want = [sum(s[0] for _, s in parts), *parts[0][1][1:]] if len(tails) == 1 else None
