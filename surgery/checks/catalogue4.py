@@ -177,7 +177,12 @@ def class_convention_check(draft, target, *, method: str, version: str | None) -
 
 # ------------------------------------------------------------------------------------------ SRG804: DCP
 
-def dcp_check(*, method: str, dcp: int | None, version: str | None, draft) -> list[Diagnostic]:
+def _is_mla(raw: dict) -> bool:
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    return isinstance(text.get("kv_lora_rank"), int)
+
+
+def dcp_check(*, method: str, dcp: int | None, version: str | None, draft, target=None, tp: int = 1) -> list[Diagnostic]:
     rule = data()["decode_context_parallel"]
     if not dcp or dcp <= 1 or method not in rule["methods"]:
         return []
@@ -185,6 +190,17 @@ def dcp_check(*, method: str, dcp: int | None, version: str | None, draft) -> li
     row = _read(rule["releases"], release)
     where = Location(draft.source)
     head = f"{method} under decode context parallelism (decode_context_parallel_size {dcp})"
+    kv = target.scalars.get("num_kv_heads") if target is not None else None
+    if target is not None and not _is_mla(target.raw) and isinstance(kv, int) and kv > 0 and (tp <= kv or dcp > tp // kv):
+        gqa = rule["target_gqa"]
+        at = gqa["at"].get(release, "vllm/config/model.py verify_with_parallel_config") if release else \
+            "vllm/config/model.py verify_with_parallel_config"
+        return [diag("SRG804", f"{head}: the target is GQA with {kv} KV heads at tensor-parallel size {tp}: vLLM "
+                     f"{release or version or ''} refuses at start, before the draft matters: \"{gqa['says']}\" ({at}); "
+                     f"where it starts, {reports('decode_context_parallel')} applies to the block drafter",
+                     Location(target.source, key_path="num_key_value_heads"),
+                     "serve with --decode-context-parallel-size 1, or a tensor-parallel size above the KV heads",
+                     severity=ERROR)]
     if row is None:
         return [diag("SRG804", f"{head}: {_unread(version, rule['releases'])}; on 0.26 it gives ~0 % "
                      f"({reports('decode_context_parallel')})", where, severity=WARNING)]
@@ -213,11 +229,12 @@ def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) ->
         if served is None or served not in (classes.get("draft_architectures_with_pp") or []):
             return []  # refused at start: SRG344 says it
         at = rule["target_pp"]["at"].get(rel.version, "vllm/config/speculative.py create_draft_parallel_config")
-        return [diag("SRG805", f"MTP at pipeline size {pp} on vLLM {rel.label()}: {served} {rule['target_pp']['outcome']} "
+        return [diag("SRG805", f"MTP at pipeline size {pp} on {rel.label()}, the draft served as {served}: "
+                     f"{rule['target_pp']['outcome']} "
                      f"({at}; {names})", where, "serve the MTP draft with --pp 1 on this release, or on 0.30 or later "
                      "(the draft runs at pipeline size 1 on the last stage)", severity=ERROR)]
     at = rule["own_pp"]["at"].get(rel.version)
-    return [diag("SRG805", f"MTP at pipeline size {pp} on vLLM {rel.label()}: it {rule['own_pp']['outcome']}"
+    return [diag("SRG805", f"MTP at pipeline size {pp} on {rel.label()}: it {rule['own_pp']['outcome']}"
                  + (f" ({at})" if at else " (release data: classes.draft_pp 1)") + f"; the divergence of {names} was "
                  "measured on 0.25.2.dev-0.26.1rc1, where the draft took the target's pipeline size", where,
                  severity=INFO)]
@@ -226,14 +243,14 @@ def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) ->
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue4_findings(draft, target, *, engine: str, method: str, version: str | None, k: int | None,
-                        pp: int = 1, dcp: int | None = None) -> list[Diagnostic]:
+                        pp: int = 1, tp: int = 1, dcp: int | None = None) -> list[Diagnostic]:
     if engine != "vllm":
         return []
     out = dspark_k_check(draft, method=method, k=k, version=version)
     out += dflash_causal_check(draft, method=method, version=version)
     out += quantised_dflash_check(draft, method=method, version=version)
     out += class_convention_check(draft, target, method=method, version=version)
-    out += dcp_check(method=method, dcp=dcp, version=version, draft=draft)
+    out += dcp_check(method=method, dcp=dcp, version=version, draft=draft, target=target, tp=tp)
     out += mtp_pp_check(draft, target, method=method, pp=pp, version=version)
     return out
 
@@ -243,7 +260,7 @@ def cli_catalogue4(options, plan, recipe, draft, target) -> list[Diagnostic]:
     method, _ = served_method(options, recipe)
     version = options.engine_version or config_spelling.installed_vllm_version()
     return catalogue4_findings(draft, target, engine=options.engine, method=method, version=version,
-                               k=options.num_speculative_tokens, pp=plan.runtime.pp_size,
+                               k=options.num_speculative_tokens, pp=plan.runtime.pp_size, tp=plan.runtime.tp_size,
                                dcp=getattr(options, "decode_context_parallel_size", None))
 
 
