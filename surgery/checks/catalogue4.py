@@ -10,6 +10,7 @@ report of ../shared/FIELD.md "Catalogue 4" marked C to the code that names it.
   a head that states no ids (vllm#43671: MiniMax-M2);
 - SRG804: DFlash / DSpark under decode context parallelism (--dcp; vllm#48381);
 - SRG805: MTP under pipeline parallelism, per release (vllm#44697, #44698, #52295, #46994);
+- SRG806: norm flags a speculators file sets that the release's reader does not carry (vllm#46488, #38111);
 - RoPE facts that arrive another way (--hf-overrides, the theta transformers fills, rope_parameters-only
   exports) reach the RoPE comparison of catalogue3.py (SRG618, SpecForge#742, Automodel#3267);
 - the block drafter's own lm_head per release is SRG622 (catalogue3.py; vllm-ascend#9795, #11374, #9946).
@@ -240,6 +241,34 @@ def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) ->
                  severity=INFO)]
 
 
+# ------------------------------------------------------------- SRG806: speculators norm flags per release
+
+def speculators_norm_check(draft, *, version: str | None) -> list[Diagnostic]:
+    from ..formats import original_config
+
+    own = original_config(draft.raw or {})
+    algo = own.get("speculators_model_type")
+    if not algo or "speculators_config" not in own:
+        return []
+    rule = data()["speculators_norm_flags"]
+    set_true = [f for f in rule["flags"] if own.get(f) is True]
+    if not set_true:
+        return []
+    release = release_of(version)
+    row = (_read(rule["releases"], release) or {}).get(algo)
+    if row is None or row.get("refused"):
+        return []  # unread release or algorithm, or the reader refuses the file at start (said by the format checks)
+    dropped = [f for f in set_true if f not in row["carries"]]
+    if not dropped:
+        return []
+    return [diag("SRG806", f"{', '.join(f + '=true' for f in dropped)} in the speculators file ({algo}): vLLM {release}'s "
+                 f"reader does not carry {'it' if len(dropped) == 1 else 'them'} into the head's config ({row['at']}: it "
+                 f"carries {', '.join(row['carries'])}), so the head runs without that norm and loses acceptance, no error "
+                 f"({reports('speculators_norm_flags')})", Location(draft.source, key_path=dropped[0]),
+                 "serve on a release whose reader carries the flag, or re-export the head in a format whose reader does",
+                 severity=ERROR)]
+
+
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue4_findings(draft, target, *, engine: str, method: str, version: str | None, k: int | None,
@@ -252,6 +281,7 @@ def catalogue4_findings(draft, target, *, engine: str, method: str, version: str
     out += class_convention_check(draft, target, method=method, version=version)
     out += dcp_check(method=method, dcp=dcp, version=version, draft=draft, target=target, tp=tp)
     out += mtp_pp_check(draft, target, method=method, pp=pp, version=version)
+    out += speculators_norm_check(draft, version=version)
     return out
 
 

@@ -244,6 +244,27 @@ def test_mtp_class_without_supports_pp_is_srg344_not_srg805_on_0_26(run_cli):
     assert found(out, "SRG344") and not found(out, "SRG805") and rc == 1, out
 
 
+# ------------------------------------------------ SRG806: vllm#46488 / #38111, norm flags the speculators reader drops
+
+SPECULATORS_EAGLE3 = ROOT / "tests" / "data" / "formats" / "speculators-llama3.1-8b-eagle3" / "config.json"
+
+
+def test_norm_flags_the_release_reader_drops_are_an_error_naming_the_reports(run_cli, tmp_path):
+    """RedHatAI's speculators EAGLE-3 file as a P-EAGLE file with fc_norm / norm_output set: 0.26's peagle reader
+    carries norm_before_residual and norm_before_fc only (algos.py:74-77)."""
+    llama = CONFIGS / "Llama-3.1-8B-Instruct.json"
+    cfg = json.loads(SPECULATORS_EAGLE3.read_text())
+    cfg.update(fc_norm=True, norm_output=True)
+    _, out = validate(run_cli, "eagle3", llama, write(tmp_path, "e3.json", cfg), "--engine-version", "0.26.0")
+    assert not found(out, "SRG806"), out  # the eagle3 reader carries all four flags
+    cfg["speculators_model_type"] = cfg["speculators_config"]["algorithm"] = "peagle"
+    cfg["mask_token_id"] = 128002
+    rc, out = validate(run_cli, "peagle", llama, write(tmp_path, "pe.json", cfg), "--engine-version", "0.26.0")
+    f = found(out, "SRG806")
+    assert f and f[0]["severity"] == "error" and rc == 1, out
+    assert "vllm#46488" in f[0]["message"] and "vllm#38111" in f[0]["message"] and "fc_norm=true" in f[0]["message"]
+
+
 # --------------------------------------------------------------------------------------- engines and data
 
 def test_catalogue4_findings_are_vllm_findings(run_cli, tmp_path):
