@@ -35,14 +35,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 #: engine -> its runner script (the SGLang runner plugs in here)
-RUNNERS: dict[str, Path] = {"vllm": HERE / "vllm_runner.py"}
+RUNNERS: dict[str, Path] = {"vllm": HERE / "vllm_runner.py", "sglang": HERE / "sglang_runner.py"}
 #: engine -> the environment its runner needs: the engine's CPU platform, no GPU, one process
 ENVS: dict[str, dict[str, str]] = {
+    # SGLang: its CPU platform for the model classes (sglang_runner.py resolves the arguments for an H100
+    # through SGLang's own override_platform), no GPU
+    "sglang": {"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "", "TOKENIZERS_PARALLELISM": "false",
+               "OMP_NUM_THREADS": "1"},
     "vllm": {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
              "TOKENIZERS_PARALLELISM": "false", "VLLM_LOGGING_LEVEL": "ERROR", "OMP_NUM_THREADS": "1"},
 }
 #: engine -> the module whose presence says an interpreter can ask it
-MODULES: dict[str, str] = {"vllm": "vllm"}
+MODULES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang"}
 TIMEOUT_S = 600.0
 MAX_RSS_MB = 8192
 WATCH_S = 0.1

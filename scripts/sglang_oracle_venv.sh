@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# An SGLang release-oracle venv (issue 65): one SGLang release's own server-argument resolution, model
+# configs and model classes, runnable on this 2-core CPU machine with no GPU and no weights. The
+# release's wheel is installed --no-deps beside the torch it pins (on this disk), with its pure-Python
+# requirements; the GPU kernel packages it also pins (sglang-kernel, flashinfer, deep-gemm, ...) are left
+# out: nothing the oracle runs (ServerArgs.resolve_once, ModelConfig, the model classes' constructors on
+# the meta device) calls a kernel. surgery/engine/ask/sglang_runner.py runs in it; tests/sglang_oracle/
+# holds `surgery validate --engine sglang --engine-version V` to its answers.
+#   bash scripts/sglang_oracle_venv.sh 0.5.23     # -> .cache/oracles/sglang-0.5.23 (kept while the stamp matches)
+# A release not in the table below is refused: each one needs its torch named here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VER=${1:?usage: sglang_oracle_venv.sh VERSION}
+case "$VER" in
+  # the wheel pins torch==2.14.1 (a CUDA build this disk holds; its CPU path is what the oracle uses)
+  # and transformers==5.19.0 (kept: the configs SGLang reads go through it)
+  0.5.23) TORCH="torch==2.14.1" ;;
+  *) echo "sglang_oracle_venv.sh: no oracle recipe for SGLang $VER (known: 0.5.23)" >&2; exit 2 ;;
+esac
+DIR=.cache/oracles/sglang-$VER
+# the requirements left out: GPU kernels and launch-time services the oracle never imports
+SKIP="torch torchvision torchaudio torchcodec cuda-python flash-attn-4 flashinfer_python flashinfer-python humming-kernels
+nvidia-cutlass-dsl nvidia-mathdx nvidia-ml-py nvshmem4py-cu13 quack-kernels sgl-deep-ep sgl-deep-gemm sgl-flash-mla
+sglang-kernel tilelang torch_memory_saver torch-memory-saver apache-tvm-ffi av decord2 deepseek-recipe tml-renderers
+smg-grpc-servicer py-spy kernels modelscope datasets outlines build ninja soundfile"
+EXTRA="dill safetensors pyyaml jsonschema"   # imported by SGLang's config modules, not declared by the wheel
+STAMP="sglang==$VER | $TORCH | extra=$EXTRA | recipe 1"
+if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
+  echo "oracle venv SGLang $VER: cached ($DIR)"; exit 0
+fi
+rm -rf "$DIR"
+mkdir -p .cache/sglang
+PY=${PYTHON:-python3}
+"$PY" -m venv "$DIR"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+pip_() { "$DIR/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
+WHEEL=$(ls .cache/sglang/sglang-$VER-*.whl 2>/dev/null | head -1 || true)
+if [ -z "$WHEEL" ]; then
+  pip_ download -q --no-deps -d .cache/sglang "sglang==$VER"
+  WHEEL=$(ls .cache/sglang/sglang-$VER-*.whl | head -1)
+fi
+pip_ install -q $TORCH
+SKIP="$SKIP" "$DIR/bin/python" - "$WHEEL" > "$DIR/requirements.txt" <<'PYEOF'
+import os, sys, zipfile
+skip = set(os.environ["SKIP"].split())
+z = zipfile.ZipFile(sys.argv[1])
+meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+for line in z.read(meta).decode().splitlines():
+    if not line.startswith("Requires-Dist:") or "extra ==" in line:
+        continue
+    req = line.split(":", 1)[1].strip()
+    name = req.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("!")[0].strip().lower()
+    if name not in skip:
+        print(req)
+PYEOF
+pip_ install -q -r "$DIR/requirements.txt" $EXTRA $TORCH
+pip_ install -q --no-deps "$WHEEL"
+CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -W ignore -c \
+  "import sglang, torch; from sglang.srt.server_args import ServerArgs; print('oracle venv SGLang', sglang.__version__, '| torch', torch.__version__)"
+echo "$STAMP" > "$DIR/.stamp"
