@@ -352,7 +352,7 @@ def conditioning_check(draft) -> list[Diagnostic]:
 def catalogue3_findings(plan, recipe, draft, target, *, method: str, parallel: bool, version: str | None,
                         max_model_len: int | None, hf_overrides: dict | None = None) -> list[Diagnostic]:
     engine = plan.runtime.engine
-    out = rope_check(draft, target, method=method, hf_overrides=hf_overrides)
+    out = rope_check(draft, target, method=method, hf_overrides=hf_overrides if engine == "vllm" else None)
     if engine == "vllm":
         out += draft_length_check(draft, target, method=method, parallel=parallel, version=version,
                                   max_model_len=max_model_len)

@@ -245,7 +245,9 @@ def kv_dtype_check(plan, draft, target, *, draft_kv_cache_dtype: str | None) -> 
     where = "--draft-kv-cache-dtype" if draft_kv_cache_dtype else "--kv-cache-dtype (global: vLLM's speculative_config.kv_cache_dtype is unset, so it reaches the drafter)"
     return [diag("SRG647", f"{effective} KV cache from {where}: the draft writes and reads {len(own_layers)} layer(s) of "
                  f"its own cache with scale 1.0 (its checkpoint ships no KV scales and the recipe copies none); MTP "
-                 f"acceptance fell 0.725 -> 0.630 this way (vllm#55557)",
+                 f"acceptance fell 0.725 -> 0.630 this way (vllm#55557; the same class on another engine: a Kimi-K3 "
+                 f"DSpark following the target's FP8 cache with no scales, accept length 2.6-2.8 -> 1.79, "
+                 f"lightseekorg/tokenspeed#1012)",
                  Location(draft.source, key_path="quantization_config"),
                  "keep the drafter's cache unquantised: speculative_config {\"kv_cache_dtype\": \"auto\"} (vLLM >= the "
                  "field of vllm#48787), checked here with --draft-kv-cache-dtype auto")]

@@ -265,6 +265,18 @@ def test_norm_flags_the_release_reader_drops_are_an_error_naming_the_reports(run
     assert "vllm#46488" in f[0]["message"] and "vllm#38111" in f[0]["message"] and "fc_norm=true" in f[0]["message"]
 
 
+# ----------------------------------------------- SRG647: tokenspeed#1012, a block drafter following an FP8 cache
+
+def test_dspark_following_the_targets_fp8_cache_without_scales_names_tokenspeed_1012(run_cli, tmp_path):
+    draft = dspark(tmp_path, 7)
+    _, out = validate(run_cli, "dspark", QWEN3, draft, "--kv-cache-dtype", "fp8", "--engine-version", "0.34.0")
+    f = found(out, "SRG647")
+    assert f and f[0]["severity"] == "warning" and "tokenspeed#1012" in f[0]["message"], out
+    _, out = validate(run_cli, "dspark", QWEN3, draft, "--kv-cache-dtype", "fp8", "--draft-kv-cache-dtype", "auto",
+                      "--engine-version", "0.34.0")
+    assert not found(out, "SRG647"), out  # the branch point: the drafter's cache kept unquantised
+
+
 # --------------------------------------------------------------------------------------- engines and data
 
 def test_catalogue4_findings_are_vllm_findings(run_cli, tmp_path):
