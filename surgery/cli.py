@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from .commands import load_entry
 from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 from .engine.cards import ENGINES
 from .render import counts, render_diagnostics
+from .shown import EscapedOut
 from .version import __version__
 
 EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"
@@ -391,8 +394,27 @@ COMMANDS = {"validate": "surgery.commands.validate:cmd_plan", "plan": "surgery.c
             "probe": "surgery.commands.probe:cmd_probe"}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as SIGINT is (issue 67): the same unwinding, so a download in flight removes
+    its temporary file; exit 143."""
+
+
+def _on_term(signum, frame):
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    out = sys.stdout
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_term)
+        try:
+            return _main(argv)
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return _main(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    out = EscapedOut(sys.stdout)  # every summary line escaped as diagnostics are (issue 67)
     parser = build_parser()
     given = list(argv if argv is not None else sys.argv[1:])
     wants_json = "--json" in given or "--format=json" in given or \
@@ -436,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write(json.dumps({"ok": False, "diagnostics": [found.to_dict()]}, indent=2) + "\n")
         sys.stderr.write(render_diagnostics([found], verbose=True))
         return SurgeryError(found).exit_code
+    except Terminated:
+        return 143
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -76,3 +76,24 @@ def cut(text: str, limit: int = MAX_MESSAGE) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters in all)"
+
+
+class EscapedOut:
+    """A text stream whose every write goes through `escape_lines` (issue 67): the command's summary
+    lines (validate's verdict, the plan, report headers, the pins) quote values from configs and the
+    network (a `model_type` holding `\\x1b[2J`) and are printed by many writers; escaping at the stream
+    catches them all, as `escape_lines` does for every rendered diagnostic. Newlines and tabs are kept;
+    JSON output is already escaped (json.dumps) and passes unchanged. Everything else is the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        return self._stream.write(escape_lines(text) if isinstance(text, str) else text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

@@ -61,16 +61,16 @@ def kind_of(mode: int) -> str | None:
 
 
 def probe(path, what: str = "input") -> os.stat_result | None:
-    """The stat of `path` (links followed), None when nothing is there (or a dangling link); SRG781
-    when it cannot be looked up (a path too long, a link loop, a NUL byte, a permission)."""
+    """The stat of `path` (links followed), None when nothing is there (a dangling link, a NUL byte);
+    SRG781 when it cannot be looked up (a path too long, a link loop, a permission)."""
     try:
         return os.stat(path)
     except OSError as exc:
         if exc.errno in _ABSENT:
             return None
         raise path_error(path, exc, what) from None
-    except ValueError as exc:
-        raise path_error(path, exc, what) from None
+    except ValueError:  # a NUL byte: no file can be there (the reader says SRG781 if it is read)
+        return None
 
 
 def exists(path, what: str = "input") -> bool:

@@ -172,7 +172,7 @@ def cached_file(repo_id: str, name: str, commit: str) -> str | bool | None:
     such file there (`.no_exist`), None when the cache does not know. huggingface_hub's answer
     (`try_to_load_from_cache` with a commit), looked up without reading anything: a snapshot entry
     that is a dangling link is not cached; one that is not a regular file is refused when read."""
-    if names.file_name_problem(name) is not None or not COMMIT.match(commit):
+    if names.file_name_problem(name) is not None or not COMMIT.fullmatch(commit):
         return None
     base = settings.hub_cache() / repo_folder(repo_id)
     try:
@@ -196,7 +196,7 @@ def cached_commit(repo_id: str, revision: str | None) -> str | None:
     snapshot exists); None when the cache has never seen it. SRG066 for a ref that is no regular file."""
     base = settings.hub_cache() / repo_folder(repo_id)
     rev = names.check_revision(revision or "main", repo_id)
-    if COMMIT.match(rev):
+    if COMMIT.fullmatch(rev):
         known = os.path.isdir(base / "snapshots" / rev) or os.path.lexists(ranges_dir(repo_id, rev) / "listing.json")
         return rev if known else None
     entry = entries.read_regular(base / "refs" / rev, MAX_REF_BYTES, f"{repo_id}@{rev}")
@@ -206,7 +206,7 @@ def cached_commit(repo_id: str, revision: str | None) -> str | None:
         sha = entry.data.decode("ascii").strip()
     except UnicodeDecodeError:
         return None
-    return sha if COMMIT.match(sha) else None
+    return sha if COMMIT.fullmatch(sha) else None
 
 
 def snapshot_names(repo_id: str, commit: str) -> list[str]:
@@ -370,7 +370,7 @@ def store_listing(repo_id: str, commit: str, listing: dict) -> None:
                   f"{repo_id}@{commit[:12]}")
 
 
-_RANGE = re.compile(r"(\d{1,19})-(\d{1,19})(-eof)?")
+_RANGE = re.compile(r"([0-9]{1,19})-([0-9]{1,19})(-eof)?")
 
 
 def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> bytes | None:

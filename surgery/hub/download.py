@@ -54,7 +54,7 @@ def _plan(src) -> tuple[dict[str, tuple[int, str]], int]:
     for name in src.names():
         entry = src.files.get(name) or {}
         size, blob = entry.get("size"), entry.get("blob")
-        if not isinstance(size, int) or size < 0 or not isinstance(blob, str) or not names.BLOB_ID.match(blob):
+        if not isinstance(size, int) or size < 0 or not isinstance(blob, str) or not names.BLOB_ID.fullmatch(blob):
             raise fail("SRG055", f"{src.repo_id}: the file list gives no size and blob id for {quoted(name)}: its "
                        "download could not be bounded or verified", Location(src.location(name)))
         plan[name] = (size, blob)

@@ -27,6 +27,7 @@ from typing import BinaryIO
 from ..diagnostics import Location, SurgeryError, fail
 from ..shown import quoted, shown
 from . import settings, wire
+from .secrets import MASK, masked, masked_error, remember_secret  # noqa: F401 - MASK for callers
 from .ledger import LEDGER
 
 MAX_REDIRECTS = 5
@@ -86,7 +87,7 @@ def hub_error(status: int, headers: dict[str, str], body: bytes, what: str, wher
               redirected: bool = False):
     """The coded error (or EntryMissing) for a hub answer that is not a success."""
     code = headers.get("x-error-code", "")
-    message = headers.get("x-error-message") or body[:300].decode("utf-8", "replace").strip()
+    message = masked(headers.get("x-error-message") or body[:300].decode("utf-8", "replace").strip())
     said = f": {shown(message)}" if message else ""
     loc = Location(where)
     if code == "GatedRepo" or (status == 403 and code != "RepoNotFound"):
@@ -126,6 +127,17 @@ def request(url: str, *, what: str, where: str, max_bytes: int, headers: dict[st
             return Response(206, {}, b"", url, {})
         base["Range"] = f"bytes={start}-{start + length - 1}"
         max_bytes = min(max_bytes, length)
+    remember_secret(base)
+    try:
+        return _request(url, base, what, where, max_bytes, byte_range, method, kind, sink, budget)
+    except SurgeryError as exc:
+        masked_exc = masked_error(exc)
+        if masked_exc is exc:
+            raise
+        raise masked_exc from None
+
+
+def _request(url, base, what, where, max_bytes, byte_range, method, kind, sink, budget) -> Response:
     attempt = 0
     while True:
         if budget is None:
@@ -215,7 +227,7 @@ class _Retryable(Exception):
 
 def _broken(exc: BaseException) -> str:
     """How an http.client exception is named in a message: its kind and what it quotes, bounded."""
-    text = str(exc)
+    text = masked(str(exc))
     return type(exc).__name__ + (f" {quoted(text, 120)}" if text else "")
 
 
@@ -253,15 +265,15 @@ def _open(url: str, hdrs: dict[str, str], method: str, timing: _Timing):
         raise fail("SRG055", f"{timing.what}: the answer is not HTTP ({_broken(exc)})", Location(timing.where),
                    hint="a misbehaving server at HF_ENDPOINT (or a proxy in between)") from None
     except (ValueError, UnicodeError) as exc:  # an address http.client cannot send (a redirect's)
-        raise fail("SRG055", f"{timing.what}: cannot request {quoted(url, 120)} ({_broken(exc)})",
+        raise fail("SRG055", f"{timing.what}: cannot request {quoted(masked(url), 120)} ({_broken(exc)})",
                    Location(timing.where)) from None
     except (urllib.error.URLError, ConnectionError, OSError) as err:
         reason = getattr(err, "reason", err)
         if isinstance(reason, (socket.timeout, TimeoutError)):
             raise timing.timeout(reason, reading_body=False) from None
         if isinstance(reason, ConnectionResetError):
-            raise _Retryable(f"connection reset ({shown(str(reason), 120)})") from None
-        raise fail("SRG054", f"{timing.what}: cannot reach {settings.endpoint()} ({shown(str(reason), 200)})",
+            raise _Retryable(f"connection reset ({shown(masked(str(reason)), 120)})") from None
+        raise fail("SRG054", f"{timing.what}: cannot reach {settings.endpoint()} ({shown(masked(str(reason)), 200)})",
                    Location(timing.where),
                    hint="check the network or HF_ENDPOINT; with the files in the HF cache, HF_HUB_OFFLINE=1 "
                         "reads them without asking the hub") from None
@@ -273,7 +285,7 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind, sink, b
     first: dict[str, str] | None = None
     for hop in range(MAX_REDIRECTS + 1):
         if url in seen:
-            raise fail("SRG055", f"{what}: redirect loop at {quoted(url, 120)}", Location(where))
+            raise fail("SRG055", f"{what}: redirect loop at {quoted(masked(url), 120)}", Location(where))
         seen.add(url)
         hdrs = dict(base)
         if _origin(url) != hub_origin:
@@ -292,7 +304,7 @@ def _follow(url, base, what, where, max_bytes, byte_range, method, kind, sink, b
                     LEDGER.note(url, what, 0, status, kind)
                     url = urllib.parse.urljoin(url, rh["location"])
                     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):  # urllib would open file:// too
-                        raise fail("SRG055", f"{what}: a redirect to {quoted(url, 120)}, not an http(s) address",
+                        raise fail("SRG055", f"{what}: a redirect to {quoted(masked(url), 120)}, not an http(s) address",
                                    Location(where)) from None
                     continue
                 body = _read_body(err, ERROR_BODY_BYTES, timing, truncate=True)

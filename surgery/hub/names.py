@@ -26,9 +26,10 @@ from pathlib import Path
 
 from ..diagnostics import Location, fail
 from ..shown import quoted, shown
+from .secrets import masked
 
-BLOB_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # fullmatch only: `$` matches before a trailing newline
+COMMIT = re.compile(r"[0-9a-f]{40}")  # fullmatch only
 _REF_BAD_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 MAX_NAME_BYTES = 1024
 MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, tmpfs
@@ -36,7 +37,7 @@ MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, tmpfs
 
 def revision_problem(rev: str) -> str | None:
     """Why `rev` is no revision the hub could have (None when it is one)."""
-    if COMMIT.match(rev):
+    if COMMIT.fullmatch(rev):
         return None
     if not rev or len(rev.encode()) > 255:
         return "is empty or longer than 255 bytes"
@@ -90,7 +91,7 @@ def check_file_name(name: str, where: str, said_by: str) -> str:
     """SRG063 for a file name the hub (or a file it served) gave that is not a repo-relative path."""
     why = file_name_problem(name)
     if why is not None:
-        raise fail("SRG063", f"{said_by} names a file {quoted(name)} that {why}: refused, nothing written",
+        raise fail("SRG063", f"{said_by} names a file {quoted(masked(name) if isinstance(name, str) else name)} that {why}: refused, nothing written",
                    Location(where), hint="the server at HF_ENDPOINT answers what no hub answers; check HF_ENDPOINT "
                    "(a mirror or proxy may be misbehaving or compromised)")
     return name
@@ -98,8 +99,8 @@ def check_file_name(name: str, where: str, said_by: str) -> str:
 
 def check_blob_id(value: str, where: str, said_by: str) -> str:
     """SRG063 for an ETag / blob id that is not the hub's hex digest (it becomes a cache file name)."""
-    if not isinstance(value, str) or not BLOB_ID.match(value):
-        raise fail("SRG063", f"{said_by} is {quoted(value, 80)}, not a 40- or 64-hex digest: refused, nothing written",
+    if not isinstance(value, str) or not BLOB_ID.fullmatch(value):
+        raise fail("SRG063", f"{said_by} is {quoted(masked(value) if isinstance(value, str) else value, 80)}, not a 40- or 64-hex digest: refused, nothing written",
                    Location(where), hint="the hub names blobs by their sha1 / sha256; the server at HF_ENDPOINT "
                    "answers what no hub answers (a mirror or proxy may be misbehaving or compromised)")
     return value
@@ -107,8 +108,8 @@ def check_blob_id(value: str, where: str, said_by: str) -> str:
 
 def check_commit(commit: str, where: str) -> str:
     """SRG063 for a commit the hub sent that is not 40 hex (it becomes a snapshot folder name)."""
-    if not isinstance(commit, str) or not COMMIT.match(commit):
-        raise fail("SRG063", f"the commit {quoted(commit, 80)} is not a 40-hex sha: refused, nothing written",
+    if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
+        raise fail("SRG063", f"the commit {quoted(masked(commit) if isinstance(commit, str) else commit, 80)} is not a 40-hex sha: refused, nothing written",
                    Location(where), hint="the server at HF_ENDPOINT answers what no hub answers")
     return commit
 

@@ -155,7 +155,7 @@ class HubSource(ModelSource):
         if listed is not None and size != listed:
             return f"is {size} bytes where the repo lists {listed}"
         blob = self.blob_id(name)
-        if check_blob and blob is not None and names.BLOB_ID.match(blob) and not digests.matches(blob, data):
+        if check_blob and blob is not None and names.BLOB_ID.fullmatch(blob) and not digests.matches(blob, data):
             return f"does not hash to the blob id {blob[:12]} the repo lists for it"
         if name.endswith(".json"):
             try:
@@ -213,7 +213,7 @@ class HubSource(ModelSource):
         range read may go to the CDN directly) says nothing and is not looked at."""
         served = resp.headers.get("x-repo-commit") or resp.first.get("x-repo-commit")
         if served and served != self.commit:
-            raise fail("SRG055", f"asked for commit {self.commit[:12]}, the hub served {quoted(served, 60)}",
+            raise fail("SRG055", f"asked for commit {self.commit[:12]}, the hub served {quoted(http.masked(served), 60)}",
                        Location(where))
         if not etag:
             return None
@@ -275,7 +275,7 @@ def _api_info(hub: HubRef) -> dict:
         info = json.loads(resp.body)
         sha = info["sha"]
         siblings = info.get("siblings") or []
-        if not isinstance(sha, str) or not cache.COMMIT.match(sha) or not isinstance(siblings, list):
+        if not isinstance(sha, str) or not cache.COMMIT.fullmatch(sha) or not isinstance(siblings, list):
             raise ValueError
         files = {}
         for s in siblings:
@@ -288,7 +288,7 @@ def _api_info(hub: HubRef) -> dict:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise fail("SRG055", f"{hub.repo_id}: the model-info answer is not what the hub sends (no commit sha or "
                    "file list)", Location(where)) from None
-    if hub.revision and cache.COMMIT.match(hub.revision) and sha != hub.revision:
+    if hub.revision and cache.COMMIT.fullmatch(hub.revision) and sha != hub.revision:
         raise fail("SRG067", f"{hub.repo_id}: asked for commit {hub.revision}, the hub answered with commit {sha}: "
                    "refused, nothing read or stored for it", Location(where),
                    hint="a commit sha names one state of the repo for ever: a server that answers another is "
