@@ -49,6 +49,7 @@ import copy
 import gc
 import io
 import json
+import linecache
 import logging
 import os
 import resource
@@ -63,7 +64,11 @@ from dataclasses import replace
 CONFIG_UNJUDGED = ("Model Runner V1 does not support", "Model Runner V2 requires Triton")
 ENV_UNJUDGED = ("Torch not compiled with CUDA", "No CUDA GPUs", "Found no NVIDIA driver", "CUDA driver",
                 "not supported on CPU", "is not supported on the CPU", "CPU backend", "libcuda",
-                "undefined symbol", "No module named", "cannot import name")
+                "undefined symbol", "No module named", "cannot import name",
+                # kernel / backend selection for this host's CPU (fp8 block-scaled GEMMs want AMX, MXFP4 MoE a
+                # GPU backend): what a GPU build picks is not known here
+                "Failed to find a kernel that can implement", "backend supports the deployment configuration",
+                "requires AMX")
 MESSAGE_LIMIT = 3000
 
 
@@ -224,12 +229,32 @@ def _draft_vllm_config(config):
 
 def _refusal(model: str, exc: BaseException) -> dict:
     text = f"{exc}"
-    if isinstance(exc, AssertionError) and not text:
-        text = "assertion failed"
-    row = {"model": model, "type": type(exc).__name__, "message": text[:MESSAGE_LIMIT], **_frames(exc)}
+    row = {"model": model, "type": type(exc).__name__, **_frames(exc)}
+    if isinstance(exc, AssertionError) and not text:  # a bare assert: its own source line says what it checks
+        text = "assertion failed: " + _source_line(exc)
+    row["message"] = text[:MESSAGE_LIMIT]
     if any(n in text for n in ENV_UNJUDGED) or any(f.startswith("vllm/platforms/") for f in row["frames"][:1]):
         row["unjudged"] = True
     return row
+
+
+def _source_line(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip() if tb is not None else ""
+
+
+@contextlib.contextmanager
+def _global_rank(config, rank: int):
+    """ParallelConfig.rank as on that stage's rank 0 (ModelConfig.get_layers_start_end_indices reads it)."""
+    parallel = config.parallel_config
+    saved = parallel.rank
+    try:
+        object.__setattr__(parallel, "rank", rank)
+        yield
+    finally:
+        object.__setattr__(parallel, "rank", saved)
 
 
 def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, dict, list[str]]:
@@ -242,7 +267,7 @@ def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, d
         if ctx is not None:
             ctx.clear()  # each stage is its own process: its own layer registry
         try:
-            with parallel_as(tp, pp, rank):
+            with parallel_as(tp, pp, rank), _global_rank(config, rank * tp):
                 model = _build(config, config.model_config, "")
             shapes["target"].update(_shapes(model))
             naming["target"] = _naming(model)
@@ -257,7 +282,8 @@ def construct(config, case: dict, tp: int, pp: int) -> tuple[list[dict], dict, d
     try:
         draft_config, prefix = _draft_vllm_config(config)
         draft_tp = spec.draft_parallel_config.tensor_parallel_size if spec.draft_parallel_config else tp
-        with parallel_as(draft_tp, pp, pp - 1):
+        with parallel_as(draft_tp, pp, pp - 1), _global_rank(config, (pp - 1) * tp), \
+                _global_rank(draft_config, (pp - 1) * tp):
             model = _build(draft_config, spec.draft_model_config, prefix)
         shapes["draft"], naming["draft"] = _shapes(model), _naming(model)
         del model
