@@ -44,6 +44,13 @@ def data() -> dict:
 
 
 @lru_cache(maxsize=1)
+def catalogue4_data() -> dict:
+    """The fourth catalogue's data (surgery/data/catalogue4.yaml): the theta transformers fills, the reports
+    this module's checks name for it. Read here, not imported from checks/catalogue4.py, which imports this one."""
+    return load_data("data/catalogue4.yaml")
+
+
+@lru_cache(maxsize=1)
 def releases() -> dict:
     return load_data("data/engine_releases.yaml")
 
@@ -95,9 +102,7 @@ def _text(raw: dict) -> dict:
 def theta_default(raw: dict) -> float:
     """The rope_theta transformers 5 fills when config.json states none (its class's `default_theta`,
     surgery/data/catalogue4.yaml `rope_theta_default`; Automodel#3267: a draft without the key loads 10000)."""
-    from .catalogue4 import data as c4
-
-    rule = c4()["rope_theta_default"]
+    rule = catalogue4_data()["rope_theta_default"]
     text = _text(raw)
     for mt in (text.get("model_type"), raw.get("model_type")):
         if mt in rule["by_model_type"]:
@@ -316,10 +321,9 @@ def lm_head_rule_check(draft, target, *, method: str, engine: str, version: str 
                      where, severity=INFO)]
     row = hits[0]
     label = f"{engine} {release}" if release else engine
-    from .catalogue4 import reports as c4_reports  # the field's fourth catalogue names this class of report
-
     ascend = next((r for r in releases()["block_drafter_lm_head"] if r["engine"] == "vllm-ascend"), None)
-    named = (f"; vllm-ascend forces the target's head over it ({c4_reports('block_drafter_own_head')}: "
+    named = (f"; vllm-ascend forces the target's head over it "
+             f"({', '.join(r.replace('vllm-project/', '') for r in catalogue4_data()['checks']['block_drafter_own_head']['reports'])}: "
              "~25 % -> 1-1.7 %)" if ascend and row["keeps"] else "")
     return [diag("SRG622", f"{head}; {label} {row['outcome']} ({row['source']}){named}", where,
                  None if row["keeps"] else "serve on a release that keeps the draft's own lm_head; `surgery audit` "

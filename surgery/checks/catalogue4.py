@@ -22,6 +22,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)
+from ..engine.releases import Release, release
+from ..formats import original_config  # the keys as the published file states them
 from ..resources import load_data
 from .catalogue3 import known_releases, release_of, served_method
 from . import config_spelling  # installed_vllm_version read when called (tests set it)
@@ -152,8 +155,6 @@ def class_convention_check(draft, target, *, method: str, version: str | None) -
     conv = next((c for a, c in data()["class_conventions"].items() if a in target.architectures), None)
     if conv is None:
         return []
-    from ..formats import original_config  # the ids as the published file states them
-
     own = original_config(draft.raw or {})
     stated = [own.get("eagle_aux_hidden_state_layer_ids"), _get(own, "eagle_config.eagle_aux_hidden_state_layer_ids"),
               _get(own, "speculators_config.eagle_aux_hidden_state_layer_ids"), own.get("aux_hidden_state_layer_ids")]
@@ -212,17 +213,32 @@ def dcp_check(*, method: str, dcp: int | None, version: str | None, draft, targe
 
 # ------------------------------------------------------------------------------------- SRG805: MTP and PP
 
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def mtp_class(rel: Release, facts) -> str | None:
+    """The MTP class the release builds for a model's MTP layer: the MTP model type vLLM rewrites it to
+    (data/vllm_mtp_rewrites.yaml), among the release's MTP architectures (`glm4_moe_lite_mtp` ->
+    Glm4MoeLiteMTPModel); as SRG344 resolves it (engine_start.py)."""
+    archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
+    draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
+                       if r.get("architecture") in archs or r.get("model_type") in types), None)
+    if not draft_type or draft_type == "?":
+        return None
+    names = [a for a in (rel.facts.get("classes") or {}).get("mtp_architectures") or []
+             if _norm(a).startswith(_norm(draft_type))]
+    return min(names, key=len) if names else None
+
+
 def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) -> list[Diagnostic]:
     if pp <= 1 or method != "mtp":
         return []
-    from ..engine.releases import release
-    from .engine_start import _served_draft_class  # the class the release builds for the MTP layer
-
     rel = release("vllm", version)[0] if version else None
     if rel is None:
         return []
     classes = rel.facts.get("classes") or {}
-    served = _served_draft_class(rel, draft, target, method)
+    served = mtp_class(rel, target if draft.source == target.source or draft.raw == target.raw else draft)
     rule = data()["mtp_pipeline"]
     where = Location(draft.source, key_path="architectures")
     names = reports("mtp_pipeline_parallel")
@@ -244,8 +260,6 @@ def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) ->
 # ------------------------------------------------------------- SRG806: speculators norm flags per release
 
 def speculators_norm_check(draft, *, version: str | None) -> list[Diagnostic]:
-    from ..formats import original_config
-
     own = original_config(draft.raw or {})
     algo = own.get("speculators_model_type")
     if not algo or "speculators_config" not in own:
