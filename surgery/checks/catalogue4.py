@@ -97,9 +97,9 @@ def dspark_k_check(draft, *, method: str, k: int | None, version: str | None) ->
 # ------------------------------------------------------------------------------------ SRG801: causality
 
 def dflash_causal_check(draft, *, method: str, version: str | None) -> list[Diagnostic]:
-    if method != "dflash" or not isinstance(draft.raw.get("dflash_config"), dict):
-        return []
     rule = data()["dflash_causal"]
+    if method not in rule["methods"] or not isinstance(draft.raw.get("dflash_config"), dict):
+        return []
     if any(_get(draft.raw, k) is not None for k in rule["keys"]):
         return []
     auto_map = draft.raw.get("auto_map") or {}
@@ -115,10 +115,10 @@ def dflash_causal_check(draft, *, method: str, version: str | None) -> list[Diag
     shown = (f"layers {noncausal} run non-causal" + (f", {causal} causal" if causal else "")) if n else "layer causality by layer type"
     where = Location(draft.source, key_path="dflash_config.causal")
     if by_design:
-        return [diag("SRG801", f"the DFlash draft states no dflash_config.causal: {does}: {shown}; {by_design['producer']} "
-                     f"({by_design['auto_map']}) trains DFlash non-causal, which is that default ({reports('dflash_causal_absent')}: "
+        return [diag("SRG801", f"the {method} draft states no dflash_config.causal: {does}: {shown}; {by_design['producer']} "
+                     f"({by_design['auto_map']}) trains it non-causal, which is that default ({reports('dflash_causal_absent')}: "
                      "an export that drops the key from a causal head loses acceptance only)", where, severity=INFO)]
-    return [diag("SRG801", f"the DFlash draft states no dflash_config.causal (nor is_causal): {does}: {shown}; a head "
+    return [diag("SRG801", f"the {method} draft states no dflash_config.causal (nor is_causal): {does}: {shown}; a head "
                  f"trained causal whose export dropped the key runs with the wrong attention and loses acceptance, "
                  f"no error ({reports('dflash_causal_absent')})", where,
                  "write dflash_config.causal as the head was trained (true: causal; false: bidirectional block)",

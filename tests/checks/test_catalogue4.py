@@ -95,6 +95,9 @@ def test_specforge_dflash_without_causal_is_its_trainers_default_a_note(run_cli)
     _, out = validate(run_cli, "dflash", QWEN3, DFLASH, "--engine-version", "0.26.0")
     f = found(out, "SRG801")
     assert f and f[0]["severity"] == "info" and "SpecForge" in f[0]["message"] and "0.26.0" in f[0]["message"], out
+    _, out = validate(run_cli, "dspark", QWEN3, DSPARK, "--engine-version", "0.34.0")  # DSpark: the same rule
+    f = found(out, "SRG801")
+    assert f and f[0]["severity"] == "info" and "dspark.DSparkDraftModel" in f[0]["message"], out
 
 
 # ------------------------------------------------------------- SRG802: vllm#51581, quantised DFlash per release
