@@ -19,6 +19,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import grid  # noqa: E402
 import venvs  # noqa: E402
+# the grid's cases and every oracle run (this file's and test_construct_oracle.py's) are session fixtures,
+# started together on first use: conftest.py
+from oracle_cases import all_cache_dtypes, facts_asked as _facts_asked  # noqa: E402,F401
 
 # needle in the release's refusal -> the code surgery names that limit with
 LIMITS = [
@@ -47,46 +50,6 @@ AT_BUILD = {
 }
 SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding placeholder under pp (recipe step 3)"}}
 RESULTS: dict[str, dict] = {}
-
-
-def all_cache_dtypes() -> list[str]:
-    from surgery.engine.releases import release_data
-
-    out: list[str] = []
-    for version in venvs.RELEASES:
-        for kv in release_data("vllm")["releases"][version].get("cache_dtypes") or []:
-            if kv not in out:
-                out.append(kv)
-    return out
-
-
-@pytest.fixture(scope="module")
-def cases(tmp_path_factory):
-    root = tmp_path_factory.mktemp("release_oracle")
-    out = []
-    for case in grid.cases(all_cache_dtypes()):
-        out.append({**case, "target": str(grid.published(Path(case["target_src"]), root)),
-                    "draft": str(grid.published(Path(case["draft_src"]), root))})
-    return out
-
-
-@pytest.fixture(scope="module")
-def oracle_runs(cases):
-    """Every release's grid and fact run, started together on first use; each test reads its own."""
-    from surgery.engine.releases import release_data
-
-    runs = {}
-    for release in venvs.RELEASES:
-        if venvs.oracle_python(release)[0] is None:
-            continue
-        runs[("grid", release)] = venvs.OracleRun(release, cases)
-        facts = release_data("vllm")["releases"][release]
-        runs[("facts", release)] = venvs.OracleRun(release, {"facts_for": _facts_asked(facts), "kv_sharing_copy":
-                                                             (facts.get("kv_sharing_copy") or {}).get("defined_in", {})})
-    yield runs
-    for run in runs.values():
-        if run.proc.poll() is None:
-            run.proc.kill()
 
 
 def classify(verdict: dict) -> str | None:
@@ -165,19 +128,6 @@ def test_releases_disagree_somewhere():
     differ = [i for i in ids if len({classify(RESULTS[r][i]) for r in venvs.RELEASES}) > 1]
     print(f"release oracle: {len(differ)} of {len(ids)} cases differ between {', '.join(venvs.RELEASES)}")
     assert differ, "every release answered every case alike: the grid no longer tells releases apart"
-
-
-def _facts_asked(facts: dict) -> list[str]:
-    """The classes whose facts are held to the release: every speculative-decoding class, every grid
-    target, every target said to relay aux hidden states, and the first ten said not to run pipelined."""
-    classes = facts.get("classes") or {}
-    targets = set()
-    for _, _, target, _, _ in grid.PAIRS:
-        archs = json.loads(Path(target).read_text(encoding="utf-8")).get("architectures") or []
-        targets |= {a.replace("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM") for a in archs}
-    return sorted(set(facts.get("draft_architectures") or {}) | targets
-                  | set(classes.get("aux_hidden_states_over_pp") or [])
-                  | set((classes.get("architectures_without_pp") or [])[:10]))
 
 
 @pytest.mark.parametrize("release", venvs.RELEASES)

@@ -9,11 +9,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLES = ROOT / ".cache" / "oracles"
 RUNNER = Path(__file__).resolve().parent / "runner.py"
+# `surgery validate --engine-check`'s runner: the config layer, then the classes constructed on meta (issue 65)
+CONSTRUCT_RUNNER = ROOT / "surgery" / "engine" / "ask" / "vllm_runner.py"
 RELEASES = ("0.26.0", "0.32.0", "0.34.0")
 ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
        "TOKENIZERS_PARALLELISM": "false", "VLLM_LOGGING_LEVEL": "ERROR"}
@@ -40,7 +43,7 @@ class OracleRun:
     every release run side by side (the machine has two cores; serially they are most of the suite's time).
     Input and output go through files, so a process never blocks on a full pipe while it waits its turn."""
 
-    def __init__(self, release: str, payload):
+    def __init__(self, release: str, payload, runner: Path = RUNNER):
         py, why = oracle_python(release)
         if py is None:
             raise RuntimeError(why)
@@ -51,8 +54,9 @@ class OracleRun:
         env.pop("PYTHONPATH", None)  # the oracle sees only its own release
         with open(self.folder / "in.json", "rb") as stdin, open(self.folder / "out", "wb") as out, \
                 open(self.folder / "err", "wb") as err:
-            self.proc = subprocess.Popen([py, str(RUNNER)], stdin=stdin, stdout=out, stderr=err, env=env,
+            self.proc = subprocess.Popen([py, str(runner)], stdin=stdin, stdout=out, stderr=err, env=env,
                                          cwd=str(ORACLES if ORACLES.is_dir() else ROOT))
+        self.started = time.time()
 
     def result(self) -> dict:
         try:
@@ -64,6 +68,8 @@ class OracleRun:
         err = (self.folder / "err").read_text(encoding="utf-8", errors="replace")
         if code != 0:
             raise RuntimeError(f"the vLLM {self.release} oracle failed (exit {code}): {err[-3000:]}")
+        # its own wall time: start to its answer's last write (read later, the wait would count too)
+        self.seconds = (self.folder / "out").stat().st_mtime - self.started
         return json.loads(out.strip().splitlines()[-1])
 
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
-import io
 import json
 import linecache
 import logging
@@ -68,7 +67,7 @@ ENV_UNJUDGED = ("Torch not compiled with CUDA", "No CUDA GPUs", "Found no NVIDIA
                 # kernel / backend selection for this host's CPU (fp8 block-scaled GEMMs want AMX, MXFP4 MoE a
                 # GPU backend): what a GPU build picks is not known here
                 "Failed to find a kernel that can implement", "backend supports the deployment configuration",
-                "requires AMX")
+                "requires AMX", "is not built in this environment", "_OpNamespace")
 MESSAGE_LIMIT = 3000
 
 
@@ -179,16 +178,61 @@ def parallel_as(tp: int, pp: int, pp_rank: int):
 
 
 # --- construction --------------------------------------------------------------------------------------------
+class _MissingOp:
+    """A compiled custom op this environment's build lacks (a CUDA wheel on a CPU torch has no working
+    `torch.ops._C`): constructors only take a reference to it (`self.op = torch.ops._C.silu_and_mul`), which
+    a GPU build resolves; calling it here says so."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self.name} is not built in this environment (only constructed here, never run)")
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _MissingOp(f"{self.name}.{attr}")
+
+
+@contextlib.contextmanager
+def _stand_in_missing_custom_ops():
+    """While a constructor runs (its modules already imported, so their import-time feature checks such as
+    `hasattr(torch.ops._C, "scaled_fp4_quant")` saw the real build), torch.ops.<vllm extension
+    namespace>.<op> resolves to a _MissingOp where the extension did not load: a constructor that only
+    references a kernel builds as on a GPU build (the 0.26 oracle venv runs the CUDA wheel on a CPU
+    torch). Namespaces of other libraries are untouched."""
+    import torch._ops as ops
+
+    original = ops._OpNamespace.__getattr__
+
+    def getattr_(self, name):
+        try:
+            return original(self, name)
+        except (AttributeError, RuntimeError):
+            ns = getattr(self, "name", "")
+            if name.startswith("__") or not (ns.startswith("_C") or ns.endswith("_C")):
+                raise
+            return _MissingOp(f"torch.ops.{ns}.{name}")
+
+    ops._OpNamespace.__getattr__ = getattr_
+    try:
+        yield
+    finally:
+        ops._OpNamespace.__getattr__ = original
+
+
 def _forward_context(config) -> dict | None:
     return getattr(getattr(config, "compilation_config", None), "static_forward_context", None)
 
 
 def _build(vllm_config, model_config, prefix: str):
     import torch
-    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
 
-    with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+    get_model_architecture(model_config)  # the class and its modules imported before the stand-ins
+    with set_default_torch_dtype(model_config.dtype), torch.device("meta"), _stand_in_missing_custom_ops():
         return initialize_model(vllm_config=vllm_config, model_config=model_config, prefix=prefix)
 
 
@@ -336,19 +380,25 @@ def main() -> int:
     logging.disable(logging.WARNING)
     payload = json.load(sys.stdin)
     cases = payload["cases"] if isinstance(payload, dict) else payload
+    # whatever the engine prints (Python or C, some of it through sys.stdout.fileno()) goes to stderr; the
+    # answer alone is written to the real stdout, as its last line
+    sys.stdout.flush()
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
     import vllm
 
     out = {"engine": "vllm", "version": vllm.__version__, "verdicts": []}
     for case in cases:
-        with contextlib.redirect_stdout(io.StringIO()):
-            try:
-                out["verdicts"].append(verdict(case))
-            except Exception as exc:  # noqa: BLE001 - one case's failure is its answer, not the run's
-                out["verdicts"].append({"id": case.get("id"), "stage": "unjudged", "type": type(exc).__name__,
-                                        "message": f"the runner failed: {exc}"[:600], **_frames(exc)})
-    out["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    sys.stdout.write("\n" + json.dumps(out) + "\n")
+        try:
+            out["verdicts"].append(verdict(case))
+        except Exception as exc:  # noqa: BLE001 - one case's failure is its answer, not the run's
+            out["verdicts"].append({"id": case.get("id"), "stage": "unjudged", "type": type(exc).__name__,
+                                    "message": f"the runner failed: {exc}"[:600], **_frames(exc)})
     sys.stdout.flush()
+    out["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    data = ("\n" + json.dumps(out) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(answer_fd, data):]
     return 0
 
 
