@@ -248,12 +248,68 @@ def vllm_facts(tree: SourceTree, version: str, hook_targets: dict, hook_methods:
                                                       "parallel_drafting is only supported by the dflash and dspark"),
             # legacy runner: the drafter skipped past the draft's length (proposes token 0)
             "input_fits_in_drafter": find_def(tree, legacy, "_input_fits_in_drafter"),
+            # issue 65: a k above the draft's n_predict (its MTP layers) that is no multiple of it is refused
+            # (SpeculativeConfig; 0.34: SpeculatorConfig.resolve_num_speculative_tokens)
+            "mtp_k_multiple_of_n_predict": find_text(tree, [spec_rel, f"{v2}/speculator_config.py"],
+                                                     "must be divisible by {n_predict=}"),
+            # FLy verification (rejection_sample_method "fly") refused with fewer than 2 draft tokens
+            "fly_needs_two_tokens": find_text(tree, [spec_rel], "FLy requires num_speculative_tokens to be at least 2"),
+            # the V2 DFlash speculator refuses a draft whose dflash_config asks sample_from_anchor; before it,
+            # the DFlash speculators set it False whatever the file says
+            "dflash_sample_from_anchor_refused": find_text(tree, [f"{v2}/dflash/speculator.py"],
+                                                           "sample_from_anchor=True is not supported for DFlash"),
+            # the speculators reader copies a DFlash file's sample_from_anchor into dflash_config
+            "dflash_reader_copies_sample_from_anchor": find_text(
+                tree, ["vllm/transformers_utils/configs/speculators/algos.py"],
+                '"sample_from_anchor": config_dict.get("sample_from_anchor"'),
+            # a Gated DeltaNet layer's conv width and value heads divided by tp (the mamba state shape the
+            # engine sizes its cache with; the conv1d ColumnParallelLinear at model build)
+            "gdn_state_shape_divides": find_def(tree, "vllm/model_executor/layers/mamba/mamba_utils.py",
+                                                "gated_delta_net_state_shape"),
         },
+        # method dspark: the draft architectures SpeculativeConfig keeps; any other is rewritten to
+        # DeepSeek-V4's DSparkDraftModel (model_type deepseek_v4) before the registry is asked
+        "dspark_kept_architectures": dspark_kept_architectures(spec),
+        # ... except a qwen3 draft named DSparkDraftModel (SpecForge's name), renamed Qwen3DSparkModel first
+        "dspark_qwen3_renamed": dspark_qwen3_renamed(spec, spec_rel),
         "classes": vllm_class_facts(tree),
         "kv_sharing_copy": kv_sharing_copy(tree),
     }
     facts["dspark"] = vllm_dspark_facts(tree)  # the DSpark block-layout flag (issue 58; dspark58)
     return facts
+
+
+def dspark_kept_architectures(spec: ast.Module | None) -> list[str] | None:
+    """The architectures of `if self.method == "dspark" and ("A" not in ...architectures and ...)`, whose
+    body sets `architectures = ["DSparkDraftModel"]` (0.25-0.29); None where no such rewrite exists."""
+    for node in ast.walk(spec) if spec else []:
+        if not isinstance(node, ast.If):
+            continue
+        test = ast.unparse(node.test)
+        body = ast.unparse(ast.Module(body=node.body, type_ignores=[]))
+        if "self.method == 'dspark'" not in test or "not in self.draft_model_config.architectures" not in test \
+                or "'DSparkDraftModel'" not in body:
+            continue
+        names = set()
+        for c in ast.walk(node.test):
+            if not (isinstance(c, ast.Compare) and any(isinstance(op, ast.NotIn) for op in c.ops)):
+                continue
+            left = _assign(spec, c.left.id) if isinstance(c.left, ast.Name) else c.left  # a module constant
+            if isinstance(left, ast.Constant) and isinstance(left.value, str):
+                names.add(left.value)
+        return sorted(names)
+    return None
+
+
+def dspark_qwen3_renamed(spec: ast.Module | None, rel: str) -> str | None:
+    """`file:line` of the `if` that renames a qwen3 draft named DSparkDraftModel to Qwen3DSparkModel."""
+    for node in ast.walk(spec) if spec else []:
+        if isinstance(node, ast.If):
+            test = ast.unparse(node.test)
+            body = ast.unparse(ast.Module(body=node.body, type_ignores=[]))
+            if "'DSparkDraftModel'" in test and "'qwen3'" in test and "'Qwen3DSparkModel'" in body:
+                return f"{rel}:{node.lineno}"
+    return None
 
 
 KV_SHARING_NAME = "kv_sharing_target_layer_name"
@@ -538,7 +594,9 @@ def vllm_class_facts(tree: SourceTree) -> dict:
                 if isinstance(d, ast.Dict):
                     for k, v in zip(d.keys, d.values):
                         if isinstance(k, ast.Constant) and k.value == "architectures" and isinstance(v, ast.List):
-                            mtp_archs |= {e.value for e in v.elts if isinstance(e, ast.Constant)}
+                            # every name the list can hold: `["Qwen3_5MoeMTP" if is_moe else "Qwen3_5MTP"]` too
+                            mtp_archs |= {c.value for e in v.elts for c in ast.walk(e)
+                                          if isinstance(c, ast.Constant) and isinstance(c.value, str)}
     return {"architectures_without_pp": without_pp, "draft_architectures_with_pp": drafts_pp,
             # the draft classes SpeculativeConfig.hf_config_override turns an MTP target into
             "mtp_architectures": sorted(mtp_archs),
