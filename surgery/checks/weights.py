@@ -384,3 +384,9 @@ def check_weights(plan, recipe, draft, target, draft_dir, target_dir, *, read_da
         dckpt, tckpt = side_by_side(lambda: read_checkpoint(dsrc), lambda: read_checkpoint(tsrc),
                                     threaded=any_remote(dsrc, tsrc))
     return _Checker(plan, recipe, draft, target, dckpt, tckpt, read_data).run()
+
+
+def checkpoint_of(facts, path) -> Checkpoint:
+    """The checkpoint (all headers) of the model the facts were read from: `--engine-check --weights` compares
+    the engine's constructed shapes with it (surgery/commands/checks.py)."""
+    return read_checkpoint(_source(facts, path))

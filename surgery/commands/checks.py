@@ -12,7 +12,8 @@ from ..checks.last_slot import last_slot_check
 from ..checks.config_spelling import cli_spelling_check  # keys another vLLM release reads (SRG676-678)
 from ..checks.release_rules import cli_release_check  # rules that hold for some vLLM releases only (SRG720-724)
 from ..checks.kv_scales import cli_kv_scales_check  # calculate_kv_scales with KV-shared drafts (SRG514-517)
-from ..checks.engine_start import cli_engine_start_check  # limits vLLM enforces at start (SRG340-SRG343)
+from ..checks.engine_start import cli_engine_start_check
+from ..checks.sglang_start import sglang_start_check  # what SGLang refuses at start and at model build (SRG770-778)
 from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 from ..checks.catalogue4 import cli_catalogue4  # the field's fourth catalogue (SRG800-805)
@@ -43,12 +44,16 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
     findings += format_findings(draft, target, producer=options.producer,
                                 runners=(judged.facts.get("runners") or None) if judged is not None else None,
                                 num_speculative_tokens=options.num_speculative_tokens,
-                                method=options.method or recipe.engine.get("vllm", {}).get("method"))
+                                method=options.method or recipe.engine.get("vllm", {}).get("method"),
+                                engine=options.engine)
     findings += last_slot_check(plan, draft, target, producer=options.producer)
     findings += cli_spelling_check(options, recipe, draft)
     findings += cli_release_check(options, recipe, draft, target)
     findings += cli_kv_scales_check(options, plan)
     findings += cli_engine_start_check(options, plan, draft, target, recipe)
+    findings += sglang_start_check(plan, draft, target, version=options.engine_version, algorithm=options.algorithm,
+                                   context_length_asked=options.max_model_len, kv_cache_dtype=options.kv_cache_dtype,
+                                   attention_backend=options.attention_backend, producer=options.producer)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
     findings += cli_catalogue4(options, plan, recipe, draft, target)
     findings += recipe_note(recipe)
@@ -72,9 +77,9 @@ def cli_engine_check(options: CheckOptions, recipe, draft, target, plan, report)
     --weights, the headers the report read are the shapes it is compared with."""
     headers = None
     if report is not None:  # the headers --weights read, read again (local files; hub ranges from their cache)
-        from ..checks.weights import _source, read_checkpoint
+        from ..checks.weights import checkpoint_of
 
-        headers = {role: {t.name: list(t.shape) for t in read_checkpoint(_source(facts, ref)).tensors.values()}
+        headers = {role: {t.name: list(t.shape) for t in checkpoint_of(facts, ref).tensors.values()}
                    for role, facts, ref in (("target", target, options.target), ("draft", draft, options.draft))}
     rt = plan.runtime
     return engine_check(engine=options.engine, release=options.engine_version, python=options.engine_python,
