@@ -16,6 +16,8 @@ one `vllm serve` would print. tests/release_oracle/ (vLLM 0.26.0, 0.32.0 and 0.3
   the draft the target's pp: 0.25-0.29) a draft class that is no SupportsPP;
 - SRG345: --pp > 1 with a method whose drafter reads the target's aux hidden states, on a target whose
   decoder does not relay them between stages (releases that verify it at load: 0.30+).
+- SRG754: tp divides the attention heads but not a Gated DeltaNet layer's conv width or value heads
+  (Qwen3-Next, Qwen3.5 / 3.6; engine_rules.yaml `start_limits.linear_attention`, issue 65).
 
 Every list these checks read is the judged release's own, read from its wheel (surgery/data/releases/
 vllm.json `cache_dtypes`, `classes`; tools/releasefacts.py) and held to that release's own config layer by
@@ -143,6 +145,53 @@ def _tp_hint(draft, target, tp: int) -> str:
             ok.append(size)
     shown = ", ".join(map(str, ok)) or "none up to 16"
     return f"tensor-parallel sizes both models accept: {shown}"
+
+
+def gdn_widths(f) -> dict | None:
+    """A Gated DeltaNet target's (conv width, value heads, the keys they come from), or None."""
+    rule = limits().get("linear_attention") or {}
+    text = text_part(f.raw or {})
+    if not ({f.model_type, f.text_model_type, text.get("model_type")} & set(rule.get("model_types") or [])):
+        return None
+    keys = rule["keys"]
+    vals = {name: _int(text.get(key)) for name, key in keys.items()}
+    if any(v is None or v <= 0 for v in vals.values()):
+        return None
+    conv = 2 * vals["num_k_heads"] * vals["head_k_dim"] + vals["num_v_heads"] * vals["head_v_dim"]
+    return {"conv": conv, "num_v_heads": vals["num_v_heads"], "keys": keys}
+
+
+def _gdn_breaks(f, size: int) -> tuple[int, str] | None:
+    """(what tp does not divide, its name) in gated_delta_net_state_shape's order: conv width, value heads."""
+    w = gdn_widths(f)
+    if w is None or size <= 1:
+        return None
+    k = w["keys"]
+    if w["conv"] % size:
+        return w["conv"], (f"conv width {w['conv']} (2 x {k['num_k_heads']} x {k['head_k_dim']} + "
+                           f"{k['num_v_heads']} x {k['head_v_dim']})")
+    if w["num_v_heads"] % size:
+        return w["num_v_heads"], f"{w['num_v_heads']} value heads ({k['num_v_heads']})"
+    return None
+
+
+def gdn_check(rel: Release | None, target, tp: int) -> list[Diagnostic]:
+    """SRG754: a tp that does not divide the target's Gated DeltaNet conv width or value heads (the draft of
+    these families is a full-attention MTP layer)."""
+    rule = limits().get("linear_attention") or {}
+    where = rel.rule("gdn_state_shape_divides") if rel is not None else None
+    broke = _gdn_breaks(target, tp) if where or rel is None else None
+    if broke is None:
+        return []
+    value, what = broke
+    says = rule["vllm_says"].format(numerator=value, denominator=tp)
+    ok = [s for s in range(1, 17) if _gdn_breaks(target, s) is None and not any(
+        x[0] for x in _heads_failures(target, target, s, s))]
+    label = rel.label() if rel is not None else "vLLM"
+    return [diag(rule["code"], f"--tp {tp}: the target's Gated DeltaNet layers split their {what} over tp, and {tp} "
+                 f"does not divide it; {label} refuses at start (cache sizing) and at build: \"{says}\" "
+                 f"({where or rule['source']})", target.key_location(rule["keys"]["num_k_heads"]),
+                 f"tensor-parallel sizes the heads and the Gated DeltaNet widths accept: {', '.join(map(str, ok)) or 'none up to 16'}")]
 
 
 def max_len_check(target, max_model_len: int | None, hf_overrides: dict | None) -> list[Diagnostic]:
@@ -317,6 +366,7 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
     return (cache_dtype_check(rel, rt.kv_cache_dtype, draft_kv_cache_dtype)
             + float_kv_check(rel, target, rt.kv_cache_dtype)
             + tp_check(draft, target, tp, draft_tp)
+            + gdn_check(rel, target, tp)
             + pipeline_check(rel, draft, target, rt.pp_size, method)
             + aux_relay_check(rel, draft, target, rt.pp_size, method)
             + max_len_check(target, max_model_len, hf_overrides))

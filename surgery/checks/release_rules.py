@@ -15,6 +15,15 @@ installed vLLM's release, else a visible line that they were not checked (SRG048
   (speculators 0.9.0's `xpress` and `mtp`).
 - SRG724 `--rejection-sample-method`: one the release does not have, or `fly` (lossy) / `synthetic`
   (fixed acceptance rates), under which output-equals-greedy and acceptance figures do not hold.
+
+vLLM's own rewrites of the draft config, per release (issue 65; each rule read from the wheels:
+vllm.json `rules`, `dspark_kept_architectures`, `dspark_qwen3_renamed`; held to 0.26 / 0.32 / 0.34 by
+tests/release_oracle/):
+- SRG750 an MTP k above the layer count (n_predict) that is no multiple of it;
+- SRG751 FLy verification with k < 2;
+- SRG752 a DFlash draft asking sample_from_anchor: refused by 0.27+'s DFlash speculator, ignored before;
+- SRG753 a draft class the release renames to one it cannot serve (EAGLEConfig's prefix on P-EAGLE's
+  registered names; method dspark's rewrite to DeepSeek-V4's DSparkDraftModel).
 """
 from __future__ import annotations
 
@@ -171,6 +180,116 @@ def mtp_type_finding(rel, draft, target, method: str | None) -> Diagnostic | Non
                 hint=f"serve on vLLM {have[0]} or later")
 
 
+def _mtp_layers(draft, target, method: str | None) -> int | None:
+    """n_predict for an MTP draft: the MTP layers vLLM serves (facts num_mtp_layers_served)."""
+    if method not in (None, "mtp"):
+        return None
+    n = draft.scalars.get("num_mtp_layers_served")
+    same = target is not None and (draft.source == target.source or draft.raw == target.raw)
+    if method is None and not same:
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def mtp_k_finding(rel, draft, target, method: str | None, k: int | None) -> Diagnostic | None:
+    """SRG750: k > n_predict and k % n_predict != 0 (SpeculativeConfig; 0.34 resolve_num_speculative_tokens)."""
+    where = rel.rule("mtp_k_multiple_of_n_predict")
+    n = _mtp_layers(draft, target, method)
+    if not where or n is None or not isinstance(k, int) or k <= n or k % n == 0:
+        return None
+    ok = sorted({*range(1, n + 1), *range(n, 4 * n + 1, n)})
+    return diag("SRG750", f"k {k} with {n} MTP layers (n_predict): {rel.label()} reuses the layers in turn and refuses "
+                f"at start a k above {n} that is no multiple of it: \"num_speculative_tokens:{k} must be divisible by "
+                f"n_predict={n}\" ({where})", Location(draft.source, key_path="num_nextn_predict_layers"),
+                hint=f"serve with --num-speculative-tokens one of {', '.join(map(str, ok))}")
+
+
+def fly_finding(rel, draft, target, method: str | None, value: str | None, k: int | None) -> Diagnostic | None:
+    """SRG751: FLy with k < 2 (an MTP draft with no k takes its layer count)."""
+    where = rel.rule("fly_needs_two_tokens")
+    if value != "fly" or not where:
+        return None
+    given = k if isinstance(k, int) else _mtp_layers(draft, target, method)
+    if given is None or given >= 2:
+        return None
+    how = f"k {given}" if k is not None else f"no k given, so the MTP layer count {given}"
+    return diag("SRG751", f"rejection_sample_method 'fly' with {how}: {rel.label()} refuses at start: \"FLy requires "
+                f"num_speculative_tokens to be at least 2.\" ({where})", Location("--rejection-sample-method"),
+                hint="serve FLy with --num-speculative-tokens 2 or more, or with rejection_sample_method standard")
+
+
+def dflash_anchor_finding(rel, draft, method: str | None) -> Diagnostic | None:
+    """SRG752: a DFlash draft asking sample_from_anchor (its dflash_config; a speculators dflash file's top-level
+    key where the release's reader copies it there)."""
+    if method not in (None, "dflash"):
+        return None
+    raw = original_config(draft.raw or {})
+    if not isinstance(raw, dict):
+        return None
+    nested = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    key, asked = "dflash_config.sample_from_anchor", nested.get("sample_from_anchor")
+    if "speculators_config" in raw and str(raw.get("speculators_model_type", "")).startswith("dflash"):
+        key, asked = "sample_from_anchor", raw.get("sample_from_anchor")
+        if asked is True and not rel.rule("dflash_reader_copies_sample_from_anchor"):
+            return diag("SRG752", f"the speculators file says sample_from_anchor: true; {rel.label()}'s reader does not "
+                        "copy it and its DFlash speculator serves the 1 + N layout (the anchor is the bonus token): a "
+                        "head trained to predict from the anchor proposes shifted tokens, acceptance falls",
+                        Location(draft.source, key_path=key), severity=WARNING)
+    if asked is not True:
+        return None
+    if method is None and not any("DFlash" in a for a in draft.architectures or []):
+        return None
+    refused = rel.rule("dflash_sample_from_anchor_refused")
+    if refused:
+        return diag("SRG752", f"{key} is true: {rel.label()}'s DFlash speculator refuses it when the engine builds it: "
+                    f"\"sample_from_anchor=True is not supported for DFlash\" ({refused})",
+                    Location(draft.source, key_path=key))
+    return diag("SRG752", f"{key} is true, and {rel.label()}'s DFlash speculator sets sample_from_anchor False whatever "
+                "the config says: it serves the 1 + N layout (the anchor is the bonus token), so a head trained to "
+                "predict from the anchor proposes shifted tokens; outputs stay the target's, acceptance falls "
+                "(0.27+ refuse it at start)", Location(draft.source, key_path=key), severity=WARNING)
+
+
+DSPARK_V4_TYPES = ("deepseek_v4", "deepseek_v41")
+
+
+def rename_finding(rel, draft, method: str | None) -> Diagnostic | None:
+    """SRG753: the class vLLM builds is not the one config.json names, and the release cannot serve it."""
+    from ..engine.servedarch import served_architecture
+
+    archs = [a for a in draft.architectures or [] if isinstance(a, str)]
+    raw = original_config(draft.raw or {})
+    registry = rel.architectures()
+    if not archs or not isinstance(raw, dict):
+        return None
+    if method in ("eagle", "eagle3", "dflash") and "speculators_config" not in raw:
+        arch = archs[0]
+        served = served_architecture(method, arch)
+        if served != arch and arch in registry and served not in registry:
+            return diag("SRG753", f"{rel.label()} registers {arch}, but under method {method!r} EAGLEConfig renames it "
+                        f"{served} before building it, which this release does not register: it refuses at start "
+                        f"(\"Model architectures ['{served}'] are not supported for now\"; transformers_utils/configs/"
+                        "eagle.py)", Location(draft.source, key_path="architectures"),
+                        hint=f"name the class the release serves under {method} (an {served[:len(served) - len(arch)]}... "
+                             "name), or write the head as a speculators file, which is not renamed")
+    kept = rel.facts.get("dspark_kept_architectures")
+    if method == "dspark" and kept is not None and archs[0] in registry and archs[0] not in kept:
+        model_type = raw.get("model_type")
+        if rel.facts.get("dspark_qwen3_renamed") and archs[0] == "DSparkDraftModel" and model_type == "qwen3":
+            return None
+        if model_type in DSPARK_V4_TYPES:
+            return None
+        renamed = [v for v in known("vllm") if (release_data("vllm")["releases"][v].get("dspark_qwen3_renamed"))]
+        return diag("SRG753", f"method dspark: {rel.label()}'s SpeculativeConfig keeps only {', '.join(kept)} and rewrites "
+                    f"any other draft class to DeepSeek-V4's DSparkDraftModel (model_type deepseek_v4): this "
+                    f"{model_type} draft named {archs[0]} is built as a DeepSeek-V4 draft and fails at load "
+                    f"(config/speculative.py)", Location(draft.source, key_path="architectures"),
+                    hint=f"name the class the release keeps ({', '.join(kept)})"
+                         + (f", or serve on {_ranges(renamed)} (a qwen3 DSparkDraftModel is served as Qwen3DSparkModel "
+                            "there)" if renamed else ""))
+    return None
+
+
 def rejection_finding(rel, value: str | None, where: str) -> Diagnostic | None:
     if not value:
         return None
@@ -204,7 +323,7 @@ def _ranges(versions: list[str]) -> str:
 
 def release_findings(version: str | None, draft, *, method: str | None, served_as_model: bool,
                      rejection_sample_method: str | None = None, why_none: str = "", target=None,
-                     parallel_drafting: Any = None) -> list[Diagnostic]:
+                     parallel_drafting: Any = None, num_speculative_tokens: int | None = None) -> list[Diagnostic]:
     """Every release rule for this draft on `version` (None: SRG048, not checked)."""
     if version is None:
         return [no_release("vllm", why_none or "no vLLM release known", draft.source)]
@@ -221,7 +340,11 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
                   mtp_type_finding(rel, draft, target, method),
                   parallel_drafting_finding(rel, method, parallel_drafting, "engine.vllm.parallel_drafting"),
                   rejection_finding(rel, rejection_sample_method, "--rejection-sample-method"),
-                  layout_finding(rel, draft, method)):
+                  layout_finding(rel, draft, method),
+                  mtp_k_finding(rel, draft, target, method, num_speculative_tokens),
+                  fly_finding(rel, draft, target, method, rejection_sample_method, num_speculative_tokens),
+                  dflash_anchor_finding(rel, draft, method),
+                  rename_finding(rel, draft, method)):
         if found is not None:
             out.append(found)
     return out
@@ -234,4 +357,5 @@ def cli_release_check(options: CheckOptions, recipe, draft, target=None) -> list
     method, version, hints = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
                             rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION,
-                            target=target, parallel_drafting=hints.get("parallel_drafting"))
+                            target=target, parallel_drafting=hints.get("parallel_drafting"),
+                            num_speculative_tokens=options.num_speculative_tokens)

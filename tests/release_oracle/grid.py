@@ -51,6 +51,36 @@ SHORT = {"qwen3-8b-eagle3", "qwen3-8b-dflash", "qwen3-8b-dspark", "gpt-oss-20b-e
 SHORT_SETTINGS = [(tp, pp, None, "auto") for tp in (1, 2) for pp in (1, 2)]
 
 
+# vLLM's per-release config rewrites and load-time refusals (issue 65): (id, recipe, target, draft, method, tp,
+# pp, k, speculative_config extras); configs/ holds the derived configs, each saying what it changes and why
+OWN = Path(__file__).resolve().parent / "configs"
+REWRITES = [
+    # an MTP k above the layer count (n_predict) that is no multiple of it is refused; a multiple is not
+    *[(f"deepseek-v3-mtp2 k={k}", "deepseek-mtp", OWN / "DeepSeek-V3-mtp2.json", OWN / "DeepSeek-V3-mtp2.json", "mtp",
+       1, 1, k, {}) for k in (1, 2, 3, 4)],
+    # FLy verification: 0.33+ need k >= 2; older releases have no "fly"
+    *[(f"llama31-eagle3 fly k={k}", "eagle3", CONFIGS / "Llama-3.1-8B-Instruct.json",
+       CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json", "eagle3", 1, 1, k, {"rejection_sample_method": "fly"})
+      for k in (1, 2)],
+    # DFlash with dflash_config.sample_from_anchor: the V2 speculator refuses it (0.27+), 0.25-0.26 ignore it
+    ("qwen3-8b-dflash sample_from_anchor", "dflash", CONFIGS / "Qwen3-8B.json",
+     OWN / "specforge-qwen3-8b-dflash-sample-from-anchor.json", "dflash", 1, 1, 2, {}),
+    # DSpark's class renames: SpecForge's DSparkDraftModel/qwen3 (markov_rank where Qwen3DSparkModel reads it)
+    ("qwen3-8b-dspark top markov_rank", "dspark", CONFIGS / "Qwen3-8B.json",
+     OWN / "specforge-qwen3-8b-dspark-top-markov.json", "dspark", 1, 1, 7, {}),
+    # P-EAGLE's registered class name, renamed by EAGLEConfig under eagle3 (Eagle3PeagleLlamaForCausalLM)
+    ("llama31-peagle native", "peagle", CONFIGS / "Llama-3.1-8B-Instruct.json", OWN / "peagle-llama31-native.json",
+     "eagle3", 1, 1, 4, {"parallel_drafting": True}),
+    # a tp that divides the attention heads but not a Gated DeltaNet layer's conv width (Qwen3.6-27B's widths)
+    *[(f"qwen3-next-qwen36-widths tp={tp}", "mtp", OWN / "Qwen3-Next-qwen36-widths.json",
+       OWN / "Qwen3-Next-qwen36-widths.json", "mtp", tp, 1, 1, {}) for tp in (4, 12)],
+    # Qwen3.5's MTP draft under pp (Qwen3_5MTP is no SupportsPP before 0.30, where the draft takes the target's
+    # pp); and its own GDN widths at tp 12 (judged where the release can import Qwen3.5: 0.34 here)
+    *[(f"qwen3.5-27b-mtp tp={tp} pp={pp}", "mtp", VERDICTS / "Qwen3.5-27B.json", VERDICTS / "Qwen3.5-27B.json", "mtp",
+       tp, pp, 1, {}) for tp, pp in ((1, 1), (1, 2), (12, 1))],
+]
+
+
 def published(src: Path, root: Path) -> Path:
     """A model folder with the config.json as published (our `_` annotations dropped)."""
     out = root / f"{src.parent.name}-{src.stem}"
@@ -78,6 +108,10 @@ def cases(cache_dtypes: list[str]) -> list[dict]:
             out.append({"id": f"{name} tp={tp} pp={pp} max_model_len={mml} kv={kv}", "recipe": recipe,
                         "target_src": str(target), "draft_src": str(draft), "method": method, "tp": tp, "pp": pp,
                         "max_model_len": mml, "kv_cache_dtype": kv, "hf_overrides": _overrides(target)})
+    for name, recipe, target, draft, method, tp, pp, k, extra in REWRITES:
+        out.append({"id": name, "recipe": recipe, "target_src": str(target), "draft_src": str(draft), "method": method,
+                    "tp": tp, "pp": pp, "max_model_len": None, "kv_cache_dtype": "auto", "k": k, "spec_extra": extra,
+                    "hf_overrides": _overrides(target)})
     name, recipe, target, draft, method = PAIRS[0]
     for kv in cache_dtypes:
         if kv in ("auto", "fp8"):

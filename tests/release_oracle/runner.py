@@ -11,6 +11,10 @@ This file imports nothing of surgery: what it reports is the release's own answe
   * the aux-hidden-state relay over pipeline stages (0.34: v1/worker/gpu/spec_decode/eagle/
     eagle3_utils.verify_supports_aux_hidden_states_over_pp, called when speculative_config
     .uses_aux_hidden_states and pp > 1), on the target's inner decoder class;
+  * a hybrid target's recurrent-state shape at tp (the class's get_mamba_state_shape_from_config: Gated
+    DeltaNet's conv width and value heads divided by tp, issue 65);
+  * the V2 runner's speculator, built on the CPU by the release's init_speculator (DFlash refuses
+    `dflash_config.sample_from_anchor: true` there, 0.27+, issue 65);
 - plus what the release did with the lengths (observed: the target's and the draft's max_model_len, the
   draft's max_position_embeddings after its overrides), so length rules can be held to the release.
 
@@ -153,6 +157,58 @@ def _uses_aux_hidden_states(spec) -> bool:
     return bool(m) and spec.method in re.findall(r'"([a-z0-9_]+)"', m.group(1))
 
 
+def _hybrid_state(config, model_cls) -> str | None:
+    """A hybrid target's recurrent-state shape at the case's tp: the class's own
+    get_mamba_state_shape_from_config, which a GPU engine calls at start to size its cache pages
+    (platforms/interface.py update_block_size_for_backend) and whose divides are the ones the
+    linear-attention layers make at build (Gated DeltaNet: conv width and value heads by tp)."""
+    if not getattr(config.model_config, "is_hybrid", False):
+        return None
+    shape = getattr(model_cls, "get_mamba_state_shape_from_config", None)
+    if shape is None:
+        return None
+    try:
+        shape(config)
+    except (AssertionError, ValueError) as exc:
+        return f"{model_cls.__name__}.get_mamba_state_shape_from_config: {exc}"
+    return None
+
+
+SPEC_DECODE_DIR = "/v1/worker/gpu/spec_decode/"
+
+
+def _speculator(config) -> str | None:
+    """The V2 runner's speculator for this config, built on the CPU by the release's own init_speculator
+    (what GPUModelRunner builds after the model loads): a ValueError / NotImplementedError / assert the
+    speculator code raises itself is the release's refusal (DFlash's `sample_from_anchor=True is not
+    supported`); a failure elsewhere (this CPU build, torch) is not judged."""
+    try:
+        pkg = importlib.import_module("vllm.v1.worker.gpu.spec_decode")
+    except ImportError:
+        return None
+    init = getattr(pkg, "init_speculator", None)
+    if init is None or config.speculative_config is None:
+        return None
+    import traceback
+
+    import torch
+    from vllm.config import set_current_vllm_config
+
+    args = [config, torch.device("cpu")]
+    if "req_states" in inspect.signature(init).parameters:
+        args.append(None)
+    try:
+        with set_current_vllm_config(config):
+            init(*args)
+    except (ValueError, NotImplementedError, AssertionError) as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        if SPEC_DECODE_DIR in frame.filename.replace("\\", "/"):
+            return f"speculator ({frame.filename.split(SPEC_DECODE_DIR)[-1]} {frame.name}): {exc}"
+    except Exception:  # noqa: BLE001 - not the speculator's own refusal
+        return None
+    return None
+
+
 def _target_class(config):
     from vllm.model_executor.models.registry import ModelRegistry
 
@@ -164,6 +220,10 @@ def _target_class(config):
 def verdict(case: dict) -> dict:
     config, refused = config_stage(case)
     if refused is not None:
+        if refused.get("stage") == "config" and "failed to be inspected" in refused.get("message", ""):
+            # an architecture whose module this CPU venv cannot import (Qwen3.5's processor needs torchvision)
+            # is inspected in a subprocess that fails: an environment failure, not the release's verdict
+            return {"id": case["id"], "stage": "unjudged", "message": refused["message"][:600]}
         return refused
     spec = config.speculative_config
     observed = {"target_max_model_len": config.model_config.max_model_len,
@@ -172,11 +232,12 @@ def verdict(case: dict) -> dict:
                                                          None) if spec.draft_model_config else None,
                 "draft_pp": spec.draft_parallel_config.pipeline_parallel_size if spec.draft_parallel_config else None,
                 "uses_aux_hidden_states": getattr(spec, "uses_aux_hidden_states", None)}
-    checks = [lambda: _qkv(config.model_config, case["tp"])]
+    checks = [lambda: _hybrid_state(config, _target_class(config)), lambda: _qkv(config.model_config, case["tp"])]
     if spec.draft_model_config is not None:
         checks.append(lambda: _qkv(spec.draft_model_config, spec.draft_parallel_config.tensor_parallel_size))
     checks.append(lambda: _kv_sharing(config.model_config, case["pp"]))
     checks.append(lambda: _aux_relay(config, _target_class(config), case["pp"]))
+    checks.append(lambda: _speculator(config))
     for check in checks:
         said = check()
         if said:

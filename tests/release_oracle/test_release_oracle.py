@@ -25,6 +25,13 @@ from oracle_cases import all_cache_dtypes, facts_asked as _facts_asked  # noqa: 
 
 # needle in the release's refusal -> the code surgery names that limit with
 LIMITS = [
+    # issue 65's rewrites first: their pydantic messages quote the whole config (kv_cache_dtype included)
+    ("must be divisible by n_predict", "SRG750"),
+    ("FLy requires num_speculative_tokens", "SRG751"),
+    ("'standard', 'synthetic' or 'block'", "SRG724"),  # no "fly" before 0.33
+    ("sample_from_anchor=True is not supported for DFlash", "SRG752"),
+    ("are not supported for now", "SRG723"),  # the draft class is not registered (SRG753: as vLLM renamed it)
+    ("get_mamba_state_shape_from_config", "SRG754"),  # a linear-attention layer's width by tp (runner.py)
     ("Total number of attention heads", "SRG340"),
     ("is not divisible by", "SRG341"),
     ("is greater than the derived max_model_len", "SRG342"),
@@ -45,6 +52,8 @@ SILENT = {
 # model, after create_engine_config (the runner's load stage reproduces the KV-head split, Gemma 4's KV
 # sharing and the aux-hidden-state relay, not every class's constructor)
 AT_BUILD = {
+    "SRG753": "a DSpark draft rewritten to DeepSeek-V4's DSparkDraftModel (model_type deepseek_v4) by 0.25-0.28's "
+              "SpeculativeConfig: that class cannot be built from a qwen3 draft's config",
     "SRG681": "Qwen3DSparkModel reads config.markov_rank at the top level with no default (qwen3_dspark.py, "
               "0.26-0.34): SpecForge's nested dflash_config.markov_rank raises AttributeError at model build",
 }
@@ -52,11 +61,17 @@ SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding 
 RESULTS: dict[str, dict] = {}
 
 
-def classify(verdict: dict) -> str | None:
+def classify(verdict: dict, case: dict | None = None) -> str | None:
     if verdict.get("stage") in (None, "unjudged"):
         return None
     text = verdict["message"]
-    return next((code for needle, code in LIMITS if needle in text), "UNKNOWN")
+    code = next((code for needle, code in LIMITS if needle in text), "UNKNOWN")
+    if code == "SRG723" and case is not None:
+        # the refused name is not the draft file's: vLLM renamed the class (EAGLEConfig) before asking
+        said = json.loads(Path(case["draft_src"]).read_text(encoding="utf-8")).get("architectures") or []
+        if not any(f"'{a}'" in text for a in said):
+            return "SRG753"
+    return code
 
 
 def surgery_verdict(run_cli, case: dict, release: str) -> list[dict]:
@@ -65,6 +80,10 @@ def surgery_verdict(run_cli, case: dict, release: str) -> list[dict]:
             case["kv_cache_dtype"], "--json"]
     if case["max_model_len"] is not None:
         args += ["--max-model-len", case["max_model_len"]]
+    if case.get("k") is not None:  # the rewrite rows (grid.REWRITES) say their k; the others run the default
+        args += ["--num-speculative-tokens", case["k"]]
+    if (case.get("spec_extra") or {}).get("rejection_sample_method"):
+        args += ["--rejection-sample-method", case["spec_extra"]["rejection_sample_method"]]
     code, out, err = run_cli(*args)
     assert code in (0, 1), (case["id"], code, err[-2000:])
     return json.loads(out)["diagnostics"]
@@ -89,7 +108,7 @@ def test_release_oracle_grid(release, cases, run_cli, oracle_runs):
         if v["stage"] == "unjudged":  # the CPU build's runner refuses what a GPU's runs (runner.py)
             unjudged.append(case["id"])
             continue
-        code = classify(v)
+        code = classify(v, case)
         assert code != "UNKNOWN", f"{release} {case['id']}: a refusal this oracle does not know: {v['message'][:600]}"
         diags = surgery_verdict(run_cli, case, release)
         ours = {d["code"] for d in diags if d["severity"] == "error"}
