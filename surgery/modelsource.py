@@ -46,6 +46,10 @@ def is_hub_ref(ref: str | os.PathLike) -> bool:
     return parse_hub_ref(text) is not None and not textfile.exists(text, "model")
 
 
+#: what a range `check` answers for bytes it cannot judge alone (a header longer than the first range)
+DEFER = "defer"
+
+
 class ModelSource:
     """The files of one model. Subclasses: `LocalSource` (a folder) and `surgery.hub.source.HubSource`.
 
@@ -57,6 +61,8 @@ class ModelSource:
     #: the files are on this machine (a folder the user named), not fetched: callers ask this instead of
     #: testing the subclass, so a new kind of source answers for itself
     is_local: bool = False
+    #: the source keeps the ranges it reads (the hub's range cache): `read_range` takes `check`
+    keeps_ranges: bool = False
 
     @property
     def local_folder(self) -> Path | None:
@@ -86,8 +92,11 @@ class ModelSource:
         """The whole file, at most `max_bytes` (SRG008 beyond), coded errors when missing/unreadable."""
         raise NotImplementedError
 
-    def read_range(self, name: str, start: int, length: int) -> bytes:
-        """`length` bytes from `start` (fewer only at the end of the file)."""
+    def read_range(self, name: str, start: int, length: int, check=None) -> bytes:
+        """`length` bytes from `start` (fewer only at the end of the file). `check(bytes)`: for bytes a
+        source keeps (the hub's range cache), whether they may be kept: None yes, DEFER not yet (a
+        header's first range, judged with the rest of it), a string why not (never stored; a stored
+        copy that fails is removed). A safetensors header range is stored only once it parses."""
         raise NotImplementedError
 
     def blob_id(self, name: str) -> str | None:
@@ -153,7 +162,7 @@ class LocalSource(ModelSource):
         shown = self.location(name)
         return read_file_bytes(self.folder / name, max_bytes, what, shown=shown, named=shown)
 
-    def read_range(self, name: str, start: int, length: int) -> bytes:
+    def read_range(self, name: str, start: int, length: int, check=None) -> bytes:
         return textfile.read_span(self.folder / name, start, length, "weights", shown=self.location(name))
 
     def pin(self) -> dict:

@@ -16,9 +16,11 @@ build cost ~10-16x), and all the shards of one model together are bounded in byt
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import struct
 import threading
 from array import array
@@ -27,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
-from ..diagnostics import Location, fail
-from ..modelsource import LocalSource, ModelSource
+from ..diagnostics import Location, SurgeryError, fail
+from ..modelsource import DEFER, LocalSource, ModelSource
 from ..shown import quoted
-from ..textfile import open_regular, read_span
+from ..textfile import open_regular
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well
@@ -77,7 +79,13 @@ class TensorInfo:
     def read(self, offset: int, length: int) -> bytes:
         if self.read_at is not None:
             return self.read_at(offset, length)
-        return read_span(self.file, offset, length, "weights")
+        fd = os.open(self.file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO: no block
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # OSError, as a failing read is (SRG026 by the caller)
+                raise OSError(errno.EINVAL, "not a regular file")
+            return os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
 
 
 class TensorTable(Mapping):
@@ -116,6 +124,26 @@ class TensorTable(Mapping):
 
     def __contains__(self, name) -> bool:
         return name in self._row
+
+    def first_overlap(self) -> tuple[str, str] | None:
+        """Two tensors the table names whose data overlap, or None. No allocation per tensor when the
+        rows come in file order (as writers lay them out); sorted row numbers otherwise."""
+        starts, ends, n = self._start, self._end, len(self._codes)
+        live = bytearray(n)
+        for i in self._row.values():
+            live[i] = 1
+        in_order = all(starts[i] <= starts[i + 1] for i in range(n - 1))
+        order = range(n) if in_order else array("I", sorted(range(n), key=lambda i: (starts[i], ends[i])))
+        reach, holder = -1, -1
+        for i in order:
+            if not live[i]:
+                continue
+            if starts[i] < reach:
+                by_row = {row: name for name, row in self._row.items() if row in (holder, i)}
+                return by_row.get(holder, "?"), by_row.get(i, "?")
+            if ends[i] > reach:
+                reach, holder = ends[i], i
+        return None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._row)
@@ -231,8 +259,11 @@ def read_header_from(src: ModelSource, name: str, budget: HeaderBudget | None = 
         return read_header(src.local_path(name), budget)
     shown = src.location(name)
     where = Location(shown)
-    head = src.read_range(name, 0, HUB_HEAD_GUESS)
     size = src.size(name)
+    keeps = getattr(src, "keeps_ranges", False)  # a source that stores ranges is told which may be kept
+    head = src.read_range(name, 0, HUB_HEAD_GUESS, **(
+        {"check": lambda data: _header_problem(data, src.size(name), shown)} if keeps else {}))
+    size = src.size(name) if size is None else size
     if len(head) < 8:
         raise fail("SRG600", "shorter than the 8-byte header length", where)
     (n,) = struct.unpack("<Q", head[:8])
@@ -246,13 +277,32 @@ def read_header_from(src: ModelSource, name: str, budget: HeaderBudget | None = 
         budget.take_bytes(n, shown)
     raw = head[8:8 + n]
     if len(raw) < n:
-        raw += src.read_range(name, len(head), 8 + n - len(head))
+        raw += src.read_range(name, len(head), 8 + n - len(head), **(
+            {"check": lambda rest, _h=head: _header_problem(_h + rest, src.size(name), shown)} if keeps else {}))
     if len(raw) != n:
         raise fail("SRG600", f"header cut short: {len(raw)} of {n} bytes", where)
     size = src.size(name) if size is None else size
     holder = [raw]
     del raw, head
     return parse_header(holder, n, size, shown, lambda off, length, _n=name: src.read_range(_n, off, length), budget)
+
+
+def _header_problem(data: bytes, size: int | None, shown: str) -> str | None:
+    """For the hub's range cache (issue 67): why the header at the start of `data` must not be stored
+    (it does not parse or fails a check: what this module would refuse), DEFER when `data` holds only
+    part of it, None when it passes. A range is stored only after this says None."""
+    if len(data) < 8:
+        return "shorter than the 8-byte header length"
+    (n,) = struct.unpack("<Q", data[:8])
+    if n == 0 or n > HUB_MAX_HEADER_BYTES or (size is not None and 8 + n > size):
+        return f"header length {n} is impossible"
+    if 8 + n > len(data):
+        return DEFER
+    try:
+        parse_header(data[8:8 + n], n, size, shown, None)
+    except SurgeryError as exc:
+        return exc.diagnostics[0].message
+    return None
 
 
 class _Pairs:
@@ -373,6 +423,10 @@ def parse_header(raw, n: int, size: int | None, shown: str, read_at,
     if seen != rows:
         raise fail("SRG600", f"{rows - seen} tensor entr{'y' if rows - seen == 1 else 'ies'} nested where no tensor "
                    "may be (inside another entry, a list or __metadata__)", where)
+    overlap = table.first_overlap()  # the safetensors package refuses these; they stuck in the range cache (issue 67)
+    if overlap is not None:
+        raise fail("SRG600", f"tensors {quoted(overlap[0])} and {quoted(overlap[1])} have overlapping data_offsets "
+                   "(the safetensors package refuses it)", where)
     return table
 
 

@@ -41,6 +41,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -143,7 +144,8 @@ def _write_atomic(path: Path, data: bytes, where: str = "") -> None:
     """Callers pass a fenced path (`_hub_path` / `_ranges_path`)."""
     with _writing(path, where or str(path)):
         _make_folder(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".incomplete", dir=path.parent)
+        _sweep(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.{os.getpid()}.", suffix=".incomplete", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -221,6 +223,97 @@ def snapshot_names(repo_id: str, commit: str) -> list[str]:
     return sorted(found)
 
 
+# -- what a killed process left ---------------------------------------------------------------------------
+# Every temporary file of ours is `.<name>.<pid>.<random>.incomplete` (a link's `.<name>.<pid>.<thread>`);
+# a download's is also locked (flock) while it is written. A process killed mid-write (SIGKILL, a
+# power cut) leaves one behind; the next run that writes in that folder, or opens the repo, removes it
+# when no process holds its lock and its pid is gone (issue 67). huggingface_hub's own partial files
+# (`<etag>.incomplete`, no leading dot) are never touched, and neither is one of an older version
+# (no pid in its name) younger than LEGACY_AGE_S.
+_OURS = re.compile(r"\..+\.incomplete")
+_STAMP = re.compile(r".*\.([0-9]{1,10})\.[A-Za-z0-9_]{1,24}\.incomplete")
+LEGACY_AGE_S = 3600
+_SWEPT: set[str] = set()
+_SWEPT_LOCK = threading.Lock()
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive lock on an open temporary file, without waiting; False when another holds it."""
+    try:
+        import fcntl  # POSIX only (tests/test_architecture.py LAZY_DEPENDENCIES)
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _stale(path: Path, now: float) -> bool:
+    """Whether the temporary file `path` is a dead process's: nobody holds its lock, and its pid is
+    gone (or, with no pid in its name, it is older than LEGACY_AGE_S)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return os.path.islink(path)  # a link planted under one of our temporary names: not ours, removed
+    try:
+        if not _lock(fd):
+            return False
+        stamp = _STAMP.fullmatch(path.name)
+        if stamp is not None:
+            return not _alive(int(stamp.group(1)))
+        return now - os.fstat(fd).st_mtime > LEGACY_AGE_S
+    finally:
+        os.close(fd)
+
+
+def _sweep(folder: Path, force: bool = False) -> list[str]:
+    """Remove the temporary files a killed process left in `folder` (once a process, unless `force`);
+    the names removed."""
+    key = os.path.realpath(folder)
+    with _SWEPT_LOCK:
+        if key in _SWEPT and not force:
+            return []
+        _SWEPT.add(key)
+    removed = []
+    try:
+        listed = os.listdir(folder) if os.path.isdir(folder) else []
+    except OSError:
+        return removed
+    now = time.time()
+    for name in listed[:100_000]:
+        if not _OURS.fullmatch(name):
+            continue
+        path = Path(folder) / name
+        if _stale(path, now):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed.append(name)
+    return removed
+
+
+def sweep_repo(repo_id: str) -> list[str]:
+    """`sweep` of the repo's blob folder (where a download's partial files are): when a repo is opened."""
+    try:
+        folder = _hub_path(repo_id, "blobs", "x").parent
+    except SurgeryError:
+        return []
+    return _sweep(folder)
+
+
 def store_file(repo_id: str, revision: str | None, commit: str, name: str, data: bytes, blob_id: str) -> Path:
     """Put a fetched file into the HF cache the way huggingface_hub does; returns the snapshot path.
     `blob_id` must be the file's id (git blob sha1 or sha256) and `data` must hash to it: a blob is
@@ -275,7 +368,9 @@ def blob_tmp(repo_id: str, blob_id: str, where: str) -> tuple[int, Path]:
     folder = _hub_path(repo_id, "blobs", blob_id).parent
     with _writing(folder, where):
         _make_folder(folder)
-        fd, tmp = tempfile.mkstemp(prefix=f".{blob_id}.", suffix=".incomplete", dir=folder)
+        _sweep(folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{blob_id}.{os.getpid()}.", suffix=".incomplete", dir=folder)
+        _lock(fd)
     return fd, Path(tmp)
 
 
@@ -287,6 +382,7 @@ def _link(repo_id: str, revision: str | None, commit: str, name: str, blob: Path
     tmp = link.parent / f".{link.name[:64]}.{os.getpid()}.{threading.get_ident()}.incomplete"
     with _writing(link, where):
         _make_folder(link.parent)
+        _sweep(link.parent)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         try:
@@ -398,6 +494,18 @@ def get_range(repo_id: str, commit: str, name: str, start: int, length: int) -> 
                 continue  # not what its name says: ignored, fetched again
             return entry.data[start - lo:start - lo + length]
     return None
+
+
+def drop_ranges(repo_id: str, commit: str, name: str) -> str:
+    """Remove every stored range of `name` at `commit` (they failed the header checks); the folder."""
+    names.check_file_name(name, f"{repo_id}/{name}", "the file list")
+    folder = _ranges_path(repo_id, commit, "ranges", file_key(name))
+    with _writing(folder, f"{repo_id}/{name}"):
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            shutil.rmtree(folder)
+        elif os.path.lexists(folder):
+            os.unlink(folder)
+    return str(folder)
 
 
 def store_range(repo_id: str, commit: str, name: str, start: int, data: bytes, at_eof: bool) -> None:

@@ -13,7 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 from ..diagnostics import Location, SurgeryError, fail
-from ..modelsource import HubRef, ModelSource
+from ..modelsource import DEFER, HubRef, ModelSource
 from ..shown import quoted, shown
 from ..version import __version__
 from . import cache, digests, entries, http, names, settings
@@ -33,6 +33,7 @@ def _fetch_hints(repo_id: str, revision: str | None, names: list[str]) -> str:
 
 
 class HubSource(ModelSource):
+    keeps_ranges = True
     def __init__(self, hub: HubRef, ref: str, commit: str, files: dict[str, dict], listed: bool, origin: str):
         self.ref, self.hub, self.commit = ref, hub, commit
         self.repo_id = hub.repo_id
@@ -40,6 +41,7 @@ class HubSource(ModelSource):
         self.listed = listed  # the file list is the repo's own (else: what the cache holds)
         self.origin = origin  # "hub": asked the hub; "hf-cache": answered from the cache alone
         self.token = None if settings.offline() else settings.token()
+        self._deferred: dict[str, tuple[int, bytes, bool]] = {}  # a header's first range, until the rest passes
 
     # -- naming -------------------------------------------------------------------------------------
     def location(self, name: str | None = None) -> str:
@@ -164,7 +166,7 @@ class HubSource(ModelSource):
                 return "is not valid JSON"
         return None
 
-    def read_range(self, name: str, start: int, length: int) -> bytes:
+    def read_range(self, name: str, start: int, length: int, check=None) -> bytes:
         where = self.location(name)
         names.check_file_name(name, where, "the request")
         local = self._known(name)
@@ -181,8 +183,20 @@ class HubSource(ModelSource):
                 return data
         stored = cache.get_range(self.repo_id, self.commit, name, start, length)
         if stored is not None:
-            LEDGER.hit()
-            return stored
+            problem = check(stored) if check is not None else None
+            if problem is None or problem == DEFER:
+                LEDGER.hit()
+                return stored
+            # a stored range that fails the checks (an older version stored it, or it was planted): removed;
+            # a header's first range is read again from the hub, a continuation (its head came from the
+            # cache too) is refused with what happened, and the next run reads both anew (issue 67)
+            dropped = cache.drop_ranges(self.repo_id, self.commit, name)
+            if settings.offline() or start != 0:
+                raise fail("SRG784", f"the cached range of {name} (bytes {start}-{start + len(stored) - 1}, "
+                           f"{shown(dropped, 300)}) fails the header checks ({problem}): removed from the cache",
+                           Location(where),
+                           hint="run the command again online: the header is read anew from the hub"
+                           + (" (HF_HUB_OFFLINE is set)" if settings.offline() else ""))
         if settings.offline():
             raise fail("SRG050", f"HF_HUB_OFFLINE is set and bytes {start}-{start + length - 1} of {name} "
                        f"({self.repo_id}) were never read into the cache", Location(where),
@@ -203,7 +217,16 @@ class HubSource(ModelSource):
                 raise fail("SRG055", f"the hub lists {name} as {known} bytes but serves {total}", Location(where))
             self.files.setdefault(name, {"size": None, "blob": None})["size"] = total
         at_eof = total is not None and start + len(resp.body) >= total
-        cache.store_range(self.repo_id, self.commit, name, start, resp.body, at_eof)
+        problem = check(resp.body) if check is not None else None
+        if problem == DEFER:  # kept in memory until the rest of the header is read and passes
+            self._deferred[name] = (start, resp.body, at_eof)
+        elif problem is None:
+            held = self._deferred.pop(name, None)
+            if held is not None and check is not None:
+                cache.store_range(self.repo_id, self.commit, name, held[0], held[1], held[2])
+            cache.store_range(self.repo_id, self.commit, name, start, resp.body, at_eof)
+        else:
+            self._deferred.pop(name, None)  # never stored: the caller refuses it (SRG600), a later run asks again
         return resp.body
 
     def check_answer(self, resp: http.Response, where: str, etag: bool = True) -> str | None:
@@ -307,6 +330,7 @@ def open_hub_model(hub: HubRef, ref: str) -> HubSource:
     else with one API request; coded errors for every way that can fail."""
     names.check_revision(hub.revision or "main", ref)
     settings.check_environment()  # SRG782 / SRG783 before any request (issue 67)
+    cache.sweep_repo(hub.repo_id)  # partial downloads a killed process left (never a live one's)
     if settings.offline() and settings.refresh():
         raise fail("SRG062", "--refresh asks the hub again, and HF_HUB_OFFLINE forbids asking it", Location(ref),
                    hint="unset HF_HUB_OFFLINE, or drop --refresh")

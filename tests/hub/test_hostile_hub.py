@@ -231,6 +231,8 @@ HOSTILE = {
     "forget_missing": [dict(repo_id="o/n", commit="a" * 40, name="../../../../x"),
                        dict(repo_id="o/n", commit="../../../x", name="c.json")],
     "blob_tmp": [dict(repo_id="o/n", blob_id="../../../../x", where="o/n")],
+    "drop_ranges": [dict(repo_id="o/n", commit="a" * 40, name="../../../../x"),
+                    dict(repo_id="o/n", commit="../../../x", name="c.json")],
 }
 
 
