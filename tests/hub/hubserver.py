@@ -200,6 +200,11 @@ class HubServer:
         self.in_flight = 0
         self.peak_in_flight = 0  # the most answers in progress at once (independent reads side by side)
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        # > 0: an answer in progress alone is held until a second request arrives, at most this many
+        # seconds (a hang guard, never a measure): a client that asks two things side by side then
+        # reaches peak_in_flight 2 however the threads are scheduled; a sequential one never does
+        self.pair_hold_s = 0.0
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -244,6 +249,7 @@ class HubServer:
         with self.lock:
             self._log.clear()
             self.peak_in_flight = 0
+            self.pair_hold_s = 0.0
 
     def declared_bytes(self, *repo_ids: str) -> int:
         return sum(f.size for r in repo_ids for f in self.repos[r].files.values())
@@ -265,9 +271,12 @@ class HubServer:
                 self._counted(head=False)
 
             def _counted(self, head: bool) -> None:
-                with server.lock:
+                with server.arrived:
                     server.in_flight += 1
                     server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
+                    server.arrived.notify_all()
+                    if server.pair_hold_s and server.peak_in_flight < 2:
+                        server.arrived.wait_for(lambda: server.peak_in_flight >= 2, timeout=server.pair_hold_s)
                 if server.rtt_s:
                     time.sleep(server.rtt_s)
                 try:
