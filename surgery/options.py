@@ -20,7 +20,9 @@ class CheckOptions(Record):
     speculators verifier when `--target` was left out (`target_from_verifier`)."""
     engine: str = "vllm"
     engine_version: str | None = None  # --engine-version; None: the installed vLLM
-    method: str | None = None  # --method as given (None: the recipe's hint / the draft's own)
+    method: str | None = None  # --method as given (None: the recipe's hint / the draft's own); SGLang: its family
+    algorithm: str | None = None  # SGLang's --speculative-algorithm (EAGLE3, EAGLE, NEXTN, DFLASH ...), sglang only
+    attention_backend: str | None = None  # --attention-backend as given
     max_model_len: int | None = None
     hf_overrides: dict | None = None
     num_speculative_tokens: int | None = None

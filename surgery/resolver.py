@@ -366,6 +366,8 @@ class _Resolver:
         a Gemma 4 E2B/E4B split through the shared tail makes the engine fail inside the worker
         ("Specified KV sharing target layer ... is not a valid Attention layer"), with or without a
         draft. Reported here, before any engine start, with the split and the layers involved."""
+        if self.runtime.engine != "vllm":  # vLLM's layer split and its refusal (SGLang's own: SRG773)
+            return
         n, pp = self.target.num_layers, self.runtime.pp_size
         crossing: dict[tuple[int, int, int], list[int]] = {}
         for reader, source in self.target.own_kv_sources().items():

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from releasefacts import SourceTree, sglang_facts, vllm_facts  # noqa: E402
+from sglang_limit_facts import start_facts  # noqa: E402
 
 RELEASES = {
     "vllm": ["0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
@@ -62,7 +63,8 @@ def facts_of(engine: str, version: str, tree: SourceTree) -> dict:
     if engine == "vllm":
         targets, wrapped = vllm_hook_targets()
         return vllm_facts(tree, version, targets, wrapped)
-    return sglang_facts(tree, version, sglang_hook_points())
+    # the start-up and load-time limits (surgery/data/sglang_limits.yaml) and the lists they read
+    return {**sglang_facts(tree, version, sglang_hook_points()), "start": start_facts(tree)}
 
 
 def generate(engine: str) -> dict:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from ..checks.config_spelling import installed_vllm_version
 from ..checks.field import with_findings
 from ..engine.releases import judged_version
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..facts import read_facts
+from ..facts.fromconfig import with_overrides  # --hf-overrides: the served target (issue 65)
 from ..modelref import describe_pin, target_ref_for, verifier_note
 from ..options import CheckOptions, fields_from
 from ..plan import Runtime, render_table
@@ -53,11 +55,23 @@ def verdict_line(plan, name: str, verbose: bool = False, judged: tuple[str, str]
             f"{', ' + maps if maps else ''})" + (f"; {said}" if said else ""))
 
 
-def check_options(args, target: str | None, target_from_verifier: bool, engine_version: str | None):
+def check_options(args, target: str | None, target_from_verifier: bool, engine_version: str | None, recipe=None):
     """The checks' inputs (surgery/options.py), built once from the parsed flags: the target that was read
-    (the speculators verifier when --target was left out) instead of writing it back into `args`."""
-    return fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
-                       engine_version=engine_version)
+    (the speculators verifier when --target was left out) instead of writing it back into `args`. For SGLang,
+    --method is its --speculative-algorithm (EAGLE3, EAGLE, NEXTN, DFLASH ...; a vLLM method name is taken
+    as the algorithm that runs it): the checks read the algorithm, and the method family for what is common."""
+    options = fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
+                          engine_version=engine_version)
+    if options.engine == "sglang":
+        from ..checks.sglang_start import algorithm_of, family_of
+
+        hint = ((getattr(recipe, "engine", None) or {}).get("vllm") or {}).get("method")
+        algorithm = algorithm_of(options.method, hint)
+        family = family_of(algorithm) if options.method else None
+        if family == "eagle" and hint in ("mtp", "deepseek_mtp"):
+            family = hint  # EAGLE runs an MTP layer too (NEXTN is its alias)
+        options = replace(options, algorithm=algorithm, method=family or options.method)
+    return options
 
 
 def cmd_plan(args, out, err=None, release: str | None = None) -> int:
@@ -74,9 +88,11 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
         draft = read_facts(args.draft)
         target_ref, from_verifier = target_ref_for(args.target, draft)
         target = read_facts(target_ref)
+    # the target as the engine serves it: --hf-overrides read by the one path a config.json takes (issue 65)
+    target = with_overrides(target, getattr(args, "hf_overrides", None))
     # from_verifier: the head is served as the model (`vllm serve <head>`)
     judged = judged_release(args, release)
-    options = check_options(args, target_ref, from_verifier, judged[0] if judged else None)
+    options = check_options(args, target_ref, from_verifier, judged[0] if judged else None, recipe)
     plan = resolve(recipe, draft, target, runtime(args, args.engine))
     plan, weights = run_checks(options, recipe, draft, target, plan)
     if from_verifier:

@@ -123,10 +123,14 @@ def shifted_own_ids(fmt: DraftFormat, draft) -> list[Diagnostic]:
 
 
 def format_findings(draft, target, producer: str | None = None, num_speculative_tokens: int | None = None,
-                    method: str | None = None, runners: dict | None = None) -> list[Diagnostic]:
+                    method: str | None = None, runners: dict | None = None, engine: str = "vllm") -> list[Diagnostic]:
     """`runners`: the judged release's runners (releases/vllm.json `runners`: legacy / v2 present); a runner
-    the release does not have reads nothing (0.34 has only the V2 runner). None: both, as before."""
+    the release does not have reads nothing (0.34 has only the V2 runner). None: both, as before.
+    `engine`: what the runners read is vLLM's (SRG656 / SRG657 / SRG659, the speculators reader); for another
+    engine only the format itself is said (SGLang's capture: checks/sglang_start.py SRG779)."""
     fmt = format_of(draft, producer)
+    if engine != "vllm":
+        return _format_line(fmt, draft, target)
     if fmt.speculators is not None and (algorithm(fmt.speculators.algorithm) or {}).get("aux_ids"):
         return block_draft_findings(fmt, draft, target, num_speculative_tokens)
     if method not in (None, *DRAFT_METHODS):
@@ -227,3 +231,21 @@ def misread_by_runner(draft, target, runner: str, producer: str | None = None) -
                  hint=f"write the ids in vLLM's convention at the top level, where every runner reads them: "
                       f"`surgery convert {folder} --to speculators OUT --target TARGET` (or --to eagle), then "
                       "serve OUT")]
+
+
+def _format_line(fmt: DraftFormat, draft, target) -> list[Diagnostic]:
+    """SRG652 without vLLM's readings: the format, its producer and the ids written (for an engine other than
+    vLLM, whose own reading its own checks say)."""
+    if fmt.name == "hf" and not fmt.ids_written:
+        return []
+    parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
+             else f"draft format {fmt.name}",
+             f"producer {fmt.producer} ({fmt.producer_from})" if fmt.producer else
+             f"producer one of {', '.join(fmt.writers)} (no mark; the writers of this layout)" if fmt.writers else
+             f"producer unknown ({fmt.producer_from})"]
+    if fmt.ids_written:
+        parts.append(f"ids written {list(fmt.ids_written)} at {fmt.where_written}")
+    trained = trained_on(fmt, target.num_layers)
+    if trained is not None:
+        parts.append(f"trained on {list(trained[0])} ({trained[1]}; vLLM's convention: id i = input of layer i)")
+    return [diag("SRG652", "; ".join(parts), Location(draft.source))]

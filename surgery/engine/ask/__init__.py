@@ -64,6 +64,7 @@ class Run:
     seconds: float = 0.0
     peak_rss_kb: int = 0  # the child's own peak resident set (rusage), else the watchdog's highest reading
     exit_code: int | None = None
+    facts: dict = field(default_factory=dict)  # a runner's own lists, when asked for them (sglang_runner facts())
 
 
 def can_ask(engine: str, python: str) -> tuple[bool, str]:
@@ -148,6 +149,7 @@ def _read(run: Run, out: str, err: str) -> None:
         return
     run.version = answer.get("version")
     run.verdicts = [v for v in answer["verdicts"] if isinstance(v, dict)]
+    run.facts = answer.get("facts") if isinstance(answer.get("facts"), dict) else {}
     run.peak_rss_kb = max(run.peak_rss_kb, int(answer.get("peak_rss_kb") or 0))
 
 

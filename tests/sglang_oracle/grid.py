@@ -1,0 +1,84 @@
+"""The SGLang release-oracle grid (issue 65): real public config pairs x serving settings. Each case is
+what a user types to `python -m sglang.launch_server` (--speculative-algorithm, --tp-size, --pp-size,
+--context-length, --kv-cache-dtype, --attention-backend, --speculative-num-steps); SGLang's own code
+answers it (surgery/engine/ask/sglang_runner.py, in the release's venv) and `surgery validate --engine
+sglang --engine-version <release>` must agree.
+
+Why these settings: tp {1, 2, 3, 4, 8} x pp {1, 2} is where heads, KV heads and SGLang's per-algorithm
+pipeline rules bite; the context lengths cross each target's derived length and the drafts' shorter
+ones (SGLang builds the draft at the target's length); the kv-cache dtypes cross SGLang's choices with
+vLLM's (`fp8` is vLLM's name only); the attention backends include flex_attention (no speculative
+decoding); the draft steps cross 1 and the MTP layer counts.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "tests" / "data" / "configs"
+VERDICTS = ROOT / "tests" / "verdicts" / "configs"
+SHARED = ROOT.parent / "shared" / "configs"
+ALLOW_LONGER = {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+
+# (id, recipe, target, draft, SGLang algorithm)
+PAIRS = [
+    ("llama31-eagle3", "eagle3", CONFIGS / "Llama-3.1-8B-Instruct.json", CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json", "EAGLE3"),
+    ("llama31-eagle3-specforge", "eagle3", VERDICTS / "Meta-Llama-3.1-8B.json", VERDICTS / "specforge-llama3-8B-eagle3.json",
+     "EAGLE3"),
+    ("llama31-eagle", "eagle", CONFIGS / "Llama-3.1-8B-Instruct.json", CONFIGS / "EAGLE-LLaMA3.1-Instruct-8B.json", "EAGLE"),
+    ("llama31-standalone", "draft-model", CONFIGS / "Llama-3.1-8B-Instruct.json", CONFIGS / "Llama-3.2-1B-Instruct.json",
+     "STANDALONE"),
+    ("llama33-70b-eagle3", "eagle3", VERDICTS / "Llama-3.3-70B-Instruct.json", VERDICTS / "specforge-llama3-70B-ealge3.json",
+     "EAGLE3"),
+    ("deepseek-v3-nextn", "deepseek-mtp", CONFIGS / "DeepSeek-V3.json", CONFIGS / "DeepSeek-V3.json", "NEXTN"),
+    ("glm45-air-nextn", "mtp", CONFIGS / "GLM-4.5-Air.json", CONFIGS / "GLM-4.5-Air.json", "NEXTN"),
+    ("qwen3-next-nextn", "mtp", CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json", CONFIGS / "Qwen3-Next-80B-A3B-Instruct.json",
+     "NEXTN"),
+    ("kimi-k2-eagle3", "eagle3", CONFIGS / "Kimi-K2-Instruct.json", CONFIGS / "kimi-k2-eagle3-specforge.json", "EAGLE3"),
+    ("phi4-mini-eagle3", "eagle3", CONFIGS / "Phi-4-mini-instruct.json", CONFIGS / "phi4-mini-eagle3-specforge.json", "EAGLE3"),
+    ("qwen3-8b-eagle3", "eagle3", CONFIGS / "Qwen3-8B.json", VERDICTS / "specforge-qwen3-8b-eagle3.json", "EAGLE3"),
+    ("qwen3-32b-eagle3", "eagle3", VERDICTS / "Qwen3-32B.json", VERDICTS / "specforge-qwen3-32b-eagle3.json", "EAGLE3"),
+    ("qwen3-8b-dflash", "dflash", CONFIGS / "Qwen3-8B.json", VERDICTS / "specforge-qwen3-8b-dflash.json", "DFLASH"),
+    ("qwen3-8b-dspark", "dspark", CONFIGS / "Qwen3-8B.json", VERDICTS / "specforge-qwen3-8b-dspark.json", "DSPARK"),
+    ("qwen3-8b-peagle", "peagle", CONFIGS / "Qwen3-8B.json", VERDICTS / "specforge-qwen3-8b-peagle.json", "EAGLE3"),
+    ("gpt-oss-20b-eagle3", "eagle3", VERDICTS / "gpt-oss-20b.json", VERDICTS / "specforge-gpt-oss-20B-eagle3.json", "EAGLE3"),
+    ("gemma4-e2b-mtp", "gemma4-mtp", CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json", "EAGLE"),
+]
+
+# (tp, pp, context_length, kv_cache_dtype, attention_backend, k, env): the tp x pp grid at the configs' own
+# length with the env SGLang's docs give for drafts shorter than their target, then the same without it
+FULL = ([(tp, pp, None, "auto", None, 3, ALLOW_LONGER) for tp in (1, 2, 3, 4, 8) for pp in (1, 2)]
+        + [(1, 1, None, "auto", None, 3, {}), (1, 1, 131072, "auto", None, 3, ALLOW_LONGER),
+           (1, 1, 1000000, "auto", None, 3, ALLOW_LONGER), (1, 1, 1000000, "auto", None, 3, {}),
+           (1, 1, None, "fp8", None, 3, ALLOW_LONGER), (1, 1, None, "fp8_e4m3", None, 3, ALLOW_LONGER),
+           (1, 1, None, "auto", "flex_attention", 3, ALLOW_LONGER), (1, 1, None, "auto", "fa3", 3, ALLOW_LONGER),
+           (1, 1, None, "auto", None, 1, ALLOW_LONGER), (1, 1, None, "auto", None, 2, ALLOW_LONGER)])
+SHORT = [(tp, pp, None, "auto", None, 3, ALLOW_LONGER) for tp in (1, 2, 4) for pp in (1, 2)] \
+    + [(1, 1, None, "auto", None, 3, {}), (1, 1, None, "fp8_e5m2", None, 3, ALLOW_LONGER)]
+FULL_PAIRS = {"llama31-eagle3", "llama31-eagle", "deepseek-v3-nextn", "qwen3-8b-dflash", "gemma4-e2b-mtp",
+              "qwen3-next-nextn", "phi4-mini-eagle3"}
+
+
+def published(src: Path, root: Path) -> Path:
+    """A model folder with the config.json as published (our `_` annotations dropped)."""
+    out = root / f"{src.parent.name}-{src.stem}"
+    if not out.is_dir():
+        out.mkdir(parents=True)
+        cfg = {k: v for k, v in json.loads(src.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+        (out / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return out
+
+
+def cases() -> list[dict]:
+    out = []
+    for name, recipe, target, draft, method in PAIRS:
+        if not (target.is_file() and draft.is_file()):
+            continue
+        for tp, pp, ctx, kv, backend, k, env in (FULL if name in FULL_PAIRS else SHORT):
+            out.append({"id": f"{name} tp={tp} pp={pp} ctx={ctx} kv={kv} attn={backend} k={k}"
+                              f"{' allow-longer' if env else ''}",
+                        "recipe": recipe, "target_src": str(target), "draft_src": str(draft), "method": method,
+                        "tp": tp, "pp": pp, "max_model_len": ctx, "kv_cache_dtype": kv, "attention_backend": backend,
+                        "k": k, "env": env})
+    return out
