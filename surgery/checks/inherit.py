@@ -8,11 +8,11 @@ serving flags (codes SRG645-SRG647; the engine rules are data, surgery/data/engi
 """
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
 
 from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from ..engine.releases import release  # the judged release's own rules
+from ..facts.fromconfig import merge_overrides  # one merge, the facts' own (issue 65); re-exported
 from ..resources import load_data
 
 
@@ -26,22 +26,6 @@ def text_part(raw: dict) -> dict:
     text = raw.get("text_config")
     return text if isinstance(text, dict) else raw
 
-
-def merge_overrides(raw: dict, overrides: dict | None) -> dict:
-    """The config as vLLM sees it under dict hf_overrides (nested dicts merged key by key)."""
-    out = copy.deepcopy(raw)
-    if not overrides:
-        return out
-
-    def merge(dst: dict, src: dict) -> None:
-        for key, value in src.items():
-            if isinstance(value, dict) and isinstance(dst.get(key), dict):
-                merge(dst[key], value)
-            else:
-                dst[key] = copy.deepcopy(value)
-
-    merge(out, overrides)
-    return out
 
 
 def rope_of(cfg: dict) -> dict | None:

@@ -12,7 +12,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from ..diagnostics import Location, fail
+import copy
+
+from ..diagnostics import Location, SurgeryError, fail
 from ..formats import normalise_config
 from ..engine.servedarch import speculative_class
 from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
@@ -167,6 +169,96 @@ def _draft_head_scalars(cfg: dict, source: str) -> dict:
     }
 
 
+TYPE_TESTS = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "list": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+@lru_cache(maxsize=1)
+def config_types() -> dict:
+    return load_data("data/config_types.yaml")
+
+
+def check_types(cfg: dict, source: str) -> None:
+    """SRG755: a key whose value has a type the field cannot take (data/config_types.yaml), at its key path,
+    on the top level and on text_config, and inside the RoPE dicts; null passes (the class default)."""
+    table = config_types()
+
+    def check(level: dict, prefix: str, fields: dict) -> None:
+        for key, kinds in fields.items():
+            value = level.get(key)
+            if value is None or any(TYPE_TESTS[k](value) for k in kinds):
+                continue
+            raise fail("SRG755", f"`{prefix}{key}` must be {' or '.join(kinds)}, got {type(value).__name__} "
+                       f"{value!r}"[:240], Location(source, key_path=prefix + key))
+
+    levels = [(cfg, "")]
+    if isinstance(cfg.get("text_config"), dict):
+        levels.append((cfg["text_config"], "text_config."))
+    for level, prefix in levels:
+        check(level, prefix, table["fields"])
+        for rope_key in ("rope_scaling", "rope_parameters"):
+            rope = level.get(rope_key)
+            if not isinstance(rope, dict):
+                continue
+            check(rope, f"{prefix}{rope_key}.", table["rope_fields"])
+            for sub, entry in rope.items():  # rope_parameters per layer type (transformers 5)
+                if isinstance(entry, dict):
+                    check(entry, f"{prefix}{rope_key}.{sub}.", table["rope_fields"])
+
+
+def merge_overrides(raw: dict, overrides: dict | None) -> dict:
+    """The config as vLLM sees it under dict hf_overrides (nested dicts merged key by key)."""
+    out = copy.deepcopy(raw)
+
+    def merge(dst: dict, src: dict) -> None:
+        for key, value in src.items():
+            if isinstance(value, dict) and isinstance(dst.get(key), dict):
+                merge(dst[key], value)
+            else:
+                dst[key] = copy.deepcopy(value)
+
+    if overrides:
+        merge(out, overrides)
+    return out
+
+
+OVERRIDES = "--hf-overrides"
+
+
+def with_overrides(facts: ModelFacts, overrides: dict | None) -> ModelFacts:
+    """The target's facts as the engine serves it under `--hf-overrides` (a dict): the merged config read by
+    the one path a config.json takes (facts_from_config: the same bounds, types and codes). A finding at a
+    key the overrides set names `--hf-overrides` as its file."""
+    if not overrides:
+        return facts
+    cfg = merge_overrides(facts.raw, overrides)
+    try:
+        served = facts_from_config(cfg, facts.source)
+    except SurgeryError as exc:
+        raise SurgeryError([_at_override(d, facts.source, overrides) for d in exc.diagnostics]) from None
+    return dataclasses.replace(served, model=facts.model)
+
+
+def _at_override(d, source: str, overrides: dict):
+    loc = d.location
+    path = (loc.key_path or "") if loc is not None else ""
+    node: Any = overrides
+    for part in path.split(".") if path else []:
+        if not isinstance(node, dict) or part not in node:
+            return d
+        node = node[part]
+    if not path:
+        return d
+    return dataclasses.replace(d, message=f"{d.message} (set by --hf-overrides on {source})",
+                               location=Location(OVERRIDES, key_path=path))
+
+
 def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     if not isinstance(cfg, dict):
         raise fail("SRG010", f"expected a JSON object, got {type(cfg).__name__}", Location(source))
@@ -176,6 +268,7 @@ def facts_from_config(cfg: dict, source: str = "<config>") -> ModelFacts:
     if not isinstance(model_type, str) or not model_type:
         raise fail("SRG010", "`model_type` is missing", Location(source, key_path="model_type"))
     text, prefix = _text_config(cfg, source)
+    check_types(cfg, source)
     table = defaults_table()
     text_type = text.get("model_type") if isinstance(text.get("model_type"), str) else \
         table.get(model_type, {}).get("text_model_type", model_type)
