@@ -29,6 +29,8 @@ CONSTRUCT_LIMITS = [
     ("self.total_num_kv_heads % tp_size == 0", "SRG341"),  # llama.py's bare assert (Phi-4-mini at tp 3)
     ("Specified KV sharing target layer", "SRG350"),  # Gemma 4's KV-shared tail split over pp stages
     ("no attribute 'markov_rank'", "SRG681"),  # qwen3_dspark.py reads the top-level key with no default
+    # 0.25-0.28 rewrite a qwen3 DSpark head to DeepSeek-V4's DSparkDraftModel, which reads hc_mult
+    ("no attribute 'hc_mult'", "SRG753"),
 ]
 # construction refusals surgery does not say yet (a rule to write), each with why
 UNSAID = {

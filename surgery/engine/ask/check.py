@@ -113,10 +113,11 @@ def answer_diagnostics(name: str, release: str | None, run, verdict: dict, heade
         found, compared = compare_headers(said, verdict, headers)
         out += found
     shapes = verdict.get("shapes") or {}
-    out.append(diag("SRG765", f"--engine-check asked {said}: "
-                              + ", ".join(f"{role} {len(shapes.get(role) or {})} parameters" for role in ("target", "draft"))
-                              + f" constructed on meta; {run.seconds:g} s, peak RSS {run.peak_rss_kb // 1024} MiB"
-                              + compared))
+    built = ("nothing constructed (its config layer refused)" if stage == "config" else
+             ", ".join(f"{role} {len(shapes.get(role) or {})} parameters" for role in ("target", "draft"))
+             + " constructed on meta")
+    out.append(diag("SRG765", f"--engine-check asked {said}: {built}; {run.seconds:g} s, peak RSS "
+                              f"{run.peak_rss_kb // 1024} MiB" + compared))
     return out
 
 
