@@ -14,10 +14,14 @@ Every finding names SGLang's release, its message, and the file:line the release
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from typing import Any
 
 from ..diagnostics import ERROR, WARNING, Diagnostic, Location, diag
+from ..engine.capture import sglang_aux_ids_read, sglang_layers_to_capture
+from ..engine.cards import card
 from ..engine.releases import Release, known, release
+from ..formats.findings import format_of, trained_on
 from ..resources import load_data
 
 ALLOW_LONGER = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
@@ -61,8 +65,6 @@ def judged(version: str | None) -> tuple[Release | None, Diagnostic | None]:
 
 
 def installed_sglang() -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version("sglang")
     except metadata.PackageNotFoundError:
@@ -238,7 +240,7 @@ def architecture_check(rel: Release, draft, target, algorithm: str | None) -> li
 def _in_transformers(arch: str) -> bool:
     """SGLang falls back to transformers' class of that name (model_loader/utils.py): only when it exists."""
     try:
-        import transformers
+        import transformers  # heavy: only for a draft class SGLang does not register
     except ImportError:
         return False
     try:
@@ -332,8 +334,6 @@ def draft_config_check(rel: Release, draft, target, algorithm: str | None) -> li
 def eagle_class_check(rel: Release, draft, algorithm: str | None) -> list[Diagnostic]:
     """A named silent failure: SGLang builds the class the config names; an EAGLE-1 head written as a plain
     LlamaForCausalLM loads as a plain Llama and its fc is dropped (engine card `eagle_draft_architectures`)."""
-    from ..engine.cards import card
-
     if algorithm != "EAGLE" or draft is None:
         return []
     renames = card("sglang").wiring.eagle_draft_architectures
@@ -352,17 +352,14 @@ def capture_check(rel: Release, draft, target, algorithm: str | None, producer: 
     on (its format's convention, surgery/formats/)."""
     if algorithm != "EAGLE3" or draft is None:
         return []
-    from ..formats.findings import format_of, trained_on
-    from ..sglang import rules as sglang_rules
-
     fmt = format_of(draft, producer)
     L = target.num_layers
     trained = trained_on(fmt, L) if L else None
     if trained is None:
         return []
     text = _text(target.raw)
-    ids = sglang_rules.aux_ids_read(draft.raw)
-    captured = sglang_rules.layers_to_capture(str(text.get("model_type") or target.raw.get("model_type") or ""), L, ids)
+    ids = sglang_aux_ids_read(draft.raw)
+    captured = sglang_layers_to_capture(str(text.get("model_type") or target.raw.get("model_type") or ""), L, ids)
     if tuple(captured) == tuple(trained[0]):
         return []
     read = f"eagle_config.eagle_aux_hidden_state_layer_ids {ids}" if ids is not None else \

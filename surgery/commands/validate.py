@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 
 from ..checks.config_spelling import installed_vllm_version
+from ..checks.sglang_start import algorithm_of, family_of
 from ..checks.field import with_findings
 from ..engine.releases import judged_version
 from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
@@ -63,8 +64,6 @@ def check_options(args, target: str | None, target_from_verifier: bool, engine_v
     options = fields_from(CheckOptions, args, target=target, target_from_verifier=target_from_verifier,
                           engine_version=engine_version)
     if options.engine == "sglang":
-        from ..checks.sglang_start import algorithm_of, family_of
-
         hint = ((getattr(recipe, "engine", None) or {}).get("vllm") or {}).get("method")
         algorithm = algorithm_of(options.method, hint)
         family = family_of(algorithm) if options.method else None

@@ -85,3 +85,28 @@ def judged(engine: str, version: str | None, location: Location | None = None) -
                   diag("SRG370", f"{engine} {asked}: surgery read no capture range for it "
                        f"({known[0]}-{known[-1]}): judged with {nearest}'s ({table[nearest].ids}); what "
                        f"{release} captures is unknown", location or Location(key_path="--engine-version"), severity=WARNING))
+
+
+def sglang_aux_ids_read(draft_config: dict) -> list[int] | None:
+    """The aux ids SGLang reads from a draft config: the nested `eagle_config` ones only
+    (spec_aux_hidden_state.py `_resolve_eagle_aux_hidden_state`; card `aux_ids_read_from`); None -> its
+    default. Here, below the checks, so plan-time checks (SRG779) and surgery/sglang/rules.py share it."""
+    *parents, key = card("sglang").wiring.aux_ids_read_from.split(".")
+    nested = draft_config
+    for part in parents:
+        nested = nested.get(part) if isinstance(nested, dict) else None
+    if not isinstance(nested, dict) or key not in nested:
+        return None
+    return nested[key]
+
+
+def sglang_layers_to_capture(target_model_type: str, num_layers: int, layer_ids: list[int] | None) -> list[int]:
+    """What the target's `set_eagle3_layers_to_capture(layer_ids)` stores in `layers_to_capture` (SGLang
+    captures the input of each of those layers: vLLM's id convention)."""
+    if layer_ids is None:
+        return [2, num_layers // 2, num_layers - 3]
+    wiring = card("sglang").wiring
+    rule = wiring.aux_shift.get(target_model_type, wiring.aux_shift["default"])
+    if rule == "first_id_is_1":
+        return [v + 1 for v in layer_ids] if layer_ids and layer_ids[0] == 1 else list(layer_ids)
+    return [v + 1 for v in layer_ids]

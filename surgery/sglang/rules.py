@@ -18,26 +18,13 @@ def wiring_card() -> Wiring:
 
 
 def aux_ids_read(draft_config: dict) -> list[int] | None:
-    """The aux ids SGLang reads from a draft config: the nested `eagle_config` ones only
-    (spec_aux_hidden_state.py `_resolve_eagle_aux_hidden_state`; card `aux_ids_read_from`); None -> its
-    default."""
-    *parents, key = wiring_card().aux_ids_read_from.split(".")
-    nested = draft_config
-    for part in parents:
-        nested = nested.get(part) if isinstance(nested, dict) else None
-    if not isinstance(nested, dict) or key not in nested:
-        return None
-    return nested[key]
+    """The aux ids SGLang reads from a draft config (surgery/engine/capture.py, its one home)."""
+    return capture.sglang_aux_ids_read(draft_config)
 
 
 def layers_to_capture(target_model_type: str, num_layers: int, layer_ids: list[int] | None) -> list[int]:
-    """What the target's `set_eagle3_layers_to_capture(layer_ids)` stores in `layers_to_capture`."""
-    if layer_ids is None:
-        return [2, num_layers // 2, num_layers - 3]
-    rule = wiring_card().aux_shift.get(target_model_type, wiring_card().aux_shift["default"])
-    if rule == "first_id_is_1":
-        return [v + 1 for v in layer_ids] if layer_ids and layer_ids[0] == 1 else list(layer_ids)
-    return [v + 1 for v in layer_ids]
+    """What the target's `set_eagle3_layers_to_capture(layer_ids)` stores (surgery/engine/capture.py)."""
+    return capture.sglang_layers_to_capture(target_model_type, num_layers, layer_ids)
 
 
 def capturable(num_layers: int, version: str | None = None) -> range:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import logging
@@ -49,8 +50,6 @@ _STUBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_stubs"
 def _stub_kernels() -> None:
     """sgl-kernel has no CPU build on PyPI; SGLang's CPU platform imports it at module level. The stand-in
     imports and raises on any call (construction calls none)."""
-    import importlib.util
-
     if importlib.util.find_spec("sgl_kernel") is None:
         sys.path.append(_STUBS)
 
@@ -167,44 +166,89 @@ def _gpu_platform():
     return override_platform(**H100)
 
 
-def verdict(case: dict) -> dict:
+def _configs(case: dict, out: dict):
+    """SGLang's own steps up to the model configs, as launch_server takes them: (resolved view, target
+    ModelConfig, draft ModelConfig or None). `out["step"]` names the step running, for a refusal."""
     from sglang.srt.arg_groups.model_override_base import resolved_view
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
+    platform = _gpu_platform()
+    platform.install()
+    try:
+        out["step"] = "argparse"
+        ns = _parser_refusing().parse_args(_argv(case))
+        out["step"] = "server_args"
+        server_args = ServerArgs.from_cli_args(ns)
+        server_args.resolve_once()
+        view = resolved_view(server_args)
+        set_global_server_args_for_scheduler(server_args)
+        out["step"] = "target_config"
+        target = ModelConfig.from_server_args(server_args)
+        draft = None
+        if view.speculative_algorithm and view.speculative_draft_model_path:
+            out["step"] = "draft_config"
+            draft = ModelConfig.from_server_args(server_args, model_path=view.speculative_draft_model_path,
+                                                 model_revision=view.speculative_draft_model_revision,
+                                                 is_draft_model=True, context_length=target.context_len)
+        return view, target, draft
+    finally:
+        platform.restore()
+
+
+def _refused(out: dict, stage: str, exc: BaseException) -> dict:
+    where, frames = _where(exc)
+    out.update(stage=stage, type=type(exc).__name__, message=(str(exc) or type(exc).__name__)[:3000], where=where,
+               frames=frames)
+    return out
+
+
+def _environment_limit(exc: BaseException, message: str) -> bool:
+    """This CPU environment's limit, not SGLang's verdict: said (`unconstructed`), never taken as a pass. A
+    `*_cpu` config field is the CPU platform's own path (qwen3_next.py reads linear_num_value_heads_cpu, which
+    configs/update_config.py adds on CPU only)."""
+    cpu_only = isinstance(exc, AttributeError) and re.search(r"'[a-z0-9_]+_cpu'", message)
+    return isinstance(exc, (ImportError, NotImplementedError)) or "stand-in" in message or bool(cpu_only)
+
+
+def _construct_sides(case: dict, target, draft, out: dict) -> dict:
+    """The target's first stage, then the draft on the last stage's runner with the pipeline hidden
+    (eagle_worker_v2.py draft_pp_context), as SGLang builds them."""
+    tp, pp = int(case.get("tp", 1)), int(case.get("pp", 1))
+    for side, config, stage_pp in (("target", target, pp), ("draft", draft, 1)):
+        if config is None:
+            continue
+        out["step"] = f"{side}_class"
+        try:
+            built = _construct(config, tp, stage_pp, 0, bool(case.get("full_shapes")))
+        except BaseException as exc:  # noqa: BLE001 - SGLang's refusal is the answer
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            message = (str(exc) or type(exc).__name__)[:3000]
+            if _environment_limit(exc, message):
+                out["unconstructed"].append(f"{side}: {type(exc).__name__}: {message[:300]} ({_where(exc)[0]})")
+                continue
+            return _refused(out, "construct", exc)
+        out["shapes"][side] = built.pop("shapes")
+        out["observed"][f"{side}_class"] = built
+    out["shapes_at"] = {"tp": tp, "pp": pp}
+    return out
+
+
+def verdict(case: dict) -> dict:
+    """SGLang's answer for one case: the first refusal (stage, step, message, where), else what it built."""
     start = time.monotonic()
     out = {"id": case["id"], "stage": None, "observed": {}, "shapes": {}, "unconstructed": []}
     env = {k: str(v) for k, v in (case.get("env") or {}).items()}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    step = "argparse"
     try:
         try:
-            platform = _gpu_platform()
-            platform.install()
-            ns = _parser_refusing().parse_args(_argv(case))
-            step = "server_args"
-            server_args = ServerArgs.from_cli_args(ns)
-            server_args.resolve_once()
-            view = resolved_view(server_args)
-            set_global_server_args_for_scheduler(server_args)
-            step = "target_config"
-            target = ModelConfig.from_server_args(server_args)
-            draft = None
-            if view.speculative_algorithm and view.speculative_draft_model_path:
-                step = "draft_config"
-                draft = ModelConfig.from_server_args(server_args, model_path=view.speculative_draft_model_path,
-                                                     model_revision=view.speculative_draft_model_revision,
-                                                     is_draft_model=True, context_length=target.context_len)
+            view, target, draft = _configs(case, out)
         except BaseException as exc:  # noqa: BLE001 - SGLang's refusal is the answer
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            where, frames = _where(exc)
-            out.update(stage="config", step=step, type=type(exc).__name__,
-                       message=(str(exc) or type(exc).__name__)[:3000], where=where, frames=frames)
-            return out
-        finally:
-            platform.restore()
+            return _refused(out, "config", exc)
         out["observed"] = {"algorithm": view.speculative_algorithm, "attention_backend": view.attention_backend,
                            "kv_cache_dtype": view.kv_cache_dtype, "target_context_len": target.context_len,
                            "draft_context_len": draft.context_len if draft else None,
@@ -213,40 +257,14 @@ def verdict(case: dict) -> dict:
                            "num_steps": view.speculative_num_steps}
         if not case.get("construct", True):
             return out
-        tp, pp = int(case.get("tp", 1)), int(case.get("pp", 1))
-        # the target's first stage; the draft on the last stage's runner with the pipeline hidden
-        # (eagle_worker_v2.py draft_pp_context), as SGLang builds it
-        for side, config, stage_pp, rank in (("target", target, pp, 0), ("draft", draft, 1, 0)):
-            if config is None:
-                continue
-            step = f"{side}_class"
-            try:
-                built = _construct(config, tp, stage_pp, rank, bool(case.get("full_shapes")))
-            except BaseException as exc:  # noqa: BLE001
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                where, frames = _where(exc)
-                message = (str(exc) or type(exc).__name__)[:3000]
-                cpu_only = isinstance(exc, AttributeError) and re.search(r"'[a-z0-9_]+_cpu'", message)
-                if isinstance(exc, (ImportError, NotImplementedError)) or "stand-in" in message or cpu_only:
-                    # (a `*_cpu` config field: the CPU platform's own path, e.g. qwen3_next.py reads
-                    # linear_num_value_heads_cpu, which configs/update_config.py adds on CPU only)
-                    # this CPU environment's limit, not SGLang's verdict: said, never taken as a pass
-                    out["unconstructed"].append(f"{side}: {type(exc).__name__}: {message[:300]} ({where})")
-                    continue
-                out.update(stage="construct", step=step, type=type(exc).__name__, message=message, where=where,
-                           frames=frames)
-                return out
-            out["shapes"][side] = built.pop("shapes")
-            out["observed"][f"{side}_class"] = built
-        out["shapes_at"] = {"tp": tp, "pp": pp}
-        return out
+        return _construct_sides(case, target, draft, out)
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        out.pop("step", None) if out.get("stage") is None else None
         out["seconds"] = round(time.monotonic() - start, 3)
 
 
