@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -37,13 +38,17 @@ def main() -> int:
     ap.add_argument("--full-shapes", action="store_true", help="also the tp 1 whole-tensor build (--weights)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="engine-check-size-"))
-    print("pair tp | version | verdict | target params | draft params | runner s (case s) | peak RSS MiB")
+    print("pair tp | version | verdict | target params | draft params | runner wall s (the case's own) | runner CPU s "
+          "| peak RSS MiB")
     for name, (target, draft) in PAIRS.items():
         for tp in args.tp:
             case = {"id": f"{name} tp={tp}", "target": published(target, root / name / "t"),
                     "draft": published(draft, root / name / "d"), "method": "eagle3", "tp": tp, "pp": 1,
                     "full_shapes": args.full_shapes}
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             run = ask_run("vllm", args.python, [case], timeout_s=600, max_rss_mb=16384)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the reaped runner's CPU (and its probe's)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             if run.failure:
                 print(f"{name} tp={tp}: {run.failure}: {run.detail[-400:]}")
                 continue
@@ -51,7 +56,7 @@ def main() -> int:
             shapes = v.get("shapes") or {}
             print(f"{name} tp={tp} | {run.version} | {v.get('stage') or 'constructs'} "
                   f"{(v.get('message') or '')[:80]} | {len(shapes.get('target') or {})} | {len(shapes.get('draft') or {})} "
-                  f"| {run.seconds} ({v.get('seconds')}) | {run.peak_rss_kb // 1024}")
+                  f"| {run.seconds} ({v.get('seconds')}) | {cpu:.1f} | {run.peak_rss_kb // 1024}")
     return 0
 
 
