@@ -179,3 +179,18 @@ def test_the_protocol_is_json_in_json_out(tmp_path):
     cases = [{"id": "x", "target": "/t", "draft": "/d", "method": "eagle3", "tp": 2, "pp": 1, "hf_overrides": {"a": 1}}]
     got = ask("vllm", sys.executable, cases, runner=script, timeout_s=60)
     assert got[0]["echo"] == json.loads(json.dumps(cases[0]))
+
+
+def test_the_default_interpreter_is_this_one_only_if_it_imports_the_engine(monkeypatch):
+    import surgery.engine.ask as ask_mod
+    from surgery.engine.ask import check as check_mod
+
+    monkeypatch.setattr(ask_mod, "can_ask", lambda engine, python: (True, ""))
+    assert ask_mod.default_python("vllm") == sys.executable
+    monkeypatch.setattr(ask_mod, "can_ask", lambda engine, python: (False, "no vllm"))
+    assert ask_mod.default_python("vllm") is None
+    monkeypatch.setattr(check_mod, "default_python", lambda engine: None)
+    diags = check_mod.engine_check(engine="vllm", release="0.34.0", python=None, draft_raw={}, target_raw={},
+                                   method="eagle3")
+    assert codes(diags) == [("SRG764", "warning")]
+    assert "this interpreter cannot import it and no --engine-python was given" in diags[0].message
