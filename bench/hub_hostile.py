@@ -1,4 +1,4 @@
-"""A hostile-hub campaign (issue 54): modes the test suite does not run, each in a fresh sandbox.
+"""A hostile-input campaign (issues 54 and 67): modes the test suite does not run, each in a fresh sandbox.
 
     python bench/hub_hostile.py [--json bench/results/hub_hostile.json] [--only NAME]
 
@@ -8,10 +8,16 @@ Three kinds:
   server   the server misbehaves on one path; then the same command against a healthy server;
   plant    a healthy run fills the cache, something is planted in it, the command runs again; then
            a `--refresh` run and a plain run against the healthy server;
-  convert  `surgery convert` of the hub head (a whole download) against a misbehaving server.
+  convert  `surgery convert` of the hub head (a whole download) against a misbehaving server;
+  local    (issue 67) a local input that is no regular file: a recipe, config or prompt file that is a
+           FIFO, a device, a socket, a link loop or a 5,000-character path;
+  interrupt (issue 67) a convert killed mid-download (SIGTERM, SIGINT, SIGKILL); then the healthy run.
+Each case belongs to a class (`--class`): hub, local, environment, proxy, interrupts. The environment
+and proxy cases set variables for the hostile run only (an HTTPS proxy that trickles after CONNECT,
+stays silent, refuses with escapes; HF_ENDPOINT=file://, fractional and huge numbers).
 Per case: the exit code and the codes said, a traceback or not, files created or changed outside
 HF_HOME, `*.incomplete` files or dangling snapshot links left, wall seconds and peak RSS (wait4),
-and whether the healthy rerun(s) exit 0. Deadlines: SURGERY_HUB_DEADLINE=6,
+the token printed, a raw escape (ESC) on stdout or stderr, and whether the healthy rerun(s) exit 0. Deadlines: SURGERY_HUB_DEADLINE=6,
 SURGERY_HUB_DOWNLOAD_DEADLINE=6, HF_HUB_DOWNLOAD_TIMEOUT=3; a process is killed at 120 s.
 """
 from __future__ import annotations
@@ -23,9 +29,11 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +100,15 @@ def listing_with(server: HubServer, edit) -> dict:
     info = {"id": TINY_TARGET, "sha": repo.main, "siblings": siblings}
     edit(info)
     return {API: Fault(body_override=json.dumps(info).encode())}
+
+
+def listing_with_head(server: HubServer, edit) -> dict:
+    """The head's model info (what convert downloads), edited."""
+    repo = server.repos[TINY_HEAD]
+    siblings = [{"rfilename": n, "size": f.size, "blobId": f.oid} for n, f in sorted(repo.files.items())]
+    info = {"id": TINY_HEAD, "sha": repo.main, "siblings": siblings}
+    edit(info)
+    return {"/api/models/" + TINY_HEAD: Fault(body_override=json.dumps(info).encode())}
 
 
 def shard_repo(server: HubServer, *shards: str) -> str:
@@ -169,6 +186,107 @@ def plant_outside(which: str):
     return do
 
 
+
+# -- issue 67: proxies, local inputs, interrupts -----------------------------------------------------------
+
+TOKEN = "hf_test_token"
+MAX_RSS_MIB = 1024
+
+
+class Proxy:
+    """An HTTPS proxy for the campaign, one mode for all its connections (bounded: its threads end)."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn:
+            try:
+                conn.settimeout(60)
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 65536:
+                    piece = conn.recv(4096)
+                    if not piece:
+                        return
+                    data += piece
+                if self.mode == "silent":
+                    time.sleep(40)
+                elif self.mode == "trickle":
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+                    for _ in range(400):
+                        conn.sendall(b"p")
+                        time.sleep(0.1)
+                elif self.mode == "refuse-escapes":
+                    conn.sendall(b"HTTP/1.1 407 \x1b[2J\x1b]0;pwned\x07" + TOKEN.encode() + b"\r\n\r\n")
+                elif self.mode == "close":
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                elif self.mode == "header-flood":
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+                    for i in range(200_000):
+                        conn.sendall(b"X-%d: v\r\n" % i)
+            except OSError:
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+def local_input(kind: str):
+    """A path under the case's root that is no regular file (made when the case runs)."""
+    def make(root: Path) -> str:
+        p = root / "cwd" / f"input-{kind}.yaml"
+        if kind == "fifo":
+            os.mkfifo(p)
+        elif kind == "dev-zero-link":
+            p.symlink_to("/dev/zero")
+        elif kind == "dev-urandom":
+            return "/dev/urandom"
+        elif kind == "loop":
+            p.symlink_to(p.name)
+        elif kind == "socket":
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(str(p))
+            s.close()
+        elif kind == "long":
+            return str(root / ("x" * 5000))
+        elif kind == "proc":
+            return "/proc/self/environ"
+        return str(p)
+    return make
+
+
+def bad_header_range(kind: str):
+    """A stored header range replaced by one that fails the header checks (same size, as its name says)."""
+    headers = {"overlap": '{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+                          '"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}}',
+               "nan": '{"a":{"dtype":"F32","shape":[NaN],"data_offsets":[0,16]}}',
+               "bad-json": '{"a":'}
+
+    def do(home: Path, server: HubServer) -> None:
+        commit = server.repos[TINY_TARGET].main
+        head = next(p for p in (_ranges(home, commit) / "ranges").rglob("0-*") if p.is_file())
+        raw = headers[kind].encode()
+        raw += b" " * (-len(raw) % 8)
+        data = (struct.pack("<Q", len(raw)) + raw).ljust(head.stat().st_size, b" ")
+        head.write_bytes(data[:head.stat().st_size])
+    return do
+
 # -- the cases ---------------------------------------------------------------------------------------------
 
 def cases(server: HubServer) -> list[dict]:
@@ -176,9 +294,10 @@ def cases(server: HubServer) -> list[dict]:
     out = []
 
     def add(name, kind="server", faults=None, plant_fn=None, target=TINY_TARGET, offline=False, env=None,
-            refused=None, mount=None):
+            refused=None, mount=None, cls="hub", hostile_env=None, local=None, sig=None, proxy=None):
         out.append({"name": name, "kind": kind, "faults": faults or {}, "plant": plant_fn, "target": target,
-                    "offline": offline, "env": env or {}, "refused": refused, "mount": mount})
+                    "offline": offline, "env": env or {}, "refused": refused, "mount": mount, "cls": cls,
+                    "hostile_env": hostile_env or {}, "local": local, "signal": sig, "proxy": proxy})
 
     for mode in ("status-not-numeric", "status-999", "status-099", "http09-body-only", "header-no-colon",
                  "header-nul", "length-negative", "length-twice", "length-float", "length-superscript",
@@ -242,6 +361,55 @@ def cases(server: HubServer) -> list[dict]:
     add("convert: weights trickled within every stall bound", kind="convert", faults={"/cdn/": Fault(trickle_s=0.02)})
     add("convert: redirect loop on the weights", kind="convert", faults={"/cdn/": Fault(redirect_loop=True)})
     add("convert: 5xx on every try", kind="convert", faults={"/cdn/": Fault(status=503)})
+    add("convert: weights declared 1 TiB (listing)", kind="convert", faults=listing_with_head(
+        server, lambda i: [s.update(size=1 << 40) for s in i["siblings"] if s["rfilename"] == "model.safetensors"]))
+    add("convert: weights declared 60 GiB, body of zeros never ends", kind="convert", faults={
+        **listing_with_head(server, lambda i: [s.update(size=60 << 30) for s in i["siblings"]
+                                               if s["rfilename"] == "model.safetensors"]),
+        "/cdn/": Fault(endless=True)})
+    # issue 67, hub: secrets, escapes in summary lines, ids with a trailing newline
+    add("error: 401 echoing the Authorization header", faults={API: Fault(status=401, headers={
+        "X-Error-Message": f"invalid credentials: Authorization: Bearer {TOKEN}"})})
+    add("error: 500 message with the token after 190 characters", faults={API: Fault(status=500, headers={
+        "X-Error-Message": "x" * 190 + TOKEN})})
+    add("redirect: to an address holding the token", faults={RESOLVE: Fault(redirect_to=f"ftp://{TOKEN}@h/x")})
+    add("config: model_type with terminal escapes", faults={RESOLVE: Fault(body_override=json.dumps(
+        {**json.loads(server.repos[TINY_TARGET].files["config.json"].content),
+         "model_type": "llama\x1b[2J\x1b[32m"}).encode())})
+    add("api: the sha with a trailing newline", faults=listing_with(server, lambda i: i.update(sha=i["sha"] + "\n")))
+    add("api: a blob id with a trailing newline", faults=listing_with(server, lambda i: i["siblings"][0].update(
+        blobId=i["siblings"][0]["blobId"] + "\n")))
+    for kind in ("overlap", "nan", "bad-json"):
+        add(f"cache: a stored header range that fails the checks ({kind})", kind="plant",
+            plant_fn=bad_header_range(kind))
+    add("cache: a stored header range that fails the checks (offline)", kind="plant",
+        plant_fn=bad_header_range("overlap"), offline=True)
+    # issue 67, local files: a recipe / a config / a prompt file that is no regular file
+    for kind in ("fifo", "dev-zero-link", "dev-urandom", "loop", "socket", "long", "proc"):
+        add(f"local: recipe is {kind}", kind="local", cls="local", local=("recipe", local_input(kind)))
+        add(f"local: --target is {kind}", kind="local", cls="local", local=("target", local_input(kind)))
+    for kind in ("fifo", "dev-zero-link"):
+        add(f"local: --prompts is {kind}", kind="local", cls="local", local=("prompts", local_input(kind)))
+    # issue 67, the environment (the hostile run only)
+    for name, value in (("HF_HUB_DOWNLOAD_TIMEOUT", "2.5"), ("HF_HUB_DOWNLOAD_TIMEOUT", "abc"),
+                        ("HF_HUB_DOWNLOAD_TIMEOUT", "-3"), ("HF_HUB_ETAG_TIMEOUT", "0.5"),
+                        ("HF_HUB_ETAG_TIMEOUT", "x"), ("SURGERY_HUB_DEADLINE", "1e300"),
+                        ("SURGERY_HUB_DEADLINE", "nan"), ("SURGERY_HUB_REQUEST_DEADLINE", "1e308"),
+                        ("SURGERY_HUB_DOWNLOAD_DEADLINE", "-inf"), ("SURGERY_HUB_DOWNLOAD_MAX_BYTES", "1e30"),
+                        ("HF_ENDPOINT", "file:///etc"), ("HF_ENDPOINT", "ftp://127.0.0.1/"),
+                        ("HF_ENDPOINT", "http://"), ("HF_ENDPOINT", "http://h:99999"),
+                        ("HF_ENDPOINT", "https://user:pw@h.co"), ("HF_ENDPOINT", "http://h.co/\x1b[2J"),
+                        ("HF_HUB_OFFLINE", "\x1b[2J"), ("HF_HOME", "/dev/null/x")):
+        add(f"env: {name}={value!r}", cls="environment", hostile_env={name: value})
+    add("env: HF_HUB_DOWNLOAD_TIMEOUT=2.5 (convert)", kind="convert", cls="environment",
+        hostile_env={"HF_HUB_DOWNLOAD_TIMEOUT": "2.5"})
+    # issue 67, proxies: an HTTPS endpoint reached through HTTPS_PROXY
+    for mode in ("trickle", "silent", "refuse-escapes", "close", "header-flood"):
+        add(f"proxy: {mode} after CONNECT", cls="proxy", proxy=mode)
+    # issue 67, interrupts: a convert stopped mid-download, then the healthy run
+    for sig in ("SIGTERM", "SIGINT", "SIGKILL"):
+        add(f"interrupt: convert, {sig} mid-download", kind="interrupt", cls="interrupts", sig=sig,
+            faults={"/cdn/": Fault(trickle_s=0.05)})
     return out
 
 
@@ -259,10 +427,20 @@ _CHILD = ("import atexit, runpy, sys\n"
           "runpy.run_module('surgery', run_name='__main__')\n")
 
 
-def run(args: list[str], env: dict, cwd: Path) -> dict:
+def run(args: list[str], env: dict, cwd: Path, interrupt=None) -> dict:
+    """One process; `interrupt`: (signal name, a folder) sends the signal once a partial download
+    (`*.incomplete`) appears under the folder."""
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
+    if interrupt is not None:
+        sig, folder = interrupt
+        for _ in range(1200):
+            if proc.poll() is not None or any(folder.rglob("blobs/.*.incomplete")):  # the weights' download
+                break
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(getattr(signal, sig))
     try:
         out, err = proc.communicate(timeout=KILL_AFTER)
         killed = False
@@ -277,7 +455,9 @@ def run(args: list[str], env: dict, cwd: Path) -> dict:
     return {"rc": proc.returncode, "killed": killed, "wall_s": round(wall, 2),
             "rss_kb": int(hwm.group(1)) if hwm else None,
             "codes": sorted(set(re.findall(r"SRG\d{3}", text))), "traceback": "Traceback" in text,
-            "stderr_bytes": len(text.encode()), "tail": text[-300:]}
+            "stderr_bytes": len(text.encode()), "tail": text[-300:],
+            "token_printed": TOKEN.encode() in out or TOKEN in text,
+            "raw_escape": b"\x1b" in out or "\x1b" in text}
 
 
 def one_case(server: HubServer, case: dict, base: Path) -> dict:
@@ -294,12 +474,19 @@ def one_case(server: HubServer, case: dict, base: Path) -> dict:
            "HF_HUB_DOWNLOAD_TIMEOUT": "3", "PYTHONPATH": str(REPO), **case["env"]}
     for k in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "SURGERY_HUB_CACHE", "HF_HUB_OFFLINE"):
         env.pop(k, None)
-    if case["kind"] == "convert":
+    if case["kind"] in ("convert", "interrupt"):
         args = ["convert", TINY_HEAD, "--to", "speculators", str(root / "converted"), "--target", TINY_TARGET,
                 "--producer", "eagle"]
     else:
         args = ["validate", "eagle3", "--target", case["target"], "--draft", TINY_HEAD, "--weights"]
-    result = {"name": case["name"], "kind": case["kind"]}
+    hostile_args = args
+    if case["local"]:
+        where, make = case["local"]
+        path = make(root)
+        hostile_args = {"recipe": ["validate", path, "--target", TINY_TARGET, "--draft", TINY_HEAD],
+                        "target": ["validate", "eagle3", "--target", path, "--draft", TINY_HEAD],
+                        "prompts": ["probe", "gemma4-mtp", "--engine", "hf", "--prompts", path]}[where]
+    result = {"name": case["name"], "kind": case["kind"], "class": case["cls"]}
     server.faults.clear()
     if case["kind"] == "plant":
         result["fill"] = run(args, env, cwd)["rc"]
@@ -307,21 +494,36 @@ def one_case(server: HubServer, case: dict, base: Path) -> dict:
     before = {p: v for p, v in snapshot(root).items() if not Path(p).is_relative_to(home)}
     planted_half = {str(p) for p in half_written(home)}  # a plant can leave a dangling link itself
     server.faults.update(case["faults"])
-    hostile_env = {**env, **({"HF_HUB_OFFLINE": "1"} if case["offline"] else {})}
-    result["hostile"] = run(args, hostile_env, cwd)
+    hostile_env = {**env, **({"HF_HUB_OFFLINE": "1"} if case["offline"] else {}), **case["hostile_env"]}
+    proxy = Proxy(case["proxy"]) if case["proxy"] else None
+    if proxy is not None:
+        hostile_env.update({"HF_ENDPOINT": "https://hub.example.invalid", "HTTPS_PROXY": proxy.url,
+                            "https_proxy": proxy.url})
+        for k in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            hostile_env.pop(k, None)
+    interrupt = (case["signal"], home) if case["signal"] else None
+    result["hostile"] = run(hostile_args, hostile_env, cwd, interrupt)
+    if proxy is not None:
+        proxy.close()
     server.settle(30)
     server.faults.clear()
     after = {p: v for p, v in snapshot(root).items() if not Path(p).is_relative_to(home)}
-    if case["kind"] == "convert":
+    if case["local"]:  # the planted input itself is the case's, not a write
+        before = {p: v for p, v in before.items() if "/input-" not in p}
+        after = {p: v for p, v in after.items() if "/input-" not in p}
+    if case["kind"] in ("convert", "interrupt"):
         after.pop(str(root / "converted"), None)
         after = {p: v for p, v in after.items() if not p.startswith(str(root / "converted"))}
     result["outside"] = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     result["half_written"] = [str(p) for p in half_written(home) if str(p) not in planted_half]
+    if case["signal"] == "SIGKILL":  # what a killed process leaves: the healthy run must remove it
+        result["left_by_kill"], result["half_written"] = len(result["half_written"]), []
     reruns = [args + ["--refresh"]] if case["kind"] == "plant" else []
-    if case["kind"] == "convert":
+    if case["kind"] in ("convert", "interrupt"):
         shutil.rmtree(root / "converted", ignore_errors=True)
     healthy = [run(a, env, cwd) for a in reruns + [args]]
     result["healthy"] = [h["rc"] for h in healthy]
+    result["half_written_after_healthy"] = [str(p) for p in half_written(home) if str(p) not in planted_half]
     if case["mount"]:
         subprocess.run(["umount", str(home)], check=True)
     result["refused"] = case["refused"]
@@ -335,6 +537,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--only")
+    ap.add_argument("--class", dest="cls", choices=("hub", "local", "environment", "proxy", "interrupts"))
     opts = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="hub-hostile-"))
     results = []
@@ -346,13 +549,18 @@ def main() -> int:
         subprocess.run(["umount", str(probe)], check=True)
     with HubServer(tiny_repos(), token="hf_test_token") as server:
         for case in cases(server):
-            if opts.only and opts.only not in case["name"] or case["mount"] and not can_mount:
+            if opts.only and opts.only not in case["name"] or case["mount"] and not can_mount \
+                    or opts.cls and case["cls"] != opts.cls:
                 continue
             r = one_case(server, case, base)
             h = r["hostile"]
             healthy_ok = r["healthy_refused"] if r["refused"] else all(rc == 0 for rc in r["healthy"])
-            ok = not h["traceback"] and not h["killed"] and not r["outside"] and not r["half_written"] \
-                and healthy_ok and (h["rc"] == 0 or h["codes"])
+            h["hung"] = h["killed"] or h["wall_s"] > KILL_AFTER / 2
+            h["over_memory"] = (h["rss_kb"] or 0) > MAX_RSS_MIB << 10
+            stopped = r["kind"] == "interrupt" and h["rc"] in (-9, 130, 143)
+            ok = not h["traceback"] and not h["hung"] and not r["outside"] and not r["half_written"] \
+                and not h["over_memory"] and not h["token_printed"] and not h["raw_escape"] \
+                and not r["half_written_after_healthy"] and healthy_ok and (h["rc"] == 0 or h["codes"] or stopped)
             r["ok"] = ok
             results.append(r)
             print(f"{'ok ' if ok else 'BAD'} {h['rc']} {','.join(h['codes']) or '-':<18} {h['wall_s']:6.2f}s "
@@ -362,7 +570,12 @@ def main() -> int:
     shutil.rmtree(base, ignore_errors=True)
     hostile = [r["hostile"] for r in results]
     summary = {"cases": len(results), "bad": sum(not r["ok"] for r in results),
+               "by_class": {c: sum(r["class"] == c for r in results) for c in sorted({r["class"] for r in results})},
                "tracebacks": sum(h["traceback"] for h in hostile), "killed": sum(h["killed"] for h in hostile),
+               "hung": sum(h["hung"] for h in hostile), "over_1_gib": sum(h["over_memory"] for h in hostile),
+               "token_printed": sum(h["token_printed"] for h in hostile),
+               "raw_escapes": sum(h["raw_escape"] for h in hostile),
+               "caches_not_healed": sum(bool(r["half_written_after_healthy"]) for r in results),
                "files_outside": sum(len(r["outside"]) for r in results),
                "half_written": sum(len(r["half_written"]) for r in results),
                "healthy_rerun_failures": sum(any(rc != 0 for rc in r["healthy"]) for r in results
