@@ -27,6 +27,7 @@ from .recipe import LayerMapSpec, LayerSetSpec, OpSpec, Recipe
 from .recipe import load_recipe
 from .resources import shipped_recipes
 from .engine.cards import card
+from .engine.native import sglang_kv_map
 
 
 MAX_PARALLEL = 4096
@@ -620,6 +621,8 @@ class _Resolver:
             step = self.recipe.ops[op.step]
             where = self.recipe.location(step.path)
             what = f"{count} {op.op} operation{'s' if count > 1 else ''} of step {op.step}"
+            if self.said_natively(op, what, where):
+                continue
             if op.otherwise in ("skip", "warn"):
                 self.add("SRG321", f"{what}: {self.runtime.engine} cannot perform them ({reason}); "
                          f"`otherwise: {op.otherwise}` lets it go without", where,
@@ -627,6 +630,30 @@ class _Resolver:
             else:
                 self.add("SRG325", f"{what}: the {self.runtime.engine} engine cannot perform them ({reason}); "
                          "apply will stop with SRG322", where)
+
+    def said_natively(self, op, what: str, where) -> bool:
+        """A step the engine wires by itself (surgery/engine/native.py): SGLang's FROZEN_KV_MTP binds each
+        Gemma 4 assistant layer to the target's KV. Same map as the plan: a note (SRG870); another: an error
+        (SRG871). Either replaces "cannot perform" (SRG325)."""
+        if self.runtime.engine != "sglang" or op.op != "share_kv":
+            return False
+        native = sglang_kv_map(self.runtime.engine_version, self.draft, self.target)
+        if native is None:
+            return False
+        theirs, version, at = native
+        ours = {o.draft_layer: o.target_layer for o in self.ops if o.step == op.step}
+        pairs = ", ".join(f"{d}->{t}" for d, t in sorted(theirs.items()))
+        if ours == theirs:
+            self.add("SRG870", f"{what}: SGLang {version} wires them itself, the same map ({pairs}; FROZEN_KV_MTP, "
+                     f"{at.removeprefix('sglang/')}); served by stock SGLang, that binding is the plan's. surgery has no SGLang "
+                     "performer for share_kv: `surgery apply --engine sglang` stops on it (SRG322) unless the step "
+                     "says `otherwise: skip`", where, severity=INFO)
+        else:
+            planned = ", ".join(f"{d}->{t}" for d, t in sorted(ours.items()))
+            self.add("SRG871", f"{what}: SGLang {version} binds the assistant's layers itself ({pairs}; FROZEN_KV_MTP, "
+                     f"{at.removeprefix('sglang/')}), not as the recipe plans ({planned}): served by SGLang, the "
+                     "assistant reads other target layers' KV than it was paired with", where)
+        return True
 
     def check_positional(self) -> None:
         d, t = self.draft, self.target

@@ -131,6 +131,9 @@ def start_facts(tree) -> dict:
         if rule["stage"] in ("argparse", "silent"):
             continue
         limits[name] = where(tree, rule["says"], rule.get("file"))
+    native = yaml.safe_load((ROOT / "surgery" / "data" / "sglang_limits.yaml").read_text(encoding="utf-8"))["native"]
+    for name, row in native.items():
+        limits[name] = where(tree, row["says"])
     return {"kv_cache_dtypes": parser_choices(tree, "kv_cache_dtype"),
             "attention_backends": parser_choices(tree, "attention_backend"),
             "architectures": architectures(tree),
