@@ -24,17 +24,26 @@ DSPARK = json.loads((PAIRS / "dspark" / "draft" / "config.json").read_text())
 DFLASH = json.loads((PAIRS / "dflash" / "draft" / "config.json").read_text())
 
 
-def _codes(cfg, version, parallel=True):
-    return sorted(d.code for d in spelling_findings(cfg, cfg["architectures"], "config.json", version, parallel))
+def _codes(cfg, version, parallel=True, method=None):
+    return sorted(d.code for d in spelling_findings(cfg, cfg["architectures"], "config.json", version, parallel,
+                                                    method=method))
 
 
-@pytest.mark.parametrize("name,cfg,old", [("peagle", PEAGLE, ["SRG676"]), ("dspark", DSPARK, ["SRG676", "SRG677"]),
-                                          ("dflash", DFLASH, [])])
-def test_shipped_pairs_on_026_and_032(name, cfg, old):
-    assert _codes(cfg, "0.26.0") == old
-    assert _codes(cfg, "0.25.0") == old
-    assert _codes(cfg, "0.32.0") == []
-    assert _codes(cfg, "0.32.0+cpu") == []
+@pytest.mark.parametrize("name,cfg,method,old", [("peagle", PEAGLE, "eagle3", ["SRG676"]),
+                                                 ("dspark", DSPARK, "dspark", ["SRG677"]),
+                                                 ("dflash", DFLASH, "dflash", [])])
+def test_shipped_pairs_on_026_and_032(name, cfg, method, old):
+    for version in ("0.25.0", "0.25.1", "0.26.0"):
+        assert _codes(cfg, version, method=method) == old, version
+    assert _codes(cfg, "0.32.0", method=method) == []
+    assert _codes(cfg, "0.32.0+cpu", method=method) == []
+
+
+def test_dspark_mask_token_read_by_the_v2_runner():
+    """Issue 65: 0.25 / 0.26 always serve dspark on the V2 runner, whose get_parallel_drafting_token_id reads a
+    top-level mask_token_id; the legacy runner's reader (P-EAGLE's, SRG676) does not apply to it."""
+    assert "SRG676" not in _codes(DSPARK, "0.26.0", method="dspark")
+    assert "SRG676" in _codes(DSPARK, "0.26.0", method="eagle3")  # a parallel EAGLE-3 head: the legacy runner
 
 
 def test_fixed_configs_silent_on_026():

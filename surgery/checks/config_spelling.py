@@ -190,7 +190,7 @@ def applies(raw: dict, architectures, parallel: bool) -> bool:
 
 
 def spelling_findings(raw: dict, architectures, source: str, version: str | None, parallel: bool,
-                      why_no_version: str = "no vLLM is installed") -> list[Diagnostic]:
+                      why_no_version: str = "no vLLM is installed", method: str | None = None) -> list[Diagnostic]:
     """The findings for one draft config against one vLLM release (None: not known which)."""
     if not applies(raw, architectures, parallel):
         return []
@@ -204,7 +204,10 @@ def spelling_findings(raw: dict, architectures, source: str, version: str | None
                      "draft's mask token / target-layer keys was not checked", Location(source), severity=INFO)]
     out = []
     if parallel and rule.get("mask_token"):
-        found = mask_token_finding(rule["mask_token"], raw, source, version)
+        mask = rule["mask_token"]
+        if method in (mask.get("v2_methods") or []):  # the V2 runner's reader (issue 65)
+            mask = {"reads": mask["v2_reads"], "source": mask["v2_source"]}
+        found = mask_token_finding(mask, raw, source, version)
         out += [found] if found else []
     if rule.get("fc_width"):
         found = fc_width_finding(rule["fc_width"], raw, source, version, architectures)
@@ -234,4 +237,4 @@ def cli_spelling_check(options: CheckOptions, recipe, draft) -> list[Diagnostic]
     method, version, hints = serving(options, recipe)
     return spelling_findings(draft.raw, draft.architectures, draft.source, version,
                              is_parallel(method, hints.get("parallel_drafting", False)),
-                             why_no_version=NO_VERSION)
+                             why_no_version=NO_VERSION, method=method)

@@ -34,6 +34,7 @@ from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP model type a target becomes)
 from ..engine.releases import all_architectures, first_with, known, no_release, release, release_data
+from ..engine.servedarch import served_architecture  # the class EAGLEConfig renames a draft to (SRG753)
 from ..formats import original_config  # a speculators file's own keys, as written (facts hold it normalised)
 from .config_spelling import NO_VERSION, serving
 from .dspark_layout import layout_finding  # DSpark's block-layout key per release (SRG740, issue 58)
@@ -255,8 +256,6 @@ DSPARK_V4_TYPES = ("deepseek_v4", "deepseek_v41")
 
 def rename_finding(rel, draft, method: str | None) -> Diagnostic | None:
     """SRG753: the class vLLM builds is not the one config.json names, and the release cannot serve it."""
-    from ..engine.servedarch import served_architecture
-
     archs = [a for a in draft.architectures or [] if isinstance(a, str)]
     raw = original_config(draft.raw or {})
     registry = rel.architectures()

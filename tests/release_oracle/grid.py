@@ -71,6 +71,9 @@ REWRITES = [
     # P-EAGLE's registered class name, renamed by EAGLEConfig under eagle3 (Eagle3PeagleLlamaForCausalLM)
     ("llama31-peagle native", "peagle", CONFIGS / "Llama-3.1-8B-Instruct.json", OWN / "peagle-llama31-native.json",
      "eagle3", 1, 1, 4, {"parallel_drafting": True}),
+    # SpecForge's P-EAGLE head as published (PEagleDraftModel): renamed Eagle3PEagleDraftModel under eagle3
+    ("qwen3-8b-peagle specforge", "peagle", CONFIGS / "Qwen3-8B.json",
+     ROOT / "tests" / "data" / "block_drafts" / "specforge-qwen3-8b-peagle.json", "eagle3", 1, 1, 4, {}),
     # a tp that divides the attention heads but not a Gated DeltaNet layer's conv width (Qwen3.6-27B's widths)
     *[(f"qwen3-next-qwen36-widths tp={tp}", "mtp", OWN / "Qwen3-Next-qwen36-widths.json",
        OWN / "Qwen3-Next-qwen36-widths.json", "mtp", tp, 1, 1, {}) for tp in (4, 12)],

@@ -177,6 +177,23 @@ def _hybrid_state(config, model_cls) -> str | None:
 SPEC_DECODE_DIR = "/v1/worker/gpu/spec_decode/"
 
 
+def _gpu_runs_v2(config) -> bool:
+    """Whether a GPU runs this config on the V2 runner: the release's own VllmConfig.use_v2_model_runner
+    with Triton present, as on a GPU (this CPU build has none, which alone sends it to the V1 runner); a
+    release without the property has only the V2 runner (0.34)."""
+    if not isinstance(getattr(type(config), "use_v2_model_runner", None), property):
+        return True
+    module = importlib.import_module(type(config).__module__)
+    saved = module.__dict__.get("HAS_TRITON", None)
+    module.HAS_TRITON = True
+    try:
+        return bool(config.use_v2_model_runner)
+    except Exception:  # noqa: BLE001 - the release's own check raising is not this question's answer
+        return False
+    finally:
+        module.HAS_TRITON = saved
+
+
 def _speculator(config) -> str | None:
     """The V2 runner's speculator for this config, built on the CPU by the release's own init_speculator
     (what GPUModelRunner builds after the model loads): a ValueError / NotImplementedError / assert the
@@ -187,7 +204,7 @@ def _speculator(config) -> str | None:
     except ImportError:
         return None
     init = getattr(pkg, "init_speculator", None)
-    if init is None or config.speculative_config is None:
+    if init is None or config.speculative_config is None or not _gpu_runs_v2(config):
         return None
     import traceback
 
