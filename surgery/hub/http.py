@@ -377,9 +377,12 @@ def _pieces(resp, max_bytes: int, timing: _Timing, truncate: bool):
             return
         total += len(chunk)
         if total > max_bytes:
+            allowed = chunk[: len(chunk) - (total - max_bytes)]
             if truncate:
-                yield chunk[: len(chunk) - (total - max_bytes)]
+                yield allowed
                 return
+            if allowed:  # the sink sees every byte it may have (a download's header check), however they came
+                yield allowed
             raise fail("SRG056", f"{timing.what}: larger than the {max_bytes} bytes this read allows",
                        Location(timing.where),
                        hint="the hub serves this file larger than any such file should be; it was not read further")
