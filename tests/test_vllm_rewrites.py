@@ -176,3 +176,17 @@ def test_overridden_values_reach_the_start_limits(run_cli):
     args = ("eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.34.0", "--tp", 4)
     assert not errors(validate(run_cli, *args)[1], "SRG340")
     assert errors(validate(run_cli, *args, "--hf-overrides", '{"num_attention_heads": 30}')[1], "SRG340")
+
+
+# ---------------------------------------------------------------- SRG756 the padded vocabulary by tp
+
+def test_tp_that_does_not_divide_the_padded_vocabulary(run_cli):
+    """Found by the construct oracle: at tp 12 Qwen's 151936 tokens (a multiple of 64) stop the embedding's
+    split before any linear-attention layer is built."""
+    args = ("mtp", "--target", GDN, "--draft", GDN, "--engine-version", "0.34.0")
+    hit = errors(validate(run_cli, *args, "--tp", 12)[1], "SRG756")
+    assert len(hit) == 1 and "151936 is not divisible by 12" in hit[0]["message"]
+    assert not errors(validate(run_cli, *args, "--tp", 8)[1], "SRG756")
+    # Llama's 128256 is a multiple of 3 (its tp-3 refusal is the heads', SRG340, not the vocabulary's)
+    _, diags = validate(run_cli, "eagle3", "--target", LLAMA, "--draft", EAGLE3, "--engine-version", "0.34.0", "--tp", 3)
+    assert errors(diags, "SRG340") and not [d for d in errors(diags, "SRG756") if "target" in d["message"]]

@@ -17,7 +17,8 @@ one `vllm serve` would print. tests/release_oracle/ (vLLM 0.26.0, 0.32.0 and 0.3
 - SRG345: --pp > 1 with a method whose drafter reads the target's aux hidden states, on a target whose
   decoder does not relay them between stages (releases that verify it at load: 0.30+).
 - SRG754: tp divides the attention heads but not a Gated DeltaNet layer's conv width or value heads
-  (Qwen3-Next, Qwen3.5 / 3.6; engine_rules.yaml `start_limits.linear_attention`, issue 65).
+  (Qwen3-Next, Qwen3.5 / 3.6; engine_rules.yaml `start_limits.linear_attention`, issue 65);
+- SRG756: tp does not divide a vocabulary padded to 64 (the embedding and lm_head split it at build).
 
 Every list these checks read is the judged release's own, read from its wheel (surgery/data/releases/
 vllm.json `cache_dtypes`, `classes`; tools/releasefacts.py) and held to that release's own config layer by
@@ -145,6 +146,28 @@ def _tp_hint(draft, target, tp: int) -> str:
             ok.append(size)
     shown = ", ".join(map(str, ok)) or "none up to 16"
     return f"tensor-parallel sizes both models accept: {shown}"
+
+
+def vocab_check(draft, target, tp: int, draft_tp: int) -> list[Diagnostic]:
+    """SRG756: tp does not divide a model's vocabulary padded to 64 (VocabParallelEmbedding / ParallelLMHead
+    split it over tp at build); the target's, and the draft's own (its draft_vocab_size head too)."""
+    rule = limits()["vocab"]
+    pad = rule["padding"]
+    for side, f, size in _sides(draft, target, tp, draft_tp):
+        for key in ("vocab_size", "draft_vocab_size"):
+            vocab = _int(f.scalars.get(key))
+            if vocab is None or vocab <= 0 or size <= 1:
+                continue
+            padded = -(-vocab // pad) * pad
+            if padded % size == 0:
+                continue
+            says = rule["vllm_says"].format(numerator=padded, denominator=size)
+            ok = [t for t in range(1, 17) if padded % t == 0]
+            return [diag(rule["code"], f"--tp {tp}: the {side}'s {key} {vocab} is padded to {padded} (a multiple of {pad}) "
+                         f"and split over tp {size} by its embedding / lm_head, which {size} does not divide; vLLM stops "
+                         f"while building the model: \"{says}\" ({rule['source']})", f.key_location(key),
+                         f"tensor-parallel sizes that divide {padded}: {', '.join(map(str, ok))}")]
+    return []
 
 
 def gdn_widths(f) -> dict | None:
@@ -367,6 +390,7 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
             + float_kv_check(rel, target, rt.kv_cache_dtype)
             + tp_check(draft, target, tp, draft_tp)
             + gdn_check(rel, target, tp)
+            + vocab_check(draft, target, tp, draft_tp)
             + pipeline_check(rel, draft, target, rt.pp_size, method)
             + aux_relay_check(rel, draft, target, rt.pp_size, method)
             + max_len_check(target, max_model_len, hf_overrides))

@@ -78,9 +78,10 @@ REWRITES = [
     *[(f"qwen3-next-qwen36-widths tp={tp}", "mtp", OWN / "Qwen3-Next-qwen36-widths.json",
        OWN / "Qwen3-Next-qwen36-widths.json", "mtp", tp, 1, 1, {}) for tp in (4, 12)],
     # Qwen3.5's MTP draft under pp (Qwen3_5MTP is no SupportsPP before 0.30, where the draft takes the target's
-    # pp); and its own GDN widths at tp 12 (judged where the release can import Qwen3.5: 0.34 here)
-    *[(f"qwen3.5-27b-mtp tp={tp} pp={pp}", "mtp", VERDICTS / "Qwen3.5-27B.json", VERDICTS / "Qwen3.5-27B.json", "mtp",
-       tp, pp, 1, {}) for tp, pp in ((1, 1), (1, 2), (12, 1))],
+    # pp), judged where the release can import Qwen3.5 (0.34 here; 0.26 / 0.32 lack torchvision); not at tp 12,
+    # where its vision tower's 16 heads stop the build first (no rule here reads the vision config)
+    *[(f"qwen3.5-27b-mtp pp={pp}", "mtp", VERDICTS / "Qwen3.5-27B.json", VERDICTS / "Qwen3.5-27B.json", "mtp",
+       1, pp, 1, {}) for pp in (1, 2)],
 ]
 
 
