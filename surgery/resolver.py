@@ -28,6 +28,7 @@ from .recipe import load_recipe
 from .resources import shipped_recipes
 from .engine.cards import card
 from .engine.native import sglang_kv_map
+from .engine.releases import known, release
 
 
 MAX_PARALLEL = 4096
@@ -207,6 +208,8 @@ class _Resolver:
                 if not matched and side == "draft":
                     if self.check_sglang_eagle_class(archs) or self.check_served_architecture(archs):
                         matched = {"served"}
+                if not matched and side == "target" and self.sglang_builds_target(f, archs):
+                    continue
                 if not matched:
                     self.add("SRG204", f"{side} architectures {list(f.architectures)} not in {self._shown(archs)}",
                              self.recipe.location(("applies_to", side, "architectures")),
@@ -246,6 +249,20 @@ class _Resolver:
         return (f"{what} ({side} config: {f.source}); "
                 + (f"shipped recipe{'s' if len(fits) > 1 else ''} that fit{'s' if len(fits) == 1 else ''} this pair: "
                    f"{', '.join(fits)}" if fits else "no shipped recipe fits this pair (`surgery recipes` lists them)"))
+
+    def sglang_builds_target(self, f, archs) -> bool:
+        """For SGLang: the recipe's architecture list is vLLM's (the targets vLLM serves the method on); a
+        target class the judged SGLang release registers is built there (SRG872, a note), never refused
+        with vLLM's list (issue 65: a LongCat or Gemma 3 target SGLang serves)."""
+        if self.runtime.engine != "sglang":
+            return False
+        rel, _ = release("sglang", self.runtime.engine_version or known("sglang")[-1])
+        if rel is None or not any(rel.registers(a) for a in f.architectures):
+            return False
+        self.add("SRG872", f"target architectures {list(f.architectures)} are not in the recipe's list "
+                 f"({self._shown(archs)}: the targets vLLM serves it on), but SGLang {rel.asked} registers the class "
+                 "and builds this target", Location(f.source, key_path=f.key_prefix + "architectures"), severity=INFO)
+        return True
 
     def check_sglang_eagle_class(self, archs) -> bool:
         """For SGLang: a head written with SGLang's own EAGLE-1 class (the engine card's

@@ -21,6 +21,7 @@ from ..diagnostics import ERROR, WARNING, Diagnostic, Location, diag
 from ..engine.capture import sglang_aux_ids_read, sglang_layers_to_capture
 from ..engine.cards import card
 from ..engine.releases import Release, known, release
+from ..facts.fromconfig import family_defaults
 from ..formats.findings import format_of, trained_on
 from ..resources import load_data
 
@@ -84,7 +85,7 @@ def _where(rel: Release, rule: str) -> str | None:
     return ((rel.facts.get("start") or {}).get("limits") or {}).get(rule)
 
 
-def _start(rel: Release) -> dict:
+def _start_facts(rel: Release) -> dict:
     return rel.facts.get("start") or {}
 
 
@@ -96,12 +97,16 @@ def context_length(raw: dict) -> int:
     factor = 1.0
     if isinstance(rope, dict) and "rope_type" not in rope and all(isinstance(v, dict) for v in rope.values()):
         rope = None  # per-layer-type rope parameters (Gemma): no top-level factor
+    if str(text.get("model_type") or raw.get("model_type") or "") in ctx["per_layer_type_model_types"]:
+        rope = None  # transformers turns this class's rope_scaling into per-layer-type parameters
     if isinstance(rope, dict):
         factor = rope.get("factor", 1) if isinstance(rope.get("factor", 1), (int, float)) else 1
         if ctx["factor_not_applied_with"] in rope or rope.get("rope_type") in ctx["factor_not_applied_rope_types"]:
             factor = 1
+    # a key the file leaves out is the transformers class's default (what SGLang's config object carries)
+    filled = family_defaults(str(text.get("model_type") or raw.get("model_type") or ""))
     for key in ctx["keys"]:
-        value = text.get(key)
+        value = text.get(key, filled.get(key))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return int(factor * value)
     return int(ctx["default"])
@@ -119,21 +124,36 @@ def _line(code: str, rel: Release, rule: str, message: str, key: str, hint: str,
                 severity=severity)
 
 
-def kv_cache_dtype_check(rel: Release, kv_cache_dtype: str | None) -> list[Diagnostic]:
-    choices = _start(rel).get("kv_cache_dtypes")
-    if not kv_cache_dtype or kv_cache_dtype == "auto" or not choices or kv_cache_dtype in choices:
+def kv_cache_dtype_check(rel: Release, kv_cache_dtype: str | None, target=None) -> list[Diagnostic]:
+    choices = _start_facts(rel).get("kv_cache_dtypes")
+    if not kv_cache_dtype or kv_cache_dtype == "auto" or not choices:
         return []
+    if kv_cache_dtype in choices:
+        return dsa_kv_check(rel, kv_cache_dtype, target) if target is not None else []
     vllm_name = " (vLLM's name; SGLang spells FP8 fp8_e4m3 / fp8_e5m2)" if kv_cache_dtype == "fp8" else ""
     return [diag(rules()["kv_cache_dtype"]["code"], f"{_label(rel)} refuses --kv-cache-dtype "
                  f"{kv_cache_dtype!r}{vllm_name}: its parser's choices are {', '.join(choices)}",
                  Location("", key_path="--kv-cache-dtype"), f"use one of {', '.join(choices)}")]
 
 
+def dsa_kv_check(rel: Release, kv_cache_dtype: str, target) -> list[Diagnostic]:
+    """A DeepSeek-sparse-attention target takes bf16 / fp8_e4m3 caches only (overrides.py)."""
+    rule = rules()["dsa_kv_cache_dtype"]
+    text = _text(target.raw)
+    archs = set(target.architectures or [])
+    if not (archs & set(rule["architectures"]) and text.get(rule["key"]) is not None) \
+            or kv_cache_dtype in rule["dtypes"] or not _where(rel, "dsa_kv_cache_dtype"):
+        return []
+    return [_line(rule["code"], rel, "dsa_kv_cache_dtype", f"refuses --kv-cache-dtype {kv_cache_dtype} for a DeepSeek "
+                  f"sparse-attention target ({sorted(archs)[0]} with {rule['key']}): \"{rule['says']}\"",
+                  "--kv-cache-dtype", "use bfloat16 or fp8_e4m3 (or auto)")]
+
+
 def attention_backend_check(rel: Release, backend: str | None, algorithm: str | None, target) -> list[Diagnostic]:
     if not backend:
         return []
     code = rules()["flex_attention"]["code"]
-    choices = _start(rel).get("attention_backends")
+    choices = _start_facts(rel).get("attention_backends")
     if choices and backend not in choices:
         return [diag(code, f"{_label(rel)} refuses --attention-backend {backend!r}: its parser's choices are "
                      f"{', '.join(choices)}", Location("", key_path="--attention-backend"),
@@ -205,7 +225,7 @@ def pipeline_check(rel: Release, target, algorithm: str | None, pp: int) -> list
             out.append(_line(r[name]["code"], rel, name, f"refuses --pp-size {pp} with {algorithm} (\"{r[name]['says']}\" "
                              "for serving outside PD prefill)", "--pp", "use --pp 1"))
     archs = list(target.architectures or [])
-    single = set(_start(rel).get("single_stage_architectures") or [])
+    single = set(_start_facts(rel).get("single_stage_architectures") or [])
     if set(archs) & single and _where(rel, "single_stage_target"):
         out.append(_line(r["single_stage_target"]["code"], rel, "single_stage_target", f"refuses --pp-size {pp}: the "
                          f"target class {archs[0]} asserts it is the only pipeline stage", "--pp",
@@ -220,7 +240,7 @@ def pipeline_check(rel: Release, target, algorithm: str | None, pp: int) -> list
 
 
 def _registered(rel: Release, arch: str) -> bool:
-    archs = _start(rel).get("architectures")
+    archs = _start_facts(rel).get("architectures")
     return not archs or arch in archs
 
 
@@ -385,7 +405,7 @@ def sglang_start_check(plan, draft, target, *, version: str | None, algorithm: s
     env = os.environ if environ is None else environ
     allow_longer = str(env.get(ALLOW_LONGER, "")).strip().lower() in ("1", "true", "yes")
     out = [note] if note else []
-    refused_at_args = (kv_cache_dtype_check(rel, kv_cache_dtype)
+    refused_at_args = (kv_cache_dtype_check(rel, kv_cache_dtype, target)
                        + attention_backend_check(rel, attention_backend, algorithm, target)
                        + pipeline_check(rel, target, algorithm, rt.pp_size))
     out += refused_at_args

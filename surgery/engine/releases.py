@@ -68,6 +68,12 @@ class Release:
     def architectures(self) -> dict[str, str]:
         return self.facts.get("draft_architectures") or {}
 
+    def registers(self, arch: str) -> bool | None:
+        """Whether the release's model registry has the class (SGLang: the EntryClass lists read from its
+        wheel, releases/sglang.json `start.architectures`); None where the data has no such list."""
+        archs = (self.facts.get("start") or {}).get("architectures")
+        return None if not archs else arch in archs
+
     def label(self) -> str:
         return f"{self.engine} {self.asked}" + ("" if self.exact else f" (data of {self.version})")
 

@@ -44,6 +44,29 @@ PAIRS = [
     ("qwen3-8b-peagle", "peagle", CONFIGS / "Qwen3-8B.json", VERDICTS / "specforge-qwen3-8b-peagle.json", "EAGLE3"),
     ("gpt-oss-20b-eagle3", "eagle3", VERDICTS / "gpt-oss-20b.json", VERDICTS / "specforge-gpt-oss-20B-eagle3.json", "EAGLE3"),
     ("gemma4-e2b-mtp", "gemma4-mtp", CONFIGS / "gemma-4-E2B-it.json", CONFIGS / "gemma-4-E2B-it-assistant.json", "EAGLE"),
+    ("qwen3-30b-a3b-eagle3", "eagle3", VERDICTS / "Qwen3-30B-A3B.json", VERDICTS / "specforge-qwen3-30B-A3B-eagle3.json",
+     "EAGLE3"),
+    ("gpt-oss-120b-eagle3", "eagle3", VERDICTS / "gpt-oss-120b.json", VERDICTS / "specforge-gpt-oss-120B-eagle3.json",
+     "EAGLE3"),
+    ("deepseek-r1-eagle3", "eagle3", VERDICTS / "DeepSeek-R1.json", VERDICTS / "specforge-deepseek-r1-eagle3.json",
+     "EAGLE3"),
+    ("longcat-flash-nextn", "mtp", CONFIGS / "longcat_flash" / "LongCat-Flash.json",
+     CONFIGS / "longcat_flash" / "LongCat-Flash.json", "NEXTN"),
+    ("glm5-nextn", "deepseek-mtp", VERDICTS / "GLM-5.json", VERDICTS / "GLM-5.json", "NEXTN"),
+    ("gemma3-27b-eagle3", "eagle3", VERDICTS / "gemma-3-27b-it.json", VERDICTS / "specforge-gemma3-27b-eagle3.json",
+     "EAGLE3"),
+]
+# config edits a user meets in the field, each applied to the published config before SGLang reads it:
+# (id, base pair id, {"target": {key: value or None to drop}, "draft": {...}}, settings)
+VARIANTS = [
+    # a DeepSeek config without moe_layer_freq (the H100 miniature's, docs/gpu.md section 19)
+    ("deepseek-v3-no-moe-layer-freq", "deepseek-v3-nextn", {"target": {"moe_layer_freq": None}, "draft": {"moe_layer_freq": None}}),
+    # a DSpark head with markov_rank written at the top level, as SGLang reads it
+    ("qwen3-8b-dspark-top-markov", "qwen3-8b-dspark", {"draft": {"markov_rank": 256}}),
+    # an EAGLE-1 head named with SGLang's EAGLE class
+    ("llama31-eagle-sglang-class", "llama31-eagle", {"draft": {"architectures": ["LlamaForCausalLMEagle"]}}),
+    # an EAGLE-3 head trained at the target's length
+    ("llama31-eagle3-long", "llama31-eagle3", {"draft": {"max_position_embeddings": 131072}}),
 ]
 
 # (tp, pp, context_length, kv_cache_dtype, attention_backend, k, env): the tp x pp grid at the configs' own
@@ -60,13 +83,35 @@ FULL_PAIRS = {"llama31-eagle3", "llama31-eagle", "deepseek-v3-nextn", "qwen3-8b-
               "qwen3-next-nextn", "phi4-mini-eagle3"}
 
 
-def published(src: Path, root: Path) -> Path:
-    """A model folder with the config.json as published (our `_` annotations dropped)."""
-    out = root / f"{src.parent.name}-{src.stem}"
+def published(src: Path, root: Path, edits: dict | None = None, tag: str = "") -> Path:
+    """A model folder with the config.json as published (our `_` annotations dropped), with `edits` applied
+    (a key set to None is dropped; the text config's own copy too, where there is one)."""
+    out = root / f"{src.parent.name}-{src.stem}{'-' + tag if tag else ''}"
     if not out.is_dir():
         out.mkdir(parents=True)
         cfg = {k: v for k, v in json.loads(src.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+        for key, value in (edits or {}).items():
+            for holder in (cfg, cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None):
+                if holder is None or (holder is not cfg and key not in holder):
+                    continue
+                if value is None:
+                    holder.pop(key, None)
+                else:
+                    holder[key] = value
         (out / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return out
+
+
+def materialise(case: dict, root: Path) -> dict:
+    """The case with its model folders written (`target`, `draft`); a variant's edited configs are also the
+    files surgery reads (`target_src`, `draft_src`)."""
+    edits = case.get("edits") or {}
+    tag = case.get("variant") or ""
+    target = published(Path(case["target_src"]), root, edits.get("target"), tag if edits.get("target") else "")
+    draft = published(Path(case["draft_src"]), root, edits.get("draft"), tag if edits.get("draft") else "")
+    out = {**case, "target": str(target), "draft": str(draft)}
+    if edits:
+        out["target_src"], out["draft_src"] = str(target / "config.json"), str(draft / "config.json")
     return out
 
 
@@ -81,4 +126,12 @@ def cases() -> list[dict]:
                         "recipe": recipe, "target_src": str(target), "draft_src": str(draft), "method": method,
                         "tp": tp, "pp": pp, "max_model_len": ctx, "kv_cache_dtype": kv, "attention_backend": backend,
                         "k": k, "env": env})
+    pairs = {p[0]: p for p in PAIRS}
+    for variant, base, edits in VARIANTS:
+        _, recipe, target, draft, method = pairs[base]
+        for tp, pp, ctx, kv, backend, k, env in [(1, 1, None, "auto", None, 3, ALLOW_LONGER), (2, 1, None, "auto", None, 3, {})]:
+            out.append({"id": f"{variant} tp={tp} pp={pp}{' allow-longer' if env else ''}", "recipe": recipe,
+                        "target_src": str(target), "draft_src": str(draft), "method": method, "tp": tp, "pp": pp,
+                        "max_model_len": ctx, "kv_cache_dtype": kv, "attention_backend": backend, "k": k, "env": env,
+                        "variant": variant, "edits": edits})
     return out

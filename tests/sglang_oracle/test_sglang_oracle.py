@@ -28,6 +28,7 @@ VENV = ROOT / ".cache" / "oracles" / f"sglang-{RELEASE}"
 # SGLang's message (or the source line of a bare assert) -> the code surgery names that limit with
 LIMITS = [
     ("argument --kv-cache-dtype", "SRG770"),
+    ("DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype", "SRG770"),
     ("argument --attention-backend", "SRG771"),
     ("not supported with Flex Attention backend", "SRG771"),
     ("Gemma4 only supports", "SRG771"),
@@ -71,8 +72,7 @@ def vllm_only_codes() -> set[str]:
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
     root = tmp_path_factory.mktemp("sglang_oracle")
-    return [{**c, "target": str(grid.published(Path(c["target_src"]), root)),
-             "draft": str(grid.published(Path(c["draft_src"]), root))} for c in grid.cases()]
+    return [grid.materialise(c, root) for c in grid.cases()]
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +128,16 @@ def test_sglang_grid_agrees_with_sglang(cases, answers, run_cli, monkeypatch):
         diags = surgery_verdict(run_cli, monkeypatch, case)
         ours = {d["code"] for d in diags if d["severity"] == "error"}
         foreign += [f"{case['id']}: {d['code']} ({d['severity']})" for d in diags if d["code"] in vllm_only]
-        if code is None and v.get("unconstructed"):
+        if v.get("stage") == "unjudged" or (code is None and v.get("unconstructed")):
             continue  # a model this CPU venv could not build: not judged as started (listed above)
+        if code is None and case["max_model_len"] is None:
+            # the derived context length, as SGLang derived it (what SRG772 compares)
+            from surgery.checks.sglang_start import context_length
+
+            derived = context_length(json.loads(Path(case["target_src"]).read_text(encoding="utf-8")))
+            if derived != v["observed"].get("target_context_len"):
+                wrong.append(f"{case['id']}: SGLang derives the target's context length "
+                             f"{v['observed'].get('target_context_len')}, surgery {derived}")
         if code is not None:
             by_code[code] = by_code.get(code, 0) + 1
             if code not in ours:

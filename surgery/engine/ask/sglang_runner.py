@@ -166,6 +166,21 @@ def _gpu_platform():
     return override_platform(**H100)
 
 
+@contextlib.contextmanager
+def _h100_torch():
+    """The device queries a few hooks make through torch directly (model_hook.py's DSA branch calls
+    torch.cuda.get_device_capability()), answered as on an H100 while the arguments resolve."""
+    import torch
+
+    saved = torch.cuda.get_device_capability, torch.cuda.get_device_name
+    torch.cuda.get_device_capability = lambda *a, **k: H100["device_capability"]
+    torch.cuda.get_device_name = lambda *a, **k: "NVIDIA H100 80GB HBM3"
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_capability, torch.cuda.get_device_name = saved
+
+
 def _configs(case: dict, out: dict):
     """SGLang's own steps up to the model configs, as launch_server takes them: (resolved view, target
     ModelConfig, draft ModelConfig or None). `out["step"]` names the step running, for a refusal."""
@@ -175,6 +190,8 @@ def _configs(case: dict, out: dict):
 
     platform = _gpu_platform()
     platform.install()
+    _h100 = _h100_torch()
+    _h100.__enter__()
     try:
         out["step"] = "argparse"
         ns = _parser_refusing().parse_args(_argv(case))
@@ -193,6 +210,7 @@ def _configs(case: dict, out: dict):
                                                  is_draft_model=True, context_length=target.context_len)
         return view, target, draft
     finally:
+        _h100.__exit__(None, None, None)
         platform.restore()
 
 
@@ -208,7 +226,9 @@ def _environment_limit(exc: BaseException, message: str) -> bool:
     `*_cpu` config field is the CPU platform's own path (qwen3_next.py reads linear_num_value_heads_cpu, which
     configs/update_config.py adds on CPU only)."""
     cpu_only = isinstance(exc, AttributeError) and re.search(r"'[a-z0-9_]+_cpu'", message)
-    return isinstance(exc, (ImportError, NotImplementedError)) or "stand-in" in message or bool(cpu_only)
+    # a constructor that touches the GPU (a CUDA stream for LongCat's DSA handlers): no GPU here
+    no_gpu = re.search(r"CUDA error:|cudaError|No CUDA GPUs|Torch not compiled with CUDA|CUDA driver|no NVIDIA driver", message)
+    return isinstance(exc, (ImportError, NotImplementedError)) or "stand-in" in message or bool(cpu_only or no_gpu)
 
 
 def _construct_sides(case: dict, target, draft, out: dict) -> dict:
@@ -248,7 +268,10 @@ def verdict(case: dict) -> dict:
         except BaseException as exc:  # noqa: BLE001 - SGLang's refusal is the answer
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            return _refused(out, "config", exc)
+            refused = _refused(out, "config", exc)
+            if _environment_limit(exc, refused["message"]):
+                refused["stage"] = "unjudged"  # a hook that needs a GPU this machine lacks: not SGLang's verdict
+            return refused
         out["observed"] = {"algorithm": view.speculative_algorithm, "attention_backend": view.attention_backend,
                            "kv_cache_dtype": view.kv_cache_dtype, "target_context_len": target.context_len,
                            "draft_context_len": draft.context_len if draft else None,
