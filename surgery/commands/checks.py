@@ -84,7 +84,8 @@ def cli_engine_check(options: CheckOptions, recipe, draft, target, plan, report)
     rt = plan.runtime
     return engine_check(engine=options.engine, release=options.engine_version, python=options.engine_python,
                         draft_raw=draft.raw, target_raw=target.raw,
-                        method=options.method or (recipe.engine.get(options.engine) or {}).get("method"),
+                        method=(options.algorithm if options.engine == "sglang" else None) or options.method
+                        or (recipe.engine.get(options.engine) or {}).get("method"),
                         tp=rt.tp_size, pp=rt.pp_size, max_model_len=options.max_model_len,
                         kv_cache_dtype=rt.kv_cache_dtype, hf_overrides=options.hf_overrides,
                         k=options.num_speculative_tokens, headers=headers)

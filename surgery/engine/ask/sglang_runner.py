@@ -240,7 +240,7 @@ def _construct_sides(case: dict, target, draft, out: dict) -> dict:
             continue
         out["step"] = f"{side}_class"
         try:
-            built = _construct(config, tp, stage_pp, 0, bool(case.get("full_shapes")))
+            built = _construct(config, tp, stage_pp, 0, True)  # every shape: the count is the answer's size
         except BaseException as exc:  # noqa: BLE001 - SGLang's refusal is the answer
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -248,7 +248,11 @@ def _construct_sides(case: dict, target, draft, out: dict) -> dict:
             if _environment_limit(exc, message):
                 out["unconstructed"].append(f"{side}: {type(exc).__name__}: {message[:300]} ({_where(exc)[0]})")
                 continue
-            return _refused(out, "construct", exc)
+            refused = _refused(out, "construct", exc)
+            # the driver's form for a construction refusal (surgery/engine/ask/check.py SRG760)
+            refused["refusals"] = [{"model": side, "type": refused["type"], "message": refused["message"],
+                                    "where": refused["where"]}]
+            return refused
         out["shapes"][side] = built.pop("shapes")
         out["observed"][f"{side}_class"] = built
     out["shapes_at"] = {"tp": tp, "pp": pp}
