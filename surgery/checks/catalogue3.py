@@ -218,7 +218,12 @@ def rope_check(draft, target, *, method: str, hf_overrides: dict | None = None) 
         shown = "; ".join(f"{f}{'' if k == 'all' else f' ({k})'}: draft {dv!r}"
                           + (" (no key: transformers fills it, Automodel#3267)" if f == "rope_theta" and filled else "")
                           + f", target {tv!r}" for k, f, dv, tv in diffs)
-        if hf_overrides and rope_differences(draft.raw, target.raw, scope, fill_theta=fill) != diffs:
+        # the target's facts already carry the overrides (facts.fromconfig.with_overrides): the note goes with
+        # any RoPE key the overrides set
+        rope_keys = {"rope_scaling", "rope_parameters", "rope_theta", "rope_type"}
+        set_by_overrides = set(hf_overrides or {}) | set((hf_overrides or {}).get("text_config") or {}) \
+            if isinstance((hf_overrides or {}).get("text_config", {}), dict) else set(hf_overrides or {})
+        if hf_overrides and set_by_overrides & rope_keys:
             shown += (" (the target's RoPE as --hf-overrides sets it; dict overrides do not reach the draft, which "
                       "then runs without the target's YaRN: SpecForge#742)")
         own = original_config(draft.raw or {})

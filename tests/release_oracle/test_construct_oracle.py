@@ -25,7 +25,7 @@ from oracle_cases import construct_cases  # noqa: E402
 # tp-divisibility codes: the constructor raises at the first divide() that fails, which for one setting may
 # be another width than the one surgery's line names (Qwen3-Next at tp 12: the vocabulary divides first,
 # SRG754 names the Gated DeltaNet widths); any of them says the setting is refused for its tp
-DIVIDES = {"SRG340", "SRG341", "SRG754"}
+DIVIDES = {"SRG340", "SRG341", "SRG754", "SRG756"}
 # (needle in the release's construction refusal: its message or the frame that raised it) -> the codes
 # surgery may name that limit with
 CONSTRUCT_LIMITS = [
