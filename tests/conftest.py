@@ -38,3 +38,18 @@ def dirs():
     from surgery import tinypair as pair
 
     return pair.ensure_tiny_pair()
+
+
+def pytest_collection_finish(session):
+    """The SGLang oracle's runner processes start as soon as the run is known to include tests/sglang_oracle:
+    they run beside the rest of the suite and its fixtures read them (tests/sglang_oracle/early.py)."""
+    if any("sglang_oracle" in Path(str(item.fspath)).parts for item in session.items):
+        from sglang_oracle import early
+
+        early.start()
+
+
+def pytest_sessionfinish(session):
+    early = sys.modules.get("sglang_oracle.early")
+    if early is not None:
+        early.close()

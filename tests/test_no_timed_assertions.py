@@ -20,6 +20,7 @@ HELPERS_THAT_READ_A_CLOCK = {
     "hub/hubserver.py": "settle() waits for the server threads to write their log rows",
     "vllm/openai_server.py": "waits for the server to start, and records how long it took",
     "vllm/dist_worker_ext.py": "waits for the other ranks' files, and records hook timings for a report",
+    "release_oracle/venvs.py": "OracleRun.seconds: each oracle's own wall time, printed beside its verdicts",
 }
 
 
