@@ -41,6 +41,14 @@ def read_prompts(path: str) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise SurgeryError(diag("SRG490", f"cannot read prompts from {path} ({type(exc).__name__})",
                                 Location(file=str(path)))) from exc
+    except SurgeryError as exc:
+        # the one reader's own codes for a file that is missing, not UTF-8 or too large are the prompts'
+        # SRG490 here (a device, FIFO or over-long path keeps its own usage code, SRG780 / SRG781)
+        first = exc.diagnostics[0] if exc.diagnostics else None
+        if first is None or first.code not in ("SRG001", "SRG002", "SRG003", "SRG008"):
+            raise
+        raise SurgeryError(diag("SRG490", f"cannot read prompts from {path}: {first.message}",
+                                Location(file=str(path)))) from None
     if len(lines) < MIN_PROMPTS:
         raise SurgeryError(diag("SRG490", f"{path} holds {len(lines)} prompt(s); the probe needs at least "
                                 f"{MIN_PROMPTS} to estimate its noise", Location(file=str(path))))
