@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from surgery import Runtime, load_recipe, read_facts, resolve
     from surgery.applier import apply_plan, rollback, verify_plan
     from surgery.hf.loader import load_pair
-    from surgery.tinypair import ensure_tiny_pair
+    from surgery.tinymodels.tinypair import ensure_tiny_pair
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--recipe", default=str(ROOT / "recipes" / "gemma4-mtp.yaml"))

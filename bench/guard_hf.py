@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from surgery.guardrun import judge  # noqa: E402
+from surgery.guard.run import judge  # noqa: E402
 from surgery.pairs import INDEX, builtin_pair  # noqa: E402
 
 FAMILIES = ("gemma4-mtp", "draft-model")
@@ -42,7 +42,7 @@ def _load(recipe: str):
     import torch
 
     from surgery import applier
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.facts import read_facts
     from surgery.hf.loader import load_pair
     from surgery.hf.specdec import decode_check
@@ -50,7 +50,7 @@ def _load(recipe: str):
     from surgery.plan import Runtime
     from surgery.recipe import load_recipe
     from surgery.resolver import resolve
-    from surgery.tinypair import ensure_tiny_pair
+    from surgery.tinymodels.tinypair import ensure_tiny_pair
 
     torch.set_num_threads(1)
     pair = builtin_pair(recipe)

@@ -257,7 +257,7 @@ def engine_bench(args) -> int:
     import tempfile
 
     from surgery import pairs
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.vllm import engine, plugin
 
     levels = (1, 4) if args.cpu else (1, 8, 32)

@@ -26,8 +26,8 @@ def load():
     from surgery import apply as apply_plan
     from surgery.facts import read_facts
     from surgery.hf.loader import load_pair
-    from surgery.tinypair import ensure_tiny_pair
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.tinypair import ensure_tiny_pair
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import held_out_prompts
     from surgery.recipe import load_recipe
     from surgery.resolver import resolve

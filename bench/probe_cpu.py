@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from surgery.diagnostics import Location  # noqa: E402
+from surgery.text.diagnostics import Location  # noqa: E402
 from surgery.pairs import builtin_pair  # noqa: E402
 from surgery.probe.expected import expected_for, shortfall  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402

@@ -16,7 +16,7 @@ from .version import __version__
 # The config-only API, imported on first use (PEP 562): `import surgery` alone, which every process
 # vLLM or SGLang starts does through the plugin, loads none of the recipe, resolver or facts modules
 # (tests/test_no_heavy_imports.py). Name -> the module that defines it.
-API = {"Diagnostic": "surgery.diagnostics", "SurgeryError": "surgery.diagnostics", "ModelFacts": "surgery.facts",
+API = {"Diagnostic": "surgery.text.diagnostics", "SurgeryError": "surgery.text.diagnostics", "ModelFacts": "surgery.facts",
        "facts_from_config": "surgery.facts", "read_facts": "surgery.facts", "Plan": "surgery.plan",
        "Runtime": "surgery.plan", "Recipe": "surgery.recipe", "load_recipe": "surgery.recipe",
        "parse_recipe": "surgery.recipe", "resolve": "surgery.resolver"}

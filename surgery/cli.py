@@ -11,10 +11,10 @@ import threading
 from typing import Sequence
 
 from .commands import load_entry
-from .diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
+from .text.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, SurgeryError, diag
 from .engine.cards import ENGINES
-from .render import counts, render_diagnostics
-from .shown import EscapedOut
+from .text.render import counts, render_diagnostics
+from .text.escape import EscapedOut
 from .version import __version__
 
 EXIT_CODES = "exit codes: 0 fine, 1 {one}, 2 usage error or unreadable input, 130 interrupted"

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import surgery
 
-from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
+from .text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, SurgeryError, diag
 from .engine.cards import card
 from .version import __version__
 from .engine.releases import release, span
-from .modelref import describe_pin, open_model
+from .facts.modelref import describe_pin, open_model
 from .hub import settings
-from .render import short_location
+from .text.render import short_location
 
 ENTRY_POINT_GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
 ENTRY_POINT_NAME = "spec_surgery"

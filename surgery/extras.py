@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from functools import lru_cache
 
-from .diagnostics import Diagnostic, SurgeryError, diag
+from .text.diagnostics import Diagnostic, SurgeryError, diag
 from .resources import load_data
 
 

@@ -2,7 +2,7 @@
 
 A folder is written in a temporary sibling (``.<name>-xxxx``) and renamed into place; the
 temporary names are what the tiny-pair cache cleans up after a writer that died mid-copy
-(surgery/tinypair.py). Used by the cache, `surgery pair export` (surgery/pairs.py) and the pair
+(surgery/tinymodels/tinypair.py). Used by the cache, `surgery pair export` (surgery/pairs.py) and the pair
 builders in tools/.
 """
 from __future__ import annotations

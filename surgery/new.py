@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .version import __version__
-from .diagnostics import Diagnostic, Location, SurgeryError, diag
+from .text.diagnostics import Diagnostic, Location, SurgeryError, diag
 from .facts import ModelFacts, read_facts
 from .plan import Runtime
 from .recipe import Recipe, load_recipe, parse_recipe, read_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields
 from typing import Any
-from .records import Record, record
+from .text.records import Record, record
 
 
 @record

@@ -20,18 +20,18 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnostics import Location, SurgeryError, diag
+from .text.diagnostics import Location, SurgeryError, diag
 from .folders import is_complete, staged_dir
-from .yamlload import load_yaml_text
-from .tinypair import ensure_tiny_pair
+from .text.yamlload import load_yaml_text
+from .tinymodels.tinypair import ensure_tiny_pair
 from .resources import shipped_recipes
-from .bytetokenizer import FILES as TOKENIZER_FILES, write_tokenizer
+from .tinymodels.bytetokenizer import FILES as TOKENIZER_FILES, write_tokenizer
 
 PAIRS_DIR = Path(__file__).resolve().parent / "data" / "pairs"
 INDEX = PAIRS_DIR / "index.yaml"
 ABLATIONS = PAIRS_DIR / "ablations.yaml"  # hand-written rows; index.yaml is the builders' output
 SIDES = ("target", "draft")
-GEMMA_PAIR = "gemma4-mtp"  # the tiny Gemma 4 pair's entry (surgery/data/tiny, surgery/tinypair.py)
+GEMMA_PAIR = "gemma4-mtp"  # the tiny Gemma 4 pair's entry (surgery/data/tiny, surgery/tinymodels/tinypair.py)
 
 # Generic openings of Python code: prompts for pairs the user brings. The Gemma 4 pair was trained
 # on text that contains 11 of them verbatim (hundreds of times), so its acceptance is measured on

@@ -10,14 +10,14 @@ import json
 from dataclasses import field, replace
 from typing import Any
 
-from .diagnostics import ERROR, Diagnostic
+from .text.diagnostics import ERROR, Diagnostic
 from .ops.base import Operation
 from .ops.common import compact_ranges
 from .ops.registry import UNITS
-from .render import counts, render_diagnostics
+from .text.render import counts, render_diagnostics
 from .engine.cards import ENGINES, card
 from .hints import unchecked_hints
-from .records import Record, record
+from .text.records import Record, record
 
 PLAN_FORMAT = 1
 
@@ -160,7 +160,7 @@ class Plan(Record):
 def render_table(plan: Plan, verbose: bool = False, inline_diagnostics: bool = True) -> str:
     """The plan for people. First line: the verdict ([OK] / [NOT OK]) and the runtime, with how many findings there
     are. inline_diagnostics: the findings follow the plan (errors, then warnings, each once; notes with verbose;
-    surgery/render.py); `surgery plan` prints them on stderr instead, as every command does."""
+    surgery/text/render.py); `surgery plan` prints them on stderr instead, as every command does."""
 
     lines = []
     status = "OK" if plan.ok else "NOT OK"

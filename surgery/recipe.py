@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from . import expr as expr_lang
-from .diagnostics import Diagnostic, Location, SurgeryError, diag, fail
+from .text.diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
-from .guardrun import check_recipe_guard
+from .guard.run import check_recipe_guard
 from .ops.base import Step
 from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
-from .schemacheck import Validator
-from . import textfile
-from .textfile import read_text_file
-from .yamlload import MAX_BYTES, Loaded, load_yaml_text
+from .text.schemacheck import Validator
+from .text import localfile as textfile
+from .text.localfile import read_text_file
+from .text.yamlload import MAX_BYTES, Loaded, load_yaml_text
 from .prechecked import already_checked
-from .records import Record, record
+from .text.records import Record, record
 
 SUPPORTED_VERSION = 1
 RUNTIME_NAMES = ("pp_size", "tp_size", "kv_cache_dtype", "engine", "attention_backend", "pp_rank", "tp_rank",
@@ -104,7 +104,7 @@ class Recipe:
     source: Loaded = field(repr=False)
     layer_sets: dict[str, LayerSetSpec] = field(default_factory=dict)
     # the acceptance guard's settings the recipe ships (`guard:`, as written; checked at load, SRG475): what
-    # acceptance its pair should reach; merged under the engine's own (surgery/guardrun.py `resolve`)
+    # acceptance its pair should reach; merged under the engine's own (surgery/guard/run.py `resolve`)
     guard: Any = None
 
     @property

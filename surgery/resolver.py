@@ -16,7 +16,7 @@ from typing import Any
 from . import expr as expr_lang
 from .engine import servedarch
 from .engine.cards import card_location, engine_limits
-from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
+from .text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag, fail
 from .facts import ModelFacts
 from .pipeline import pp_layer_range, stage_of_layer
 from .ops.base import Operation

@@ -50,7 +50,7 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def dirs():
     """(target_dir, draft_dir) of the built-in tiny Gemma 4 pair."""
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     return pair.ensure_tiny_pair()
 

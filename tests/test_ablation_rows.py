@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.pairs import builtin_pair
 from surgery.commands import vllm_ablation
 from surgery.vllm import ablation, decoding

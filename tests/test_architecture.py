@@ -315,11 +315,11 @@ def test_the_args_finder_finds_args_reads():
 
 
 def local_source_isinstance(trees: dict[str, ast.AST]) -> list[str]:
-    """`isinstance(x, LocalSource)` outside surgery/modelsource.py: ask the source (`is_local`,
+    """`isinstance(x, LocalSource)` outside surgery/modelfiles/source.py: ask the source (`is_local`,
     `local_folder`, `local_path(name)`) instead, so a new kind of source answers for itself."""
     found = []
     for name, tree in trees.items():
-        if not name.startswith("surgery") or name == "surgery.modelsource":
+        if not name.startswith("surgery") or name == "surgery.modelfiles.source":
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
@@ -339,7 +339,7 @@ def test_no_isinstance_local_source_outside_modelsource():
 def test_the_local_source_finder_finds_isinstance():
     code = "isinstance(s, LocalSource)\nisinstance(s, (HubSource, ms.LocalSource))\nisinstance(s, ModelSource)\n"
     assert local_source_isinstance({"surgery.x": ast.parse(code)}) == ["surgery.x:1", "surgery.x:2"]
-    assert local_source_isinstance({"surgery.modelsource": ast.parse(code)}) == []
+    assert local_source_isinstance({"surgery.modelfiles.source": ast.parse(code)}) == []
 
 
 MAX_FUNCTION_LINES = 80
@@ -371,15 +371,15 @@ LAZY_DEPENDENCIES = {
     "jsonschema": "only for a recipe the user wrote: shipped ones are prechecked (surgery/prechecked.py)",
     "safetensors": "optional (the apply extra); the header checks read the files themselves",
     "numpy": "optional; pulled in by torch",
-    "tokenizers": "the byte tokenizer's writer (bytetokenizer.py): a transformers dependency, for the tiny pair only",
+    "tokenizers": "the byte tokenizer's writer (tinymodels/bytetokenizer.py): a transformers dependency, for the tiny pair only",
     "prometheus_client": "vLLM's metrics client, present only where vLLM is (surgery/vllm/guard.py)",
-    "concurrent.futures": "threads for hub reads only (sidebyside.py, safetensors_header.py): threading and queue "
+    "concurrent.futures": "threads for hub reads only (modelfiles/sidebyside.py, checks/safetensors_header.py): threading and queue "
                           "are ~7 ms that `surgery validate` on local files does not pay (bench/cold_start.py)",
-    "difflib": "a did-you-mean on a typo only (guard.py, schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
+    "difflib": "a did-you-mean on a typo only (guard/core.py, text/schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
                "(heapq) that every `surgery validate` would pay (bench/cold_start.py)",
-    "yaml": "PyYAML and its C loader, ~12 ms: the base modules that read YAML (resources.py, yamlload.py) import it "
+    "yaml": "PyYAML and its C loader, ~12 ms: the base modules that read YAML (resources.py, text/yamlload.py) import it "
             "when they first read, so `import surgery`, `surgery --help` and `--version` do not pay for it",
-    "fcntl": "POSIX only: the tiny pair's cache lock (tinypair.py); the module must import on every platform",
+    "fcntl": "POSIX only: the tiny pair's cache lock (tinymodels/tinypair.py); the module must import on every platform",
 }
 
 #: Our modules an import inside a function may import besides the engine modules, each with why.

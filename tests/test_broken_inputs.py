@@ -19,7 +19,7 @@ import yaml
 from callcount import CALL_LIMIT, counted
 
 from surgery import cli
-from surgery.diagnostics import catalogue
+from surgery.text.diagnostics import catalogue
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"

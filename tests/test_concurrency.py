@@ -49,7 +49,8 @@ def plan_json(case_index: int) -> str:
 
 def _clear_caches() -> None:
     """Make the first calls race on the lazily built tables too (schema, codes, defaults, backends)."""
-    from surgery import diagnostics, facts, plan, resources
+    from surgery.text import diagnostics
+    from surgery import facts, plan, resources
 
     resources.load_schema.cache_clear()
     diagnostics.catalogue.cache_clear()
@@ -141,7 +142,7 @@ def _digest(path: Path) -> str:
 
 def _cache_worker(cache: str, barrier, queue, rounds: int) -> None:
     os.environ["SURGERY_CACHE"] = cache
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     errors: list[str] = []
     reads = 0
@@ -174,7 +175,7 @@ def _run_cache_race(cache: Path, n_procs: int, rounds: int) -> tuple[list[str], 
 
 
 def _assert_cache_clean(cache: Path) -> None:
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     root = cache / "tiny-gemma4"
     assert sorted(p.name for p in root.iterdir()) == [".lock", "draft", "target"]  # no temp folders left
@@ -186,7 +187,7 @@ def _assert_cache_clean(cache: Path) -> None:
 
 @pytest.mark.parametrize("n_procs", [2, 4])
 def test_cache_built_by_several_processes_at_once(tmp_path, n_procs):
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
@@ -199,7 +200,7 @@ def test_cache_built_by_several_processes_at_once(tmp_path, n_procs):
 def test_cache_repaired_concurrently_after_a_crash(tmp_path):
     """A writer killed mid-copy leaves a temp folder and a partial target; the next concurrent
     writers clean the leftover up and install complete folders."""
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
@@ -216,7 +217,7 @@ def test_cache_repaired_concurrently_after_a_crash(tmp_path):
 def test_stale_cache_replaced_while_others_read(tmp_path):
     """Cached weights that differ from the committed ones (a rebuilt pair) are replaced under the
     lock; concurrent callers all end with the committed bytes."""
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")
@@ -232,7 +233,7 @@ def test_stale_cache_replaced_while_others_read(tmp_path):
 
 def test_folder_writes_go_through_a_temp_dir_and_rename(tmp_path, monkeypatch):
     """No torn file: the destination only ever appears by os.replace of a complete temp folder."""
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     if not folders.is_complete(pair.WEIGHTS_DIR / "target"):
         pytest.skip("no committed tiny weights in this checkout")

@@ -56,7 +56,7 @@ def _plain(value):
 def test_a_removed_field_gets_the_value_transformers_gives():
     from transformers import CONFIG_MAPPING
 
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.facts import facts_from_config
 
     warnings.filterwarnings("ignore")

@@ -56,7 +56,7 @@ def test_a_shipped_card_loads_into_typed_models_once(engine):
 
 
 def test_the_models_are_dataclasses_with_keyword_construction():
-    """The shared Record base (surgery/records.py) stands in for dataclass's per-class methods (cold start): same behaviour."""
+    """The shared Record base (surgery/text/records.py) stands in for dataclass's per-class methods (cold start): same behaviour."""
     assert card_model.Limits(cuda_dtypes=("bfloat16",)) == card_model.Limits(cuda_dtypes=("bfloat16",))
     assert card_model.Limits() != card_model.Limits(cuda_dtypes=("bfloat16",))
     assert hash(card_model.Limits()) == hash(card_model.Limits())

@@ -352,7 +352,7 @@ def test_explain_cites(run_cli, code, refs):
 def test_ablation_row_past_the_drafts_length_is_srg645(run_cli, tmp_path):
     """The eagle3 pair's field row for vllm#58080 (ablations.yaml): the edited draft config fires SRG645,
     and every held-out prompt runs past the draft's length while decoding."""
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair
 
     pair = builtin_pair("eagle3")

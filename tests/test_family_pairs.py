@@ -70,7 +70,7 @@ def test_index_is_what_the_builder_writes():
     """`build_family_pairs.py --index-only` on the committed pairs changes nothing: every key the
     builder computes (sizes counted from the safetensors, prompts, summaries) equals the file's,
     given the greedy stats it measured (read back from the file)."""
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
 
     fam = _builder()
     pairs = load_index(INDEX)["pairs"]
@@ -183,7 +183,7 @@ def test_hf_apply_without_models_refuses_other_families(recipe, capsys):
 def test_gemma4_pair_lists_held_out_prompts_and_target_greedy_stats():
     """Like the family pairs: prompts, the target's greedy distinct ratios on them, seed, builder;
     `surgery apply gemma4-mtp` (HF and vLLM) measures on these prompts by default."""
-    from surgery.tinypair import WEIGHTS_DIR
+    from surgery.tinymodels.tinypair import WEIGHTS_DIR
     from surgery.pairs import held_out_prompts
 
     p = builtin_pair("gemma4-mtp")
@@ -210,7 +210,7 @@ def test_index_prompts_come_from_files_no_pair_trained_on():
     """The builders' one corpus split: training text is the sorted file list minus its last
     HELD_OUT_FILES; every pair's recorded prompts are the held-out prompts of that split (where this
     Python's stdlib is the one the pairs were built on)."""
-    from surgery import bytevocab as byte_vocab
+    from surgery.tinymodels import bytevocab as byte_vocab
 
     tiny = _tiny_builder()
     files = tiny.corpus_files()
@@ -234,7 +234,7 @@ def test_vllm_apply_decodes_the_pairs_held_out_prompts_by_default(monkeypatch, g
     """`--engine vllm` on a built-in pair decodes the index's held-out prompts (what the HF path
     uses for gemma4-mtp too) unless prompts are given; the report says which set it was. The
     engines are stand-ins that record the token ids they were given."""
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import held_out_prompts
     from surgery.commands import vllm_apply as apply_command
     from surgery.vllm import decoding, engine

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 
 from surgery import Runtime, SurgeryError, facts_from_config, parse_recipe, resolve
 from surgery import expr as expr_lang
-from surgery.diagnostics import catalogue
+from surgery.text.diagnostics import catalogue
 from surgery.facts import FACT_NAMES, parse_config_text
 from surgery.recipe import RUNTIME_NAMES
 from surgery.resources import shipped_recipes
@@ -724,7 +724,7 @@ def test_flat_mapping_of_thousands_of_unknown_keys_has_headroom(monkeypatch):
     flaked on a loaded machine: 0.77 s once, 2026-12-04), and the whole parse by counting its
     function calls against the fuzz per-input CALL_LIMIT (the full CPU-time bound failed a fresh
     clone's run on a loaded machine, 1.168 s against 1 s: issue 48). Timings: bench/fuzz_long.py."""
-    from surgery import schemacheck
+    from surgery.text import schemacheck
 
     lookups = []
     closest = schemacheck._closest

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from surgery.diagnostics import SurgeryError
-from surgery.guard import (Counts, Guard, Trip, expectation_misses, judge_once, parse_config, source_text, verdict,
-                           wilson_upper)
+from surgery.text.diagnostics import SurgeryError
+from surgery.guard.core import Counts, Guard, Trip, expectation_misses, judge_once, parse_config, source_text, verdict, wilson_upper
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}

@@ -1,4 +1,4 @@
-"""A recipe's own `guard:` block and the one precedence of the guard's settings (surgery/guardrun.py `resolve`),
+"""A recipe's own `guard:` block and the one precedence of the guard's settings (surgery/guard/run.py `resolve`),
 at the settings level in each engine: no model is run.
 
 - the block is refused at load (schema and guard rules alike) with SRG475, the recipe file, line and key path;
@@ -20,10 +20,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from surgery.diagnostics import SurgeryError
-from surgery.guard import KEYS, _NUMBERS
-from surgery.guardrun import (PRECEDENCE, Layer, engine_layer, env_layer, pair_layer, recipe_layer, resolve,
-                              ENV_GUARD)
+from surgery.text.diagnostics import SurgeryError
+from surgery.guard.core import KEYS, _NUMBERS
+from surgery.guard.run import PRECEDENCE, Layer, engine_layer, env_layer, pair_layer, recipe_layer, resolve, ENV_GUARD
 from surgery.recipe import load_recipe, parse_recipe
 from surgery.resources import load_schema, recipes_dir
 
@@ -171,7 +170,7 @@ def test_vllm_selected_recipe_under_additional_config(tmp_path, monkeypatch):
 
 
 def test_hf_pair_then_recipe_then_environment(tmp_path):
-    from surgery.guardrun import judge
+    from surgery.guard.run import judge
     from surgery.hf import guard as hf_guard
 
     pair = hf_guard.pair_expectation("gemma4-mtp")["expect"]

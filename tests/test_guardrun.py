@@ -1,4 +1,4 @@
-"""The guard on a finished run (surgery/guardrun.py) and the HF run's settings (surgery/hf/guard.py), on
+"""The guard on a finished run (surgery/guard/run.py) and the HF run's settings (surgery/hf/guard.py), on
 synthetic per-draft counts: no torch, no engine.
 
 - a run under the support bound is "not judged" with its count (never "silent"), and SRG487 says why;
@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
-from surgery.guardrun import ENV_GUARD, env_setting, judge, line, run_defaults
+from surgery.text.diagnostics import SurgeryError
+from surgery.guard.run import ENV_GUARD, env_setting, judge, line, run_defaults
 from surgery.hf import guard as hf_guard
 
 HEALTHY = [(3, 3), (3, 2), (3, 1), (3, 3), (3, 0), (3, 2)] * 10  # p0 = 5/6

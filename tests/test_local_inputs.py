@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
-from surgery.textfile import exists, read_file_bytes, read_text_file
+from surgery.text.diagnostics import SurgeryError
+from surgery.text.localfile import exists, read_file_bytes, read_text_file
 
 from testpaths import E2B, E2B_ASSISTANT
 

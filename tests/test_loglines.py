@@ -1,4 +1,4 @@
-"""The engine integrations' log lines: one definition each (surgery/loglines.py), logged by the code
+"""The engine integrations' log lines: one definition each (surgery/text/loglines.py), logged by the code
 and parsed by the tests through that definition.
 
 Issue 34: the server test looked for "KV caches bound: 4/4" after the count had become 8/8, and
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.loglines import LogLine
+from surgery.text.loglines import LogLine
 from surgery.sglang import log as sglang_log
 from surgery.vllm import log as vllm_log
 

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.facts import facts_from_config, read_config
 from testpaths import CONFIGS
 

@@ -109,7 +109,9 @@ def test_the_vllm_plugin_imports_no_recipe_machinery_until_it_is_used():
              "surgery.facts", "surgery.ops.registry", "surgery.vllm.live_apply", "surgery.vllm.config_check",
              "surgery.vllm.selection", "surgery.vllm.audit"}
     assert loaded and not loaded & later, sorted(loaded & later)
-    assert len(loaded) <= 25, sorted(loaded)  # 23 today; it was 46 when importing surgery loaded the whole API
+    # 27 today (25 before the text and guard packages added their two empty package modules); it was 46 when
+    # importing surgery loaded the whole API
+    assert len(loaded) <= 27, sorted(loaded)
 
 
 def test_the_engine_package_face_loads_none_of_its_modules():

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT, ROOT  # noqa: E402
 from surgery import Runtime, load_recipe, read_facts, resolve  # noqa: E402
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin, state  # noqa: E402
 from surgery.applier.core import prepare_op  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402

@@ -187,7 +187,7 @@ def test_peagle_recipe_does_not_take_a_plain_eagle3_head():
 
 def test_layer_set_offset_only_with_values():
     """The language: `offset` shifts the indices `values` gives; on a range set it is SRG122."""
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.recipe import parse_recipe
 
     bad = (ROOT / "recipes" / "dflash.yaml").read_text().replace(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.recipe import parse_recipe
 from surgery.resources import shipped_recipes
 

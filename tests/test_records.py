@@ -1,4 +1,4 @@
-"""surgery/records.py: the immutable records that op steps, op specs and engine-card models are made of
+"""surgery/text/records.py: the immutable records that op steps, op specs and engine-card models are made of
 (cheaper to define than frozen dataclasses, bench/cold_start.py) behave as frozen keyword-only dataclasses."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from surgery.ops.share_kv import ShareKV, ShareKVStep
-from surgery.records import Record, record
+from surgery.text.records import Record, record
 
 
 @record

@@ -1,4 +1,4 @@
-"""Issue 42 class 8: output a person reads top down (surgery/render.py, the one text renderer).
+"""Issue 42 class 8: output a person reads top down (surgery/text/render.py, the one text renderer).
 
 validate: the verdict is stdout's first line; the findings go to stderr, errors then warnings, each once;
 a finding repeated over layers is one line with the layer list; shipped recipes by name and line; notes
@@ -9,8 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from surgery.diagnostics import Diagnostic, Location
-from surgery.render import compact, counts, group, ordered_lines, render_diagnostics, short_location
+from surgery.text.diagnostics import Diagnostic, Location
+from surgery.text.render import compact, counts, group, ordered_lines, render_diagnostics, short_location
 from surgery.resources import data_dir, recipes_dir
 from verdictline import without_release as NOREL  # noqa: E402  (the judged release, issue 53)
 

@@ -1,4 +1,4 @@
-"""Oracle: our coded schema check (`surgery.schemacheck.Validator`, jsonschema errors mapped to
+"""Oracle: our coded schema check (`surgery.text.schemacheck.Validator`, jsonschema errors mapped to
 SRG codes and located) vs the plain `jsonschema.Draft202012Validator`, on
 schemas/recipe.schema.json: same verdict (valid / invalid) on every shipped recipe and on
 hypothesis-generated mutations of the shipped recipe."""
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from oracle_helpers import REPO, SCHEMA_FILE
-from surgery.schemacheck import SUPPORTED, Validator
+from surgery.text.schemacheck import SUPPORTED, Validator
 
 jsonschema = pytest.importorskip("jsonschema")
 

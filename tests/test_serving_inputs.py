@@ -11,9 +11,9 @@ import pytest
 
 from surgery import pairs
 from surgery.cli import main
-from surgery.diagnostics import SurgeryError
-from surgery import bytevocab
-from surgery import tinypair as tiny
+from surgery.text.diagnostics import SurgeryError
+from surgery.tinymodels import bytevocab
+from surgery.tinymodels import tinypair as tiny
 from surgery.recipe import load_recipe
 from surgery.vllm import report as rep
 
@@ -48,7 +48,7 @@ def test_missing_recipe_file_hint_speaks_of_recipes(tmp_path):
 
 
 def test_committed_tokenizer_files_equal_a_fresh_build():
-    from surgery.bytetokenizer import tokenizer_files
+    from surgery.tinymodels.bytetokenizer import tokenizer_files
 
     fresh = tokenizer_files()
     assert set(fresh) == {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
@@ -58,7 +58,7 @@ def test_committed_tokenizer_files_equal_a_fresh_build():
 
 
 def test_tokenizer_is_the_pairs_byte_encoding():
-    from surgery.bytetokenizer import build_tokenizer
+    from surgery.tinymodels.bytetokenizer import build_tokenizer
 
     tok = build_tokenizer()
     for text in TEXTS:
@@ -146,7 +146,7 @@ def _plan():
 
 def test_report_keys_and_verified_flag():
     from surgery.applier.core import ApplyReport, Check, VerifyReport
-    from surgery.diagnostics import diag
+    from surgery.text.diagnostics import diag
 
     plan = _plan()
     ver = VerifyReport([Check("op0", "x", True)])

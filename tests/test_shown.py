@@ -1,10 +1,10 @@
-"""surgery/shown.py (issue 54): text from outside is escaped and bounded wherever it is quoted, and
+"""surgery/text/escape.py (issue 54): text from outside is escaped and bounded wherever it is quoted, and
 every diagnostic is cut and escaped as a last net."""
 from __future__ import annotations
 
-from surgery.diagnostics import Location, diag
-from surgery.render import render_diagnostics
-from surgery.shown import MAX_MESSAGE, escape, quoted, shown
+from surgery.text.diagnostics import Location, diag
+from surgery.text.render import render_diagnostics
+from surgery.text.escape import MAX_MESSAGE, escape, quoted, shown
 
 
 def test_control_characters_surrogates_and_bidi_marks_are_escaped():

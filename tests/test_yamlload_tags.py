@@ -14,7 +14,7 @@ import json
 import pytest
 
 from surgery import SurgeryError
-from surgery.yamlload import load_yaml_text
+from surgery.text.yamlload import load_yaml_text
 
 ALLOWED = ["str", "int", "float", "bool", "null"]  # constructed (a bad text is SRG102)
 REFUSED = ["timestamp", "binary", "merge", "value", "set", "omap", "pairs", "seq", "map", "yaml",

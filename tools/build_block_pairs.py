@@ -50,7 +50,7 @@ if str(TOOLS) not in sys.path:
 import pairkit as kit  # noqa: E402
 
 import build_family_pairs as fam  # noqa: E402  (the Llama target, its features, the EAGLE-3 head layer)
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 
 SEED = kit.FAMILY_SEED
 PAIRS_DIR = kit.PAIR_INDEX.parent

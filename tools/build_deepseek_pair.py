@@ -69,7 +69,7 @@ if str(TOOLS) not in sys.path:
 
 import pairkit as kit  # noqa: E402  (also puts the repository on sys.path)
 
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 
 PAIR = "deepseek-mtp"
 SEED_OFFSET = 20  # SEED + 20: own seed and generator, a stage that can be rerun alone

@@ -64,7 +64,7 @@ if str(TOOLS) not in sys.path:  # imported by path (tests): its siblings sit nex
 import pairkit as kit  # noqa: E402  (corpus, windows, schedule, losses, index: one definition)
 
 import build_deepseek_pair as deepseek  # noqa: E402  (one stage of this build; it never imports this file)
-from surgery import bytevocab  # noqa: E402  (byte-level ids shared with the Gemma pair)
+from surgery.tinymodels import bytevocab  # noqa: E402  (byte-level ids shared with the Gemma pair)
 
 SEED = kit.FAMILY_SEED
 PAIRS_DIR = kit.PAIR_INDEX.parent

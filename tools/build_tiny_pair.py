@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Build the tiny Gemma 4 target + MTP assistant pair used by spec-surgery's HF demo and tests.
 
-    python tools/build_tiny_pair.py                # into the cache (see surgery.tinypair.cache_root)
+    python tools/build_tiny_pair.py                # into the cache (see surgery.tinymodels.tinypair.cache_root)
     python tools/build_tiny_pair.py --out DIR      # DIR/target, DIR/draft
     python tools/build_tiny_pair.py --commit       # into surgery/data/tiny/weights (shipped) + index entry
     python tools/build_tiny_pair.py --index-only   # recompute the index entry from the shipped weights
@@ -47,8 +47,8 @@ from pairkit import (  # noqa: E402  (pairkit also puts the repository on sys.pa
     line_starts, logger, param_count, sample_windows, train_lm, update_index, write_hf_folder,
 )
 
-from surgery import bytevocab  # noqa: E402
-from surgery import tinypair as pair  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
+from surgery.tinymodels import tinypair as pair  # noqa: E402
 from surgery.live.kvrouting import cache_kv, default_kv_sources  # noqa: E402
 
 SEED = 1234
@@ -184,7 +184,7 @@ def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_s
     gen = torch.Generator().manual_seed(SEED)
     from transformers import Gemma4AssistantForCausalLM, Gemma4ForCausalLM
 
-    from surgery.bytetokenizer import write_tokenizer
+    from surgery.tinymodels.bytetokenizer import write_tokenizer
 
     t_cfg, d_cfg = pair.make_configs()
     corpus, _ = corpus_split()
@@ -215,7 +215,7 @@ def build(out_dir: Path, target_steps=TARGET_STEPS, draft_steps=DRAFT_STEPS, k_s
     write_hf_folder(target, target_dir, extra_config=global_head_dim_extra(pair.TARGET_CONFIG_JSON))
     write_hf_folder(draft, draft_dir, extra_config={"text_config": global_head_dim_extra(pair.DRAFT_CONFIG_JSON)})
     for folder in (target_dir, draft_dir):
-        write_tokenizer(folder)  # serving takes text (surgery.bytetokenizer); the cache copy skips them
+        write_tokenizer(folder)  # serving takes text (surgery.tinymodels.bytetokenizer); the cache copy skips them
         (folder / "generation_config.json").unlink(missing_ok=True)  # defaults only; never shipped
     if info is not None:
         info.update(index_entry(prompts, stats, target_steps, draft_steps, target_dir, draft_dir))

@@ -159,7 +159,7 @@ def output_section() -> list[str]:
 
 def cli_markdown() -> str:
     from surgery.cli import build_parser
-    from surgery.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE
+    from surgery.text.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
     parser = build_parser()
     subs = _subcommands(parser)

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 from surgery.folders import staged_dir  # noqa: E402
 
 PAIR_INDEX = REPO / "surgery" / "data" / "pairs" / "index.yaml"

@@ -179,7 +179,7 @@ def main(argv=None) -> None:
         torch.set_num_threads(2)
     import vllm
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair
 
     prompts = [encode(t) for t in builtin_pair("eagle3").prompts[:n]]

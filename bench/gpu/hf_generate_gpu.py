@@ -133,7 +133,7 @@ def side_by_side(device, dtype, prompts, max_new, repeats, ks, tf_ks, hoisted_ks
     import torch
 
     import surgery.hf
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
 
     target, draft = _wired_tiny(device, dtype)
     ids = [torch.tensor([encode(p)], device=device) for p in prompts]
@@ -238,7 +238,7 @@ def tf_path_maps(device, dtype, prompts, max_new, k):
     """transformers' own assisted generation on wired pairs: is the explicit map honoured there?"""
     import torch
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
 
     maps = {"default": None, "explicit_0-2_1-3_2-2_3-4": {0: 2, 1: 3, 2: 2, 3: 4},
             "wrong_all_sliding_to_0": {0: 0, 1: 0, 2: 0, 3: 4}}

@@ -154,7 +154,7 @@ def tiny_pair_bf16():
 
     from surgery import Runtime, load_recipe, read_facts, resolve
     from surgery.applier import apply_plan, verify_plan
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.hf.loader import load_pair
     from surgery.pairs import DEFAULT_PROMPTS
 

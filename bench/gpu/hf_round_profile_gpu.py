@@ -271,7 +271,7 @@ def main():
     import torch
 
     from hf_generate_gpu import _versions
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
     cuda = torch.cuda.is_available() and not args.cpu

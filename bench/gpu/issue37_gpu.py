@@ -206,7 +206,7 @@ def kv_row(label, target_dir, draft_dir, prompts, *, spec, recipe, env, cpu, cal
 
 
 def kv_scales(cpu: bool, deadline: float) -> dict:
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
     from vllm_gpu import identity
 
@@ -276,7 +276,7 @@ def greedy_row(label, target_dir, prompts, *, calc, cpu) -> dict:
 def kv_diag(cpu: bool, deadline: float) -> dict:
     """Is it the draft or the target? The target alone under FP8 with and without calculate_kv_scales,
     for the tiny Gemma 4 target and the tiny Llama target (no KV sharing there)."""
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS, builtin_pair
     from vllm_gpu import identity
 

@@ -204,7 +204,7 @@ def rows_for(fam: str, pair, work: Path) -> list[dict]:
 
 
 def plan_check(recipe: str, draft: Path, target: Path) -> dict:
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.sglang.live_apply import plan_for
 
     try:
@@ -290,7 +290,7 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=420, help="seconds per engine")
     args = p.parse_args(argv)
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair
 
     work = Path(tempfile.mkdtemp(prefix="sglang-gpu-"))

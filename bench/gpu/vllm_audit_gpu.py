@@ -96,7 +96,7 @@ def main():
     import transformers
     import vllm
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
     results = {"date": time.strftime("%Y-%m-%d %H:%M"), "vllm": vllm.__version__, "torch": torch.__version__,

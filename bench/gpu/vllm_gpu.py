@@ -32,7 +32,7 @@ def calibrate(target_dir) -> dict[int, tuple[float, float]]:
     import torch
     from transformers import DynamicCache, Gemma4ForCausalLM
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
     model = Gemma4ForCausalLM.from_pretrained(str(target_dir), dtype=torch.bfloat16).cuda().eval()
@@ -191,7 +191,7 @@ def identity(tokens: list[list[int]], reference: list[list[int]]) -> dict:
 def main():
     from pathlib import Path
 
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
     import torch

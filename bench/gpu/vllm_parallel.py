@@ -46,7 +46,7 @@ def run(label, target, draft, prompts, **kw):
 
 
 def main():
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
     os.environ["SURGERY_RECIPE"] = str(ROOT / "recipes" / "gemma4-mtp.yaml")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..diagnostics import Diagnostic, SurgeryError, diag
+from ..text.diagnostics import Diagnostic, SurgeryError, diag
 from ..live.context import Context
 from ..live.mutations import Mutation
 from ..live.prepared import Check, NotApplicable, Prepared

@@ -25,7 +25,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..engine.releases import known, version_key
 from ..options import CheckOptions
 from ..resources import load_data

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)
 from ..engine.releases import Release, release
 from ..formats import original_config  # the keys as the published file states them

@@ -23,7 +23,7 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from ..diagnostics import INFO, Diagnostic, Location, diag
+from ..text.diagnostics import INFO, Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..resources import load_data
 

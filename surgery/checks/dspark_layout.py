@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import ERROR, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, Diagnostic, Location, diag
 from ..engine.releases import release
 from ..formats import original_config
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..diagnostics import WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, text_part
 from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..diagnostics import Diagnostic, INFO, Location, diag
+from ..text.diagnostics import Diagnostic, INFO, Location, diag
 from .head import head_checks
 from .inherit import inheritance_checks
 from .tokenizer_identity import tokenizer_check

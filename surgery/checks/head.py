@@ -7,7 +7,7 @@ data is surgery/data/engine_rules.yaml, read from vLLM 0.32's model classes):
 """
 from __future__ import annotations
 
-from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .inherit import engine_rules, served_module, text_part
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from ..engine.releases import release  # the judged release's own rules
 from ..facts.fromconfig import merge_overrides  # one merge, the facts' own (issue 65); re-exported
 from ..resources import load_data

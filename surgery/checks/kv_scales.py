@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from ..diagnostics import Diagnostic, Location, diag
+from ..text.diagnostics import Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..resources import load_data
 from . import config_spelling  # installed_vllm_version read when called (tests set it)

@@ -6,7 +6,7 @@ it learned as normalised: acceptance falls, output stays correct, nothing is log
 surgery/data/engine_rules.yaml `last_slot`."""
 from __future__ import annotations
 
-from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .inherit import engine_rules
 from ..formats import format_of
 from ..formats.conventions import trained_on

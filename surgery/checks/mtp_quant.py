@@ -23,7 +23,7 @@ from fnmatch import fnmatch
 from functools import lru_cache
 from pathlib import Path
 
-from ..diagnostics import ERROR, INFO, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, INFO, Diagnostic, Location, diag
 from .inherit import text_part
 from ..resources import load_data
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP model type a target becomes)
 from ..engine.releases import all_architectures, first_with, known, no_release, release, release_data

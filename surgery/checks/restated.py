@@ -5,7 +5,7 @@ by the RoPE checks SRG618 / SRG619 when they fire), or "*" for a key a check alw
 knowledge (SRG330's max_position_embeddings: the length checks know the serving length)."""
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, catalogue
+from ..text.diagnostics import Diagnostic, catalogue
 
 
 def drop_restated(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

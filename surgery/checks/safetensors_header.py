@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
-from ..diagnostics import Location, SurgeryError, fail
-from ..modelsource import DEFER, LocalSource, ModelSource
-from ..shown import quoted
-from ..textfile import open_regular
+from ..text.diagnostics import Location, SurgeryError, fail
+from ..modelfiles.source import DEFER, LocalSource, ModelSource
+from ..text.escape import quoted
+from ..text.localfile import open_regular
 
 INDEX_FILE = "model.safetensors.index.json"
 MAX_HEADER_BYTES = 100 << 20  # the safetensors package refuses headers above 100 MB as well

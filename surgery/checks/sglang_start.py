@@ -17,7 +17,7 @@ import os
 from importlib import metadata
 from typing import Any
 
-from ..diagnostics import ERROR, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, WARNING, Diagnostic, Location, diag
 from ..engine.capture import sglang_aux_ids_read, sglang_layers_to_capture
 from ..engine.cards import card
 from ..engine.releases import Release, known, release

@@ -9,7 +9,7 @@ A tokenizer file is content from outside (a hub, a downloaded folder): a part th
 shape the tokenizers library writes (`added_tokens` not a list of objects with an int `id` and a
 string `content`, a vocabulary that is no mapping of token -> int) makes the comparison "not checked"
 with the reason (an info line), never a traceback; a token or special-token value quoted in the
-message is escaped and cut (`surgery.shown`: a 40 MB vocabulary key once became 41.9 MB of output).
+message is escaped and cut (`surgery.text.escape`: a 40 MB vocabulary key once became 41.9 MB of output).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..diagnostics import INFO, Diagnostic, Location, SurgeryError, diag
-from ..modelsource import LocalSource, ModelSource
-from ..shown import quoted, shown
+from ..text.diagnostics import INFO, Diagnostic, Location, SurgeryError, diag
+from ..modelfiles.source import LocalSource, ModelSource
+from ..text.escape import quoted, shown
 
 MAX_TOKENIZER_BYTES = 64 << 20
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")

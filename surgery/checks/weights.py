@@ -27,14 +27,14 @@ from typing import Any
 
 import yaml
 
-from ..diagnostics import ERROR, Diagnostic, Location, SurgeryError, diag
+from ..text.diagnostics import ERROR, Diagnostic, Location, SurgeryError, diag
 from .safetensors_header import Checkpoint, TensorInfo, read_checkpoint, read_raw, read_values
 from .catalogue3 import dflash2_check, is_dflash2  # the field's third catalogue (issue 45)
 from .mtp_quant import mtp_quant_check
-from ..sidebyside import any_remote, side_by_side
+from ..modelfiles.sidebyside import any_remote, side_by_side
 from ..engine import servedarch
-from ..modelref import open_model
-from ..modelsource import LocalSource
+from ..facts.modelref import open_model
+from ..modelfiles.source import LocalSource
 from ..resources import load_data
 
 D2T_READ_LIMIT = 1 << 16  # elements; a 32k draft vocabulary is read whole

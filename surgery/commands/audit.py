@@ -11,15 +11,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, catalogue, diag, fail
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Diagnostic, Location, SurgeryError, catalogue, diag, fail
 from ..extras import require
 from ..options import AuditOptions, fields_from
 from ..facts import read_facts
 from ..recipe import find_recipe, load_recipe
 from ..checks.field import expected_methods
-from ..modelref import describe_pin, engine_model
+from ..facts.modelref import describe_pin, engine_model
 from ..pairs import builtin_pair
-from ..render import render_diagnostics
+from ..text.render import render_diagnostics
 
 PROMPT_SEEDS = ([2, 17, 33, 101, 7, 250, 9], [2, 400, 401, 402, 5], list(range(2, 22)))
 
@@ -88,7 +88,7 @@ def run_audit(options: AuditOptions, out) -> int:
             saved["VLLM_LOGGING_STREAM"] = None
         moved = _logs_to_stderr()
         plugin.register()  # idempotent; vLLM's entry point does the same in every process
-        # hub ids go to vLLM as ids, pinned to the commits the facts were read at (surgery.modelref)
+        # hub ids go to vLLM as ids, pinned to the commits the facts were read at (surgery.facts.modelref)
         kwargs = _engine_kwargs(options, target, draft, method, recipe_path, engine_args)
         if not options.json:
             sys.stderr.write(f"surgery audit: starting vLLM with stock wiring (method {method}, kv cache "
@@ -131,7 +131,7 @@ def _recipe_method(recipe, draft, target) -> str:
 
 def _engine_kwargs(options: AuditOptions, target, draft, method: str, recipe_path: str, engine_args: dict) -> dict:
     """vLLM's LLM(...) arguments: hub ids go to vLLM as ids, pinned to the commits the facts were read at
-    (surgery.modelref); mode and recipe travel in the engine's own config (additional_config)."""
+    (surgery.facts.modelref); mode and recipe travel in the engine's own config (additional_config)."""
     (t_model, t_rev), (d_model, d_rev) = engine_model(target.model), engine_model(draft.model)
     kwargs = dict(model=t_model, revision=t_rev,
                   speculative_config={"method": method, "model": d_model, "revision": d_rev,

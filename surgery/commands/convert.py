@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..diagnostics import EXIT_OK
-from ..shown import escape_lines
+from ..text.diagnostics import EXIT_OK
+from ..text.escape import escape_lines
 from .convert_folder import convert_folder
 
 

@@ -24,14 +24,14 @@ import os
 import shutil
 from pathlib import Path
 
-from ..diagnostics import Diagnostic, Location, SurgeryError, diag, fail
+from ..text.diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from ..facts import read_config, read_facts
 from ..folders import Interrupted, signals_raise, staged_dir
 from ..formats.convert import converted
 from ..formats.findings import format_findings
 from ..formats.recognise import recognise
-from ..modelref import local_snapshot
-from ..modelsource import is_hub_ref
+from ..facts.modelref import local_snapshot
+from ..modelfiles.source import is_hub_ref
 from ..version import __version__
 
 PROVENANCE = "surgery-provenance.json"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK
 from ..doctor import ENTRY_POINT_GROUPS, render, run_doctor
 
 

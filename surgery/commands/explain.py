@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..diagnostics import ERROR, EXIT_OK, SurgeryError, catalogue, diag, exit_code_for
+from ..text.diagnostics import ERROR, EXIT_OK, SurgeryError, catalogue, diag, exit_code_for
 
 
 def exit_status(code: str, severity: str) -> int:

@@ -10,20 +10,20 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..options import ApplyOptions
 from ..pairs import DEFAULT_PROMPTS, GEMMA_PAIR, builtin_pair, held_out_prompts
 from ..recipe import load_recipe
-from ..tinypair import ensure_tiny_pair
-from ..bytevocab import encode
+from ..tinymodels.tinypair import ensure_tiny_pair
+from ..tinymodels.bytevocab import encode
 from ..facts import read_facts
 from ..plan import Runtime, render_table
 from ..resolver import resolve
 from .. import applier  # applier.verify_plan read when called: tests wrap it (tests/cli/test_apply_cli.py)
-from ..modelref import local_snapshot
+from ..facts.modelref import local_snapshot
 from .hf_ablation import ablation
 from ..hf import guard as hf_guard
-from ..guardrun import describe_source, line as guard_line
+from ..guard.run import describe_source, line as guard_line
 
 
 class Progress:

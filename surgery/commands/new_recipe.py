@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK
 from ..new import label, new_recipe, no_fit_diagnostic
-from ..render import render_diagnostics
+from ..text.render import render_diagnostics
 from .validate import runtime
 
 

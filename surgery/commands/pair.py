@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import pairs
-from ..diagnostics import EXIT_OK
+from ..text.diagnostics import EXIT_OK
 from ..extras import require
 
 

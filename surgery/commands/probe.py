@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from ..bytevocab import encode
-from ..diagnostics import EXIT_OK, Location, SurgeryError, diag
+from ..tinymodels.bytevocab import encode
+from ..text.diagnostics import EXIT_OK, Location, SurgeryError, diag
 from ..facts import read_facts
 from ..options import CheckOptions
 from ..pairs import DEFAULT_PROMPTS, builtin_pair
@@ -23,8 +23,8 @@ from ..probe.runner import ProbeInput, probe
 from ..probe.write import document
 from ..recipe import load_recipe
 from ..resolver import resolve
-from ..tinypair import ensure_tiny_pair
-from ..textfile import read_text_file  # the one reader of local inputs (a FIFO, a device: SRG780)
+from ..tinymodels.tinypair import ensure_tiny_pair
+from ..text.localfile import read_text_file  # the one reader of local inputs (a FIFO, a device: SRG780)
 from .checks import run_checks
 
 HF_DRAFTS = ("gemma4_assistant", "gemma4_unified_assistant")  # what surgery/hf/loader.py load_pair builds

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 from ..engine.coverage import eagle3_without_model_type, method_coverage, summary
-from ..diagnostics import EXIT_OK, Location, fail
+from ..text.diagnostics import EXIT_OK, Location, fail
 from ..recipe import find_recipe, load_recipe
 from ..resources import shipped_recipes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import json
 
-from ..diagnostics import EXIT_OK, Location, SurgeryError, diag
+from ..text.diagnostics import EXIT_OK, Location, SurgeryError, diag
 from ..engine.releases import release_data
 from ..engine.matrix import matrix_markdown, run_across
 from .validate import cmd_plan

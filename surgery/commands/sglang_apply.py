@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 
 from .. import greedyties
-from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..engine.cards import card
 from ..pairs import DEFAULT_PROMPTS, builtin_pair
-from ..bytevocab import encode
+from ..tinymodels.bytevocab import encode
 from ..recipe import load_recipe
 
 

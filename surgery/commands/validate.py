@@ -10,16 +10,16 @@ from ..checks.config_spelling import installed_vllm_version
 from ..checks.sglang_start import algorithm_of, family_of
 from ..checks.field import with_findings
 from ..engine.releases import judged_version
-from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..facts import read_facts
 from ..facts.fromconfig import with_overrides  # --hf-overrides: the served target (issue 65)
-from ..modelref import describe_pin, target_ref_for, verifier_note
+from ..facts.modelref import describe_pin, target_ref_for, verifier_note
 from ..options import CheckOptions, fields_from
 from ..plan import Runtime, render_table
 from ..recipe import load_recipe
-from ..render import Line, counts, render_diagnostics
+from ..text.render import Line, counts, render_diagnostics
 from ..resolver import resolve
-from ..sidebyside import any_remote, side_by_side
+from ..modelfiles.sidebyside import any_remote, side_by_side
 from .checks import run_checks, weights_text
 
 
@@ -75,7 +75,7 @@ def check_options(args, target: str | None, target_from_verifier: bool, engine_v
 
 def cmd_plan(args, out, err=None, release: str | None = None) -> int:
     """validate / plan. Text output: the verdict (validate) or the plan (plan) on stdout, first; the findings on
-    stderr, errors then warnings, each once (surgery/render.py); notes with --verbose; --json: everything.
+    stderr, errors then warnings, each once (surgery/text/render.py); notes with --verbose; --json: everything.
     `release`: `surgery releases`' run for one vLLM release (validate --engine-version RELEASE --json)."""
     err = err or sys.stderr
     recipe = load_recipe(args.recipe)

@@ -30,16 +30,16 @@ import json
 import sys
 from pathlib import Path
 
-from ..diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
-from ..guard import miniature_settings, verdict
+from ..guard.core import miniature_settings, verdict
 from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring
 from ..pairs import DEFAULT_PROMPTS, builtin_pair
 from ..recipe import load_recipe
-from ..modelref import describe_pin, local_snapshot, open_model
+from ..facts.modelref import describe_pin, local_snapshot, open_model
 from ..facts import read_facts
 from ..formats import format_of
 from ..plan import Runtime

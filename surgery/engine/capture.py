@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import metadata
 
-from ..diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .cards import ENGINES, card
 from .releases import version_key
 

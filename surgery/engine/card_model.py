@@ -1,5 +1,5 @@
 """Engine cards as typed models: what `surgery/data/engines/<engine>.yaml` may hold, one immutable
-record per section (surgery/records.py says why not a frozen dataclass); their JSON Schema is
+record per section (surgery/text/records.py says why not a frozen dataclass); their JSON Schema is
 surgery/engine/card_schema.py.
 
 Why typed: code reads a card through attributes (`card("vllm").limits.cuda_dtypes`), so a section
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, field, fields, is_dataclass
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..records import Record, record
+from ..text.records import Record, record
 
 Paths = tuple[str, ...]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .card_model import EngineCard, Limits, card_from_data
 from ..resources import data_dir, load_data
-from ..diagnostics import Location
+from ..text.diagnostics import Location
 
 CARDS = "data/engines"
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..diagnostics import INFO, WARNING, Diagnostic, Location, SurgeryError, diag
+from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, SurgeryError, diag
 from ..resources import data_dir
 
 ENGINES = ("vllm", "sglang")

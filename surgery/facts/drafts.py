@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import Location, fail
+from ..text.diagnostics import Location, fail
 from .model import DefaultUsed
 from ..resources import load_data
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import copy
 
-from ..diagnostics import Location, SurgeryError, fail
+from ..text.diagnostics import Location, SurgeryError, fail
 from ..formats import normalise_config
 from ..engine.servedarch import speculative_class
 from .drafts import (aux_layer_ids, block_draft_target_layer_ids, mtp_facts, nested_mask_token, num_aux,
@@ -460,7 +460,7 @@ def _per_layer_dims(r: _Reader, layer_types: list[str], head_dim: int, kv_heads:
 
 
 def read_facts(ref) -> ModelFacts:
-    """The facts of a model: a folder, a config.json, a hub id `org/name[@revision]` (surgery.modelref)
+    """The facts of a model: a folder, a config.json, a hub id `org/name[@revision]` (surgery.facts.modelref)
     or a ModelSource. The facts keep the source (`facts.model`) so later checks read the same files
     at the same commit."""
     cfg, source, model = read_config_from(ref)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..diagnostics import Location, fail
-from ..textfile import decode_text, read_text_file
-from ..modelref import open_model
+from ..text.diagnostics import Location, fail
+from ..text.localfile import decode_text, read_text_file
+from .modelref import open_model
 
 MAX_CONFIG_BYTES = 8 << 20
 MAX_CONFIG_DEPTH = 100  # HF configs nest a handful of levels (quantization_config.config_groups...)
@@ -28,7 +28,7 @@ def _no_duplicates(pairs):
 
 def read_config(ref) -> tuple[dict, str]:
     """Read a config.json into a dict; coded errors for bad input. `ref`: a model folder, a config
-    file, a hub id `org/name[@revision]` or a `ModelSource` (surgery.modelref)."""
+    file, a hub id `org/name[@revision]` or a `ModelSource` (surgery.facts.modelref)."""
     cfg, source, _ = read_config_from(ref)
     return cfg, source
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from ..diagnostics import Location
+from ..text.diagnostics import Location
 from ..pipeline import last_unshared_of_type
-from ..records import Record, record
+from ..text.records import Record, record
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
@@ -47,7 +47,7 @@ class ModelFacts(Record):
     defaults_used: tuple[DefaultUsed, ...] = ()
     key_prefix: str = ""  # "text_config." where the text facts live in a nested config
     raw: dict = field(default_factory=dict, repr=False, compare=False)
-    # where the config came from (surgery.modelref.ModelSource): the folder or the pinned hub commit
+    # where the config came from (surgery.facts.modelref.ModelSource): the folder or the pinned hub commit
     # whose other files (tokenizer, safetensors headers) the checks read; None for a bare config dict
     model: Any = field(default=None, repr=False, compare=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..diagnostics import fail
+from ..text.diagnostics import fail
 from .recognise import DraftFormat
 from .table import conventions, runners
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import Location, fail
+from ..text.diagnostics import Location, fail
 from .conventions import from_vllm, trained_on
 from .recognise import IDS, NESTED, recognise
 from .table import formats_data

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..diagnostics import Diagnostic, Location, diag
+from ..text.diagnostics import Diagnostic, Location, diag
 from . import format_of, original_config
 from .conventions import runner_reads, to_vllm, trained_on
 from .recognise import DraftFormat

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..diagnostics import Location, fail
+from ..text.diagnostics import Location, fail
 from .speculators import SpeculatorsFields, speculators_fields
 from .table import algorithm, conventions, formats
 from ..engine.servedarch import served_architecture

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import Location, fail
+from ..text.diagnostics import Location, fail
 from .table import algorithm, formats_data
 
 DEFAULT_LAYER_MODEL_TYPE = "llama"  # update_eagle3: pre_trained_config.get("model_type", "llama")

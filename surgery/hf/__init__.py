@@ -1,5 +1,5 @@
 """HF transformers side of spec-surgery: loaders, speculative decoding, the HF apply command (the tiny
-pair itself is surgery/tinypair.py, its KV routing surgery/live/kvrouting.py).
+pair itself is surgery/tinymodels/tinypair.py, its KV routing surgery/live/kvrouting.py).
 
 ``surgery.hf.speculative_decoding`` is a transformers decoding method (``generate(...,
 custom_generate=surgery.hf.speculative_decoding)``); it is imported on first use so that importing

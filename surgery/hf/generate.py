@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..diagnostics import SurgeryError, diag
-from ..guard import Counts
+from ..text.diagnostics import SurgeryError, diag
+from ..guard.core import Counts
 from . import draftgraph, fastdraft
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
@@ -51,7 +51,7 @@ class RoundStats:
     tokens: list[int] = field(default_factory=list)
     draft_path: str | None = None  # HOISTED, or why the assistant's own forward ran each step
     # one (drafted, accepted) pair per round, in order: the per-draft counts the acceptance guard reads
-    # (surgery/guardrun.py), as vLLM's SpecDecodingStats.observe_draft takes them
+    # (surgery/guard/run.py), as vLLM's SpecDecodingStats.observe_draft takes them
     per_draft: list[tuple[int, int]] = field(default_factory=list)
 
     @property
@@ -59,7 +59,7 @@ class RoundStats:
         return self.accepted / self.drafted if self.drafted else 0.0
 
     def counts(self):
-        """Per-position counts of the call (surgery.guard.Counts: drafts, drafted and accepted at each
+        """Per-position counts of the call (surgery.guard.core.Counts: drafts, drafted and accepted at each
         position), vLLM's "Per-position acceptance rate" from ``counts().per_position()``."""
         out = Counts()
         for drafted, accepted in self.per_draft:

@@ -13,8 +13,8 @@ import contextlib
 import time
 from pathlib import Path
 
-from ..diagnostics import SurgeryError, diag
-from ..bytevocab import VOCAB_SIZE, encode
+from ..text.diagnostics import SurgeryError, diag
+from ..tinymodels.bytevocab import VOCAB_SIZE, encode
 
 # Draft model types that are NOT standalone: they read the target's K/V or hidden states and run in
 # our MTP loop (surgery/hf/generate.py) instead of transformers' standard assisted generation.

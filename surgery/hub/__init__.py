@@ -11,7 +11,7 @@ the checks need (configs, tokenizer files, safetensors headers, a bounded range 
   weight files (so an offline rerun needs nothing);
 - `download`: a whole model into the cache (convert, apply --engine hf), bounded and verified;
 - `ledger`: what was fetched, for `--json` and the benchmarks;
-- `source`: `HubSource`, the `surgery.modelref.ModelSource` of a hub model.
+- `source`: `HubSource`, the `surgery.facts.modelref.ModelSource` of a hub model.
 
-Imported only when a hub reference is given (surgery.modelref.open_model).
+Imported only when a hub reference is given (surgery.facts.modelref.open_model).
 """

@@ -45,8 +45,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from ..diagnostics import Location, SurgeryError, fail
-from ..shown import shown
+from ..text.diagnostics import Location, SurgeryError, fail
+from ..text.escape import shown
 from . import digests, entries, names, settings
 
 COMMIT = names.COMMIT

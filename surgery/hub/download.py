@@ -34,8 +34,8 @@ import shutil
 import struct
 import time
 
-from ..diagnostics import Location, fail
-from ..shown import quoted
+from ..text.diagnostics import Location, fail
+from ..text.escape import quoted
 from . import cache, digests, http, names, settings
 
 

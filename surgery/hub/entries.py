@@ -22,8 +22,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..diagnostics import Location, fail
-from ..shown import shown
+from ..text.diagnostics import Location, fail
+from ..text.escape import shown
 
 _ABSENT = {errno.ENOENT, errno.ENOTDIR}
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

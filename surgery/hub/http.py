@@ -7,7 +7,7 @@ retries on 5xx / 429 / a dropped connection. The hub's errors (`X-Error-Code: Ga
 does every other way an answer can break HTTP (a garbage status line, too many or too long headers,
 a chunked body cut short or with a bad chunk size: http.client's exceptions are no OSError), never a
 traceback. Text the server wrote (`X-Error-Message`, an error body, a redirect address) is quoted
-escaped and bounded (`surgery.shown`).
+escaped and bounded (`surgery.text.escape`).
 
 What is read is counted in `ledger`. Nothing here writes to disk; a download's bytes go to the
 caller's `sink`.
@@ -24,8 +24,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..diagnostics import Location, SurgeryError, fail
-from ..shown import quoted, shown
+from ..text.diagnostics import Location, SurgeryError, fail
+from ..text.escape import quoted, shown
 from . import settings, wire
 from .secrets import MASK, masked, masked_error, remember_secret  # noqa: F401 - MASK for callers
 from .ledger import LEDGER

@@ -16,7 +16,7 @@ The forms:
   and at most 255 bytes a component (what a Linux file system takes for one name: a longer one
   would fail the cache write with ENAMETOOLONG; the hub's own limits are tighter).
 
-Names are quoted in messages through `surgery.shown` (escaped, bounded): the hub chose them.
+Names are quoted in messages through `surgery.text.escape` (escaped, bounded): the hub chose them.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import os
 import re
 from pathlib import Path
 
-from ..diagnostics import Location, fail
-from ..shown import quoted, shown
+from ..text.diagnostics import Location, fail
+from ..text.escape import quoted, shown
 from .secrets import masked
 
 BLOB_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # fullmatch only: `$` matches before a trailing newline

@@ -3,14 +3,14 @@
 A server may echo what it was sent: a 401 page quoting the Authorization header, a redirect address or
 an ETag holding it. Every message made from a server's text is masked before it is shown: the tokens
 this process sent (remembered from the Authorization header) and the ones in HF_TOKEN /
-HUGGING_FACE_HUB_TOKEN become MASK. Masked before a value is cut (`surgery.shown`), so a cut never
+HUGGING_FACE_HUB_TOKEN become MASK. Masked before a value is cut (`surgery.text.escape`), so a cut never
 leaves a token's first characters.
 """
 from __future__ import annotations
 
 import os
 
-from ..diagnostics import Diagnostic, SurgeryError
+from ..text.diagnostics import Diagnostic, SurgeryError
 
 # A server may echo what it was sent (a 401 page quoting the Authorization header, a redirect address
 # holding it): every message made from a server's text is masked before it leaves this module.

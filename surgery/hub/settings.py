@@ -23,8 +23,8 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from ..diagnostics import Location, fail
-from ..shown import quoted
+from ..text.diagnostics import Location, fail
+from ..text.escape import quoted
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TRUE_VALUES = {"1", "ON", "YES", "TRUE"}  # huggingface_hub.constants.ENV_VARS_TRUE_VALUES

@@ -12,9 +12,9 @@ import json
 import urllib.parse
 from pathlib import Path
 
-from ..diagnostics import Location, SurgeryError, fail
-from ..modelsource import DEFER, HubRef, ModelSource
-from ..shown import quoted, shown
+from ..text.diagnostics import Location, SurgeryError, fail
+from ..modelfiles.source import DEFER, HubRef, ModelSource
+from ..text.escape import quoted, shown
 from ..version import __version__
 from . import cache, digests, entries, http, names, settings
 from .ledger import LEDGER

@@ -1,7 +1,7 @@
 """The HF transformers context: live `PreTrainedModel`s as surgery's loader leaves them.
 
 Whether a draft checkpoint brought its own weights for a role is known only to the loader that
-read it: surgery's loaders (surgery/tinypair.py, surgery/hf/standalone.py) record the checkpoint's
+read it: surgery's loaders (surgery/tinymodels/tinypair.py, surgery/hf/standalone.py) record the checkpoint's
 missing keys on the model with `record_missing_keys`; a model loaded elsewhere carries no record
 and the answer is None (cannot tell).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import diag
+from ..text.diagnostics import diag
 from .context import Context
 from .paths import get_path, layers_path
 

@@ -16,7 +16,7 @@ as an independent reference.
 
 from __future__ import annotations
 from ..pipeline import last_unshared_of_type
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 
 KV_KEY_PREFIX = "surgery.kv."
 

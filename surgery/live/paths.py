@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from ..engine.cards import card
 
 

@@ -17,7 +17,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Callable, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..records import Record, record
+from ..text.records import Record, record
 
 # the codes a recipe step (and a `requires:` entry) may name for itself: the plan-check range and the
 # recipe-defined requirement codes (surgery/data/codes.yaml)

@@ -7,7 +7,7 @@ the H100 run of 2026-12-06 (vLLM 0.34, the plugin not loaded) gave the built-in 
 served", confirmed, where its recorded expectation is 81 % (docs/gpu.md section 17). SRG496 says so.
 
 Where the expectation comes from, first found: the recipe's `guard.expect` (what a team ships with its
-recipe, surgery/guardrun.py), else the built-in pair's measured `expect.<engine>` when the probe runs on
+recipe, surgery/guard/run.py), else the built-in pair's measured `expect.<engine>` when the probe runs on
 the built-in pair (surgery/data/pairs/index.yaml). The rule is the guard's SRG474 rule: under the mean
 per-position acceptance x (1 - expect_tolerance), and so is the Wilson upper end (expect_z) of the
 candidate's rate over its drafts (rounds), the support bound: a short probe (8 prompts x 16 tokens of the
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnostics import Diagnostic, Location, diag
-from ..guard import GuardConfig, wilson_upper
+from ..text.diagnostics import Diagnostic, Location, diag
+from ..guard.core import GuardConfig, wilson_upper
 
 
 def expected_for(recipe: Any, pair: Any, engine: str) -> dict | None:

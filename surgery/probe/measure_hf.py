@@ -8,7 +8,7 @@ than a second, at real size the vLLM path or a GPU is the place for a probe)."""
 from __future__ import annotations
 
 from .. import applier
-from ..diagnostics import SurgeryError
+from ..text.diagnostics import SurgeryError
 from ..facts import read_facts
 from ..plan import Runtime
 from ..resolver import resolve

@@ -13,7 +13,7 @@ installed. From a checkout on PYTHONPATH (the GPU bundles) nothing applied the r
 built-in EAGLE-3 head read aux id 0 by reference and scored 29.1 % "as served" (docs/gpu.md section 17)."""
 from __future__ import annotations
 
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from .measure import decode_prompts, error_text, release
 from .stats import Measured, PromptResult
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..checks.safetensors_header import read_checkpoint, read_values
 from ..resources import load_data
-from ..diagnostics import Location, SurgeryError, diag
+from ..text.diagnostics import Location, SurgeryError, diag
 
 MAX_D2T = 1 << 18  # values read to decide the convention (a 32k draft vocabulary is read whole)
 

@@ -1,7 +1,7 @@
 """What `surgery probe --write FILE` emits: the config patch that says the decided answers, its
 provenance (the pair's pins, engine and release, the prompts, the figures), and the measured
 acceptance as the pair's expectation for the guard (guard.expect with a `source` mapping, the
-shared format: docs/guard.md, surgery/guard.py `expect`)."""
+shared format: docs/guard.md, surgery/guard/core.py `expect`)."""
 from __future__ import annotations
 
 import datetime

@@ -26,7 +26,7 @@ import functools
 import importlib
 from typing import Any
 
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from ..engine.cards import card
 from . import guard as accept_guard, report
 from .log import get_logger

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from ..live.sglang import SGLangContext
 from .log import APPLIED, get_logger
 from ..live.paths import get_path, role_path

@@ -4,13 +4,13 @@ SGLang configures its logging once per process (`configure_logger`: format with 
 from --log-level) and its modules log under `sglang.*`; a line logged under `sglang.surgery`
 prints wherever SGLang's own lines print, in the scheduler process where the draft is loaded.
 
-The line the tests read is defined here once (surgery/loglines.py says why): live_apply.py logs
+The line the tests read is defined here once (surgery/text/loglines.py says why): live_apply.py logs
 `APPLIED.fmt`, tests/sglang_engine/ parse SGLang's output with `APPLIED.find(text)`."""
 from __future__ import annotations
 
 import logging
 
-from ..loglines import LogLine
+from ..text.loglines import LogLine
 
 NAME = "sglang.surgery"
 

@@ -9,7 +9,7 @@ at error level here, in SGLang's logger tree, before it is raised; `SGLANG_PLUGI
 plugin out. A launcher that calls `hooks.install(recipe=...)` itself needs no entry point."""
 from __future__ import annotations
 
-from ..diagnostics import SurgeryError
+from ..text.diagnostics import SurgeryError
 from . import hooks
 from .log import get_logger
 

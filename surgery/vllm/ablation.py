@@ -22,7 +22,7 @@ from typing import Any
 
 from ..engine.cards import card
 from ..live.paths import get_path, has_path, role_paths, split_parent
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 
 KINDS = ("target", "random")
 MAX_LAYER = 512  # per-layer roles (`{i}`, an MTP layer's shared_head): indices probed on the draft

@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
+from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..live.values import plain_value, values_equal
 from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language_model
 from ..options import CheckOptions
@@ -37,7 +37,7 @@ from ..checks.kv_scales import engine_step
 from ..checks.catalogue3 import catalogue3_findings
 from ..checks.field import field_checks, normalise_method
 from ..checks.dspark_layout import audit_finding  # the DSpark speculator's own layout (SRG741, issue 58)
-from ..diagnostics import SurgeryError
+from ..text.diagnostics import SurgeryError
 
 REPORT_FORMAT = 1
 

@@ -4,7 +4,7 @@ judged by the guard's rules on their own drafts (`additional_config.surgery.guar
 Why: a release regression (the DSpark miniature: 80.8 % on vLLM 0.26, 25.3 % on 0.34, every wiring check
 passing) shows only in acceptance, and the live window judges it only after `min_drafts` drafts of real
 traffic. The canary decodes `prompts` x `tokens` greedily before the engine takes a request and judges the
-drafts with `surgery.guard.judge_once`: collapse, break-even and the expectation (SRG474, naming release and
+drafts with `surgery.guard.core.judge_once`: collapse, break-even and the expectation (SRG474, naming release and
 reference), each only when the Wilson upper end over the canary's drafts is under its threshold (the support
 bound, `expect_z`): a canary of 8 prompts x 48 tokens gives ~100 drafts on a healthy k=3 pair and ~380 on a
 collapsed one, and the line says how many it judged.
@@ -33,9 +33,9 @@ import sys
 import time
 from typing import Any
 
-from ..bytevocab import BYTE_OFFSET, encode
-from ..diagnostics import Location, SurgeryError, diag
-from ..guard import WHERE, Counts, judge_once
+from ..tinymodels.bytevocab import BYTE_OFFSET, encode
+from ..text.diagnostics import Location, SurgeryError, diag
+from ..guard.core import WHERE, Counts, judge_once
 from ..pairs import DEFAULT_PROMPTS
 from .log import DIAGNOSTIC, get_logger
 
@@ -111,7 +111,7 @@ def maybe_run(core: Any, where: str = "") -> dict | None:
 def prompt_ids(vllm_config: Any, prompts) -> list[list[int]]:
     """The canary's prompts as token ids: ids as given; text through the model's tokenizer (transformers).
     "builtin" (surgery.pairs.DEFAULT_PROMPTS) on a model without tokenizer files (the built-in pairs, test
-    models): the texts' bytes as ids (byte b -> b + 4, BOS first, surgery.bytevocab) when the vocabulary holds
+    models): the texts' bytes as ids (byte b -> b + 4, BOS first, surgery.tinymodels.bytevocab) when the vocabulary holds
     them, which is exactly the built-in pairs' byte vocabulary; user text without a tokenizer: SRG479."""
     builtin = prompts == "builtin"
     if builtin:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..checks.release_rules import parallel_drafting_finding, rejection_finding
 from ..checks.dspark_layout import start_finding  # DSpark's block-layout key per release (SRG741, issue 58)
-from ..diagnostics import Diagnostic, SurgeryError, diag
+from ..text.diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
 from ..engine.cards import card
 from ..formats.findings import misread_by_runner

@@ -7,12 +7,12 @@ import time
 from typing import Any
 
 from .. import greedyties
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from . import engine, hooks, state
 from .ablation import rewire_hook
 from .engine import MAX_TOKENS, NUM_SPEC
 from .readout import engine_checks, live_wiring, plan_steps
-from ..bytevocab import encode
+from ..tinymodels.bytevocab import encode
 
 
 def decode_summary(reference, outputs, counters, num_spec, reference_top=None, noise=None) -> dict:

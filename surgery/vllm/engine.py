@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 import os
 from typing import Any
-from ..diagnostics import SurgeryError
+from ..text.diagnostics import SurgeryError
 from ..facts import read_config
-from ..modelref import engine_model
+from ..facts.modelref import engine_model
 
 NUM_SPEC = 3
 MAX_TOKENS = 48

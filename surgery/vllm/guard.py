@@ -1,5 +1,5 @@
 """The live acceptance guard in a vLLM engine: the scheduler's own spec-decode counts, read where vLLM
-makes them, judged by surgery/guard.py.
+makes them, judged by surgery/guard/core.py.
 
 Where vLLM 0.32 counts (vllm/v1/core/sched/scheduler.py): `Scheduler.update_from_output` walks the
 step's requests; for each one that had draft tokens scheduled it calls
@@ -39,8 +39,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..diagnostics import SurgeryError, catalogue, diag
-from ..guard import CODES, Counts, Ended, Guard, Trip
+from ..text.diagnostics import SurgeryError, catalogue, diag
+from ..guard.core import CODES, Counts, Ended, Guard, Trip
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -49,7 +49,7 @@ TARGET = ("vllm.v1.core.sched.scheduler", "Scheduler")
 METHODS = ("__init__", "make_spec_decoding_stats", "update_from_output")
 _MARK = "__surgery_guard__"
 # the line each trip kind logs (surgery/vllm/log.py): its format and the names of its fields, which are
-# the keys of the trip's numbers (surgery/guard.py), the stream first
+# the keys of the trip's numbers (surgery/guard/core.py), the stream first
 LINES = {"collapse": (GUARD_COLLAPSE.fmt, GUARD_COLLAPSE.fields), "break_even": (GUARD_BREAK_EVEN.fmt, GUARD_BREAK_EVEN.fields),
          "shape": (GUARD_SHAPE.fmt, GUARD_SHAPE.fields), "drift": (GUARD_DRIFT.fmt, GUARD_DRIFT.fields),
          "expectation": (GUARD_EXPECTATION.fmt, GUARD_EXPECTATION.fields)}
@@ -291,7 +291,7 @@ class Metrics:
     def __init__(self):
         import prometheus_client as prom
 
-        self.trips = prom.Counter("surgery_guard_trips", "Acceptance guard trips (surgery/guard.py), once per episode",
+        self.trips = prom.Counter("surgery_guard_trips", "Acceptance guard trips (surgery/guard/core.py), once per episode",
                                   labelnames=["kind", "stream"])
         kw = {"multiprocess_mode": "mostrecent"}
         self.acceptance = prom.Gauge("surgery_guard_acceptance", "Per-position acceptance over the guard's window",

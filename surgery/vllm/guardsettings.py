@@ -1,5 +1,5 @@
 """Which settings a vLLM engine's acceptance guard runs with: the selected recipe's `guard:` block under the
-engine's own `additional_config.surgery.guard`, merged by surgery/guardrun.py `resolve` (the one home of the
+engine's own `additional_config.surgery.guard`, merged by surgery/guard/run.py `resolve` (the one home of the
 precedence: top-level keys one by one, each value whole, so an `expect` keeps its own `source`).
 
 The built-in pair's measured expectation reaches vLLM only through the engine's config (`surgery apply
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..guard import GuardConfig
-from ..guardrun import Settings, engine_layer, recipe_layer, resolve
+from ..guard.core import GuardConfig
+from ..guard.run import Settings, engine_layer, recipe_layer, resolve
 from .selection import load_selected_recipe, selected_recipe, surgery_config
 
 

@@ -44,7 +44,7 @@ from typing import Any
 from ..applier.core import prepare_op
 from ..checks import config_spelling
 from ..checks.kv_scales import engine_step, kv_scales_findings
-from ..diagnostics import Diagnostic, diag
+from ..text.diagnostics import Diagnostic, diag
 from ..live.mutations import SetAttr, registration
 from ..live.paths import attention_path, get_path
 from ..live.prepared import Check, NotApplicable

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from .. import applier  # called through the package, where tests put a failing verify_plan
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from ..engine.cards import card
 from ..live.mutations import SetAttr
 from ..live.paths import attention_path, get_path, role_path

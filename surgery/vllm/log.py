@@ -6,7 +6,7 @@ that tree have no handler there, so the plugin's lines never reached a server's 
 `vllm.surgery` makes them print wherever vLLM prints, with vLLM's default logging, on the server and
 offline alike. Without vLLM (unit tests, other engines) it is a plain `surgery.vllm` logger.
 
-The lines themselves are defined here once (surgery/loglines.py says why): the plugin logs
+The lines themselves are defined here once (surgery/text/loglines.py says why): the plugin logs
 `LINE.fmt`, and tests/vllm/test_server.py, test_startup.py and tests/test_no_silent_gaps.py find
 them in a real log with `LINE.find(text)`.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from ..loglines import LogLine
+from ..text.loglines import LogLine
 
 NAME = "vllm.surgery"
 
@@ -51,7 +51,7 @@ GUARD_ON = LogLine("spec-surgery: guard on: method %s drafting %d tokens; collap
                    "after %d drafts; break-even mean accepted length %s (%s); window %d drafts, judged every %d; "
                    "action %s", ("method", "num_spec", "floor", "min_drafts", "break_even", "cost", "window",
                                  "check_every", "action"))
-# guard.py: one line per trip, once per episode (surgery/guard.py says what each number is). `stream` is
+# guard.py: one line per trip, once per episode (surgery/guard/core.py says what each number is). `stream` is
 # empty for all drafts or " (batch 2-4)" for a batch-size band; rates are fractions with 3 decimals
 _STREAM = (("stream", r"(?: \(batch [^)]*\))?"),)
 GUARD_COLLAPSE = LogLine("spec-surgery: guard SRG470 acceptance collapsed%s: position-0 acceptance %s is under the "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ..diagnostics import SurgeryError, diag
+from ..text.diagnostics import SurgeryError, diag
 from . import guard, hooks, lazy, startup
 from .log import get_logger
 

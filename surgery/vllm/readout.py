@@ -3,7 +3,7 @@ shared heads against the target's, EAGLE-3 aux layers, d2t), the plan's steps, a
 the steps vLLM's own loader performed (the applier reported them as not performed, SRG321)."""
 from __future__ import annotations
 
-from ..diagnostics import SurgeryError
+from ..text.diagnostics import SurgeryError
 from ..live.paths import get_path, layers_path
 from ..live.vllm import target_language_model
 from .ablation import role_sites

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import state
-from ..diagnostics import diag
+from ..text.diagnostics import diag
 
 ENV_REPORT = "SURGERY_REPORT"
 KEYS = ("stage", "recipe", "recipe_file", "verified", "plan", "apply", "verify", "not_applicable", "kv_binding",

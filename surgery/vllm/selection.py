@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..facts import facts_from_config, read_facts
-from ..modelsource import is_hub_ref
+from ..modelfiles.source import is_hub_ref
 from ..plan import Runtime
 from ..recipe import find_recipe, load_recipe
 from ..resolver import resolve
@@ -88,7 +88,7 @@ def model_facts(path_or_id: str, hf_config: Any, side: str, revision: str | None
     """Facts from the checkpoint's own config.json (vLLM rewrites the draft's live config, e.g.
     gemma4_assistant -> gemma4_mtp with num_kv_shared_layers forced to 0); from the live config
     only where there is no file. A hub id is read at the engine's revision, from the HF cache vLLM
-    filled (surgery.modelref). Cached per file version / commit."""
+    filled (surgery.facts.modelref). Cached per file version / commit."""
     if is_hub_ref(str(path_or_id)):
         ref = f"{path_or_id}@{revision}" if revision else str(path_or_id)
         key = ("hub", ref)

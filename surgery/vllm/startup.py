@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 
-from ..diagnostics import diag
+from ..text.diagnostics import diag
 from .log import DIAGNOSTIC, get_logger
 
 WRAP_TARGET = ("vllm.engine.arg_utils", "EngineArgs", "create_engine_config")

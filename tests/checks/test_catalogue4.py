@@ -289,7 +289,7 @@ def test_catalogue4_findings_are_vllm_findings(run_cli, tmp_path):
 
 def test_every_catalogue4_code_is_catalogued_with_its_reports():
     from surgery.checks.catalogue4 import data
-    from surgery.diagnostics import catalogue
+    from surgery.text.diagnostics import catalogue
 
     for name, row in data()["checks"].items():
         entry = catalogue()[row["code"]]

@@ -153,7 +153,7 @@ def test_explain_cites_the_public_report(run_cli, code):
 def test_field_check_data_names_existing_codes_with_reports():
     """Every check in data/field_checks.yaml has a catalogue code whose explanation cites its reports."""
     from surgery.checks.field import field_data
-    from surgery.diagnostics import catalogue
+    from surgery.text.diagnostics import catalogue
 
     for name, check in field_data()["checks"].items():
         entry = catalogue()[check["code"]]

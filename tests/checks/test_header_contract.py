@@ -19,8 +19,8 @@ import pytest
 import tiny_checkpoints as tc
 from surgery.checks import safetensors_header as sh
 from surgery.checks.safetensors_header import parse_header, read_checkpoint, read_header, read_values
-from surgery.diagnostics import SurgeryError
-from surgery.modelsource import ModelSource
+from surgery.text.diagnostics import SurgeryError
+from surgery.modelfiles.source import ModelSource
 
 
 def _file(path: Path, header: dict, data: bytes = b"") -> Path:

@@ -169,7 +169,7 @@ def test_sglang_performs_gemma4_kv_sharing_itself(run_cli):
 
 def test_every_finding_on_an_sglang_verdict_speaks_for_sglang(run_cli, tmp_path):
     """No vLLM-only code (codes.yaml `engines: [vllm]`) on SGLang verdicts across the classes above."""
-    from surgery.diagnostics import catalogue
+    from surgery.text.diagnostics import catalogue
 
     vllm_only = {c for c, row in catalogue().items() if row.get("engines") == ["vllm"]}
     seen = set()

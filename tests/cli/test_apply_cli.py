@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 
 from surgery.commands.hf_ablation import WRONG_MAP_VARIANT  # noqa: E402
 from surgery.cli import main  # noqa: E402
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 from surgery.hf.guard import ENV_GUARD  # noqa: E402
 
 RECIPE = str(Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml")

@@ -11,7 +11,7 @@ import pytest
 
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT
 from surgery.commands.explain import exit_status
-from surgery.diagnostics import catalogue
+from surgery.text.diagnostics import catalogue
 
 LLAMA = CONFIGS / "Llama-3.1-8B-Instruct.json"
 EAGLE3 = CONFIGS / "EAGLE3-LLaMA3.1-Instruct-8B.json"  # unquantised: an fp8 KV cache reaching it is SRG647

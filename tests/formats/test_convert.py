@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from surgery.cli import main
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.formats.convert import converted
 from surgery.commands.convert_folder import PROVENANCE, convert_folder, sha256
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from surgery.cli import main
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.facts import read_facts
 from surgery.commands.convert_folder import PROVENANCE, convert_folder
 from surgery.formats.findings import misread_by_runner

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.facts import facts_from_config, read_facts
 from surgery.formats import format_of, recognise
 from surgery.formats.conventions import default_ids, from_vllm, runner_reads, to_vllm, trained_on

@@ -21,7 +21,7 @@ from surgery.applier import apply_plan, rollback, verify_plan  # noqa: E402
 from surgery.applier.core import prepare_plan  # noqa: E402
 from surgery.live.hf import HFContext  # noqa: E402
 from surgery.live.mutations import SetAttr  # noqa: E402
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import held_out_prompts  # noqa: E402
 from surgery.live.kvrouting import build_shared_kv_states, default_kv_sources  # noqa: E402

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 import surgery  # noqa: E402
 import surgery.hf  # noqa: E402
 from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
-from surgery import bytevocab  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
 from surgery.hf import draftgraph, fastdraft  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, held_out_prompts  # noqa: E402

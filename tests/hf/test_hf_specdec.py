@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from surgery import bytevocab  # noqa: E402
-from surgery import tinypair as pair  # noqa: E402
+from surgery.tinymodels import bytevocab  # noqa: E402
+from surgery.tinymodels import tinypair as pair  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, GEMMA_PAIR, held_out_prompts  # noqa: E402
 from surgery.live.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402

@@ -1,4 +1,4 @@
-"""The tiny Gemma 4 pair's cache (surgery/tinypair.py) where the committed weights are absent: it
+"""The tiny Gemma 4 pair's cache (surgery/tinymodels/tinypair.py) where the committed weights are absent: it
 uses a cache that tools/build_tiny_pair.py built, and otherwise says how to build one (SRG001); the
 package never runs a file of tools/ itself."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
-from surgery import tinypair as pair
+from surgery.text.diagnostics import SurgeryError
+from surgery.tinymodels import tinypair as pair
 
 
 def test_missing_pair_is_srg001_naming_the_builder(tmp_path, monkeypatch):

@@ -237,7 +237,7 @@ HOSTILE = {
 
 
 def test_every_cache_write_site_refuses_an_escape(tmp_path, monkeypatch):
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.hub import cache
 
     home = tmp_path / "a" / "b" / "c" / "hf"
@@ -256,7 +256,7 @@ def test_every_cache_write_site_refuses_an_escape(tmp_path, monkeypatch):
 
 def test_a_link_inside_the_cache_that_points_outside_is_not_followed(tmp_path, monkeypatch):
     """The fence resolves symlinks: a `blobs` folder that links outside the cache is refused."""
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.hub import cache
 
     home = tmp_path / "hf"
@@ -276,8 +276,8 @@ def test_a_link_inside_the_cache_that_points_outside_is_not_followed(tmp_path, m
 def test_download_fences_huggingface_hubs_etag(sandbox, hubenv):
     """`download()` (convert / apply from a hub id) goes through huggingface_hub's snapshot_download,
     which joins the ETag to `blobs/` unchecked: fenced the same way."""
-    from surgery.diagnostics import SurgeryError
-    from surgery.modelref import open_model
+    from surgery.text.diagnostics import SurgeryError
+    from surgery.facts.modelref import open_model
 
     root, cache_root, _ = sandbox
     src = open_model(TINY_HEAD)

@@ -322,8 +322,8 @@ def test_the_hubs_own_entry_not_found_still_writes_the_marker(sandbox, hubenv):
     from huggingface_hub import try_to_load_from_cache
     from huggingface_hub.file_download import _CACHED_NO_EXIST
 
-    from surgery.diagnostics import SurgeryError
-    from surgery.modelref import open_model
+    from surgery.text.diagnostics import SurgeryError
+    from surgery.facts.modelref import open_model
 
     src = open_model(TINY_TARGET)
     src.listed = False  # a source that does not know the file list: it has to ask

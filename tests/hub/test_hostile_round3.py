@@ -292,9 +292,9 @@ def test_convert_does_not_take_its_bounds_from_the_listing(sandbox, hubenv, monk
     (SURGERY_HUB_DOWNLOAD_MAX_BYTES, 64 GiB) is SRG785 before the file is asked for, and one under it
     is held to the file's own header as its first bytes arrive: SRG785 after 8 bytes of a body of
     zeros that never ends (the server's own cap is 256 MiB; it sent less than 64 MiB, socket buffers)."""
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.hub.source import open_hub_model
-    from surgery.modelsource import parse_hub_ref
+    from surgery.modelfiles.source import parse_hub_ref
 
     root, cache_root, _ = sandbox
     monkeypatch.setenv("SURGERY_HUB_DOWNLOAD_DEADLINE", "20")

@@ -49,7 +49,7 @@ def test_doctor_resolves_and_pins_the_servers_models(run_cli, hubenv, monkeypatc
 
 
 def _tiny_gemma_repos() -> list[Repo]:
-    from surgery import tinypair as pair
+    from surgery.tinymodels import tinypair as pair
 
     target_dir, draft_dir = pair.ensure_tiny_pair()
     out = []

@@ -35,7 +35,7 @@ def test_headers_equal_huggingface_hub_reader(hubenv):
     from huggingface_hub import HfApi
 
     from surgery.checks.safetensors_header import read_checkpoint
-    from surgery.modelref import open_model
+    from surgery.facts.modelref import open_model
 
     theirs = HfApi(endpoint=hubenv.endpoint, token="hf_test_token").get_safetensors_metadata(LLAMA)
     ours = read_checkpoint(open_model(LLAMA))

@@ -72,7 +72,7 @@ def test_a_refused_cdn_address_is_asked_at_the_hub_again(run_cli, hubenv):
 
 
 def test_side_by_side_raises_the_first_sides_error_and_waits_for_both():
-    from surgery.sidebyside import side_by_side
+    from surgery.modelfiles.sidebyside import side_by_side
 
     done = []
 

@@ -170,9 +170,9 @@ def test_gemma4_31b_pair_plans_by_name(run_cli, hubenv):
     ("./org/name", False), ("/abs/path", False), ("name-only", False), ("a/b/c", False), ("org--x/name", False),
 ])
 def test_what_counts_as_a_hub_reference(text, hub):
-    from surgery.diagnostics import SurgeryError
-    from surgery.modelref import open_model
-    from surgery.modelsource import parse_hub_ref
+    from surgery.text.diagnostics import SurgeryError
+    from surgery.facts.modelref import open_model
+    from surgery.modelfiles.source import parse_hub_ref
 
     if not hub:
         with pytest.raises(SurgeryError) as exc:
@@ -185,7 +185,7 @@ def test_what_counts_as_a_hub_reference(text, hub):
 def test_a_source_says_whether_its_files_are_on_disk(hubenv, tmp_path):
     """What callers used to learn from `isinstance(src, LocalSource)` (issue 43): a folder or a config file
     answers is_local with its folder and each file's path; a hub model answers not local, no path."""
-    from surgery.modelref import open_model
+    from surgery.facts.modelref import open_model
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")

@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from surgery.applier.core import prepare_op, prepare_plan  # noqa: E402
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.engine.cards import ENGINES  # noqa: E402
 from surgery.live.hf import HFContext, record_missing_keys  # noqa: E402
 from surgery.live.prepared import NotApplicable  # noqa: E402
 from surgery.live.sglang import SGLangContext  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
-from surgery.records import Record  # noqa: E402
+from surgery.text.records import Record  # noqa: E402
 from surgery.ops.registry import UNITS, implemented, performer, performer_module, register  # noqa: E402
 from surgery.ops.capture_hidden_states import CaptureHiddenStates  # noqa: E402
 from surgery.ops.copy_attrs import CopyAttr  # noqa: E402
@@ -93,7 +93,7 @@ def test_every_recipe_op_has_a_unit_and_every_unit_a_spec():
     keys = set(schema["$defs"]["op"]["properties"])  # an op is a mapping with exactly one of these keys
     assert keys == set(UNITS) == {u.kind for u in UNITS.values()}
     for unit in UNITS.values():
-        # immutable: a record (surgery/records.py) whose assignment raises FrozenInstanceError, not overridden
+        # immutable: a record (surgery/text/records.py) whose assignment raises FrozenInstanceError, not overridden
         assert dataclasses.is_dataclass(unit.spec) and issubclass(unit.spec, Record)
         assert unit.spec.__setattr__ is Record.__setattr__ and unit.step_class.__setattr__ is Record.__setattr__
         assert unit.spec.kind == unit.kind

@@ -18,7 +18,7 @@ from surgery import Runtime, facts_from_config, load_recipe, parse_recipe, resol
 from surgery.facts import read_config
 from surgery.ops.base import Args, Step, arg, key_of, typed_fields
 from surgery.ops.registry import UNITS, register
-from surgery.records import record
+from surgery.text.records import record
 from surgery.ops.schema import field_problems, op_schema, type_schema
 from surgery.resources import shipped_recipes
 

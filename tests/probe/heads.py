@@ -263,7 +263,7 @@ def verdict(head: Head, result: dict) -> str:
 
 def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3) -> dict:
     """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts."""
-    from surgery.bytevocab import encode
+    from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair, held_out_prompts
     from surgery.commands.probe import validate_findings
     from surgery.probe.runner import ProbeInput, probe

@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from surgery.commands.probe import diagnostics, render
-from surgery.diagnostics import Location
+from surgery.text.diagnostics import Location
 from surgery.pairs import builtin_pair
 from surgery.probe.expected import expected_for, shortfall
 

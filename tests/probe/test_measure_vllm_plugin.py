@@ -78,7 +78,7 @@ def test_a_verified_candidate_is_measured(fake_engine):
 
 
 def test_register_refusal_is_the_candidate_error(monkeypatch):
-    from surgery.diagnostics import SurgeryError, diag
+    from surgery.text.diagnostics import SurgeryError, diag
 
     def refuse():
         raise SurgeryError(diag("SRG323", "no vLLM draft-loading method could be wrapped"))

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from surgery.bytevocab import encode
-from surgery.guard import parse_config
+from surgery.tinymodels.bytevocab import encode
+from surgery.guard.core import parse_config
 from surgery.pairs import held_out_prompts
 from surgery.commands.probe import validate_findings
 from surgery.probe.measure_hf import HFMeasurer

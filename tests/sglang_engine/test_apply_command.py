@@ -274,7 +274,7 @@ def test_the_h200_rows_left_greedy_only_at_exact_ties():
 
 
 def test_sglang_runs_the_cards_first_cuda_dtype_and_refuses_float32_before_any_engine():
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.commands.sglang_apply import dtype_for
 
     dtypes = card("sglang").limits.cuda_dtypes

@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 
 import sglang_source as sgl  # noqa: E402
 
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.pairs import builtin_pair  # noqa: E402
 from surgery.sglang import hooks  # noqa: E402
 from surgery.sglang.log import APPLIED  # noqa: E402

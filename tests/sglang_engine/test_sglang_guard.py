@@ -18,7 +18,7 @@ import pytest
 
 import sglang_source as sgl
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.sglang import guard
 
 MODULE = guard.TARGET[0]

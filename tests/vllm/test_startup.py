@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.vllm import config_check, live_apply, plugin, startup
 from surgery.vllm.log import CHECKED, DIAGNOSTIC, get_logger
 

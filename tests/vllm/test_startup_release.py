@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.diagnostics import SurgeryError
+from surgery.text.diagnostics import SurgeryError
 from surgery.vllm import config_check, hooks, startup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_peagle_refused_by_the_plugin_on_real_034(pair):
         pytest.skip("the vLLM 0.34.0 oracle venv is not built (bash scripts/oracle_venv.sh 0.34.0)")
     code = (
         "import sys\n"
-        "from surgery.diagnostics import SurgeryError\n"
+        "from surgery.text.diagnostics import SurgeryError\n"
         "from surgery.vllm import startup\n"
         "from vllm.engine.arg_utils import EngineArgs\n"
         "import vllm; assert vllm.__version__.startswith('0.34'), vllm.__version__\n"

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...diagnostics import Diagnostic, Location, diag
+from ...text.diagnostics import Diagnostic, Location, diag
 from . import ask_run, can_ask, default_python, verdicts_of
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from ...engine.capture import judged
-from ...records import record
+from ...text.records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields
 

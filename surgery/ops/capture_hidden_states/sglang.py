@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...engine.capture import judged
 from ...live.mutations import Mutation
 from ...live.prepared import Check, NotApplicable, Prepared

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...records import record
+from ...text.records import record
 from ..base import NAME_PATTERN, Args, Operation, OpUnit, Step, arg
 from ..common import group_by_target, map_arg, step_fields
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...live.mutations import CopyInPlace, SetAttr, registration
 from ...live.prepared import Check, NotApplicable, Prepared
 from ...live.values import show, values_equal

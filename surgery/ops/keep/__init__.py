@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...live.prepared import Check, NotApplicable
-from ...records import record
+from ...text.records import record
 from ..base import Operation, OpUnit, Step, arg
 from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...records import record
+from ...text.records import record
 from ..base import NAME_PATTERN, Operation, OpUnit, Step, arg
 from ..common import step_fields
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from ...pipeline import pp_layer_range, stage_of_layer
-from ...records import record
+from ...text.records import record
 from ..base import Operation, OpUnit, Step
 from ..common import compact_ranges, group_by_target, map_arg, step_fields
 

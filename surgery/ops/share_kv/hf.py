@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...live.kvrouting import kv_key, parse_kv_key, publisher_key, reads_target_layer
 from ...live.mutations import SetAttr
 from ...live.paths import attention_path, get_path

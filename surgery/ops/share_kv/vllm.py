@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...engine.cards import card
 from ...live.prepared import Check, Prepared
 from ...live.vllm import kv_sharing_mutations

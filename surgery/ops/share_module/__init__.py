@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ...engine.cards import ENGINES, card
-from ...records import record
+from ...text.records import record
 from ..base import Operation, OpUnit, Step, arg
 from ..common import Role, layer_set_arg, layers_note, op_layers, step_fields
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...live.prepared import Prepared
 from .decide import prepare_module_share
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ...diagnostics import SurgeryError, diag
+from ...text.diagnostics import SurgeryError, diag
 from ...live.mutations import SetAttr
 from ...live.paths import get_path
 from ...live.prepared import Check, Prepared

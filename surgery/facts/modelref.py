@@ -1,15 +1,15 @@
 """One model reference, everywhere: `open_model(ref)` turns a path or a hub id into a
-`surgery.modelsource.ModelSource`, importing `surgery.hub` only for a hub id; and the speculators
+`surgery.modelfiles.source.ModelSource`, importing `surgery.hub` only for a hub id; and the speculators
 head given alone, whose verifier names its target (`target_ref_for`)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from . import textfile
-from .diagnostics import INFO, Location, diag, fail
-from .modelsource import LocalSource, ModelSource, parse_hub_ref
-from .formats import original_config
+from ..text import localfile as textfile
+from ..text.diagnostics import INFO, Location, diag, fail
+from ..modelfiles.source import LocalSource, ModelSource, parse_hub_ref
+from ..formats import original_config
 
 
 def _looks_local(text: str, what: str = "model") -> bool:
@@ -34,7 +34,7 @@ def open_model(ref: str | os.PathLike | ModelSource, *, what: str = "config") ->
     if hub is None:
         raise fail("SRG001", f"no such {what} file: {text}", Location(text),
                    hint="a model is a folder with config.json, a config.json file, or a hub id `org/name[@revision]`")
-    from .hub.source import open_hub_model
+    from ..hub.source import open_hub_model
 
     return open_hub_model(hub, ref=text)
 

@@ -13,7 +13,7 @@ SRG671). So every such quote goes through `shown`:
 
 `escape_lines` is the net under every rendered diagnostic: the same escapes, newlines and tabs
 kept (a message may span lines on purpose; a quoted value never does, `shown` escapes those). And
-`cut` is the net under every diagnostic's message (`surgery.diagnostics.diag`): a message past
+`cut` is the net under every diagnostic's message (`surgery.text.diagnostics.diag`): a message past
 `MAX_MESSAGE` characters, which only an unbounded quote can make (the longest the test suites make
 is under 1,500), is cut there with its length said, in text and `--json` alike.
 """

@@ -9,9 +9,9 @@ from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
-from .resources import load_data
+from ..resources import load_data
 from .records import Record, record
-from .shown import cut, escape_lines
+from .escape import cut, escape_lines
 
 ERROR = "error"
 WARNING = "warning"
@@ -106,7 +106,7 @@ def diag(code: str, message: str, location: Location | None = None, hint: str | 
     return Diagnostic(
         code=code,
         severity=severity or entry.get("severity", ERROR),
-        message=cut(message),  # the net under a quote nobody bounded (surgery.shown)
+        message=cut(message),  # the net under a quote nobody bounded (surgery.text.escape)
         location=location or Location(),
         hint=cut(hint) if hint is not None else None,
     )

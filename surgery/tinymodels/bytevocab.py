@@ -2,7 +2,7 @@
 
 Gemma's special ids (pad 0, eos 1, bos 2) are kept so the configs read like the real ones; byte b
 is token b + BYTE_OFFSET. Ids 3 and 260..263 are unused padding. Engine-neutral and free of imports:
-the vLLM runs, the HF demo, the tokenizer files (surgery/bytetokenizer.py) and the builders in
+the vLLM runs, the HF demo, the tokenizer files (surgery/tinymodels/bytetokenizer.py) and the builders in
 tools/ all encode with it.
 """
 from __future__ import annotations

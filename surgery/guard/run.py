@@ -1,4 +1,4 @@
-"""The acceptance guard on a finished decode run: surgery/guard.py's rules over every draft of the run,
+"""The acceptance guard on a finished decode run: surgery/guard/core.py's rules over every draft of the run,
 judged once, with a stated support bound. Used where no server window exists: `surgery apply --engine
 hf` (our MTP loop and transformers' assisted generation) and each of its `--ablate` rows, and the HF /
 SGLang bench runs of the miniature pairs.
@@ -29,9 +29,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .diagnostics import Diagnostic, Location, SurgeryError, diag
-from .guard import KEYS, WHERE, Counts, Guard, GuardConfig, parse_config, source_text
-from .resources import load_data
+from ..text.diagnostics import Diagnostic, Location, SurgeryError, diag
+from .core import KEYS, WHERE, Counts, Guard, GuardConfig, parse_config, source_text
+from ..resources import load_data
 
 STATUSES = ("tripped", "silent", "not judged")
 

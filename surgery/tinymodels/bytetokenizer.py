@@ -1,6 +1,6 @@
 """The byte-level tokenizer of the built-in tiny pairs, as files vLLM and transformers load.
 
-The tiny pairs were trained on bytes (`surgery.bytevocab.encode`: byte b is token b + BYTE_OFFSET, BOS
+The tiny pairs were trained on bytes (`surgery.tinymodels.bytevocab.encode`: byte b is token b + BYTE_OFFSET, BOS
 prepended; ids 0/1/2 are pad/eos/bos as in Gemma). This module writes the same mapping as a
 `tokenizer.json` built with the `tokenizers` library, so a server started on the pair's folders
 takes text in and gives text out, without `--skip-tokenizer-init` and token-id prompts.

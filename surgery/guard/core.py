@@ -31,8 +31,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .diagnostics import Location, SurgeryError, diag
-from .resources import load_data
+from ..text.diagnostics import Location, SurgeryError, diag
+from ..resources import load_data
 
 KINDS = ("collapse", "break_even", "shape", "drift", "expectation")
 CODES = {"collapse": "SRG470", "break_even": "SRG471", "shape": "SRG472", "drift": "SRG473",

@@ -9,7 +9,7 @@ because a user's path can be anything a cache entry can (issue 67):
 - read to a limit counted as the bytes come, never trusting the size the file system reports (a
   device or a /proc file says 0 and never ends): one byte past the limit is SRG008;
 - a path that cannot be looked up (ENAMETOOLONG: a 5,000-character path, ELOOP: a link loop, a NUL
-  byte) is SRG781, naming the path escaped and cut (`surgery.shown`); a missing one SRG001.
+  byte) is SRG781, naming the path escaped and cut (`surgery.text.escape`); a missing one SRG001.
 
 `probe` answers "is there something at this path, and what" without raising OSError, for the places
 that test a user's path before reading it (`Path.exists()` raises ENAMETOOLONG on Python 3.11).
@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from .diagnostics import Location, fail
-from .shown import shown as _esc
+from .escape import shown as _esc
 
 READ_PIECE = 1 << 20  # bytes asked of one read(); the limit is counted over the pieces
 

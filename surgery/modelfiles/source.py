@@ -1,6 +1,6 @@
 """The files of one model, however it was named: `ModelSource` (read a file by name with a size
 bound, a byte range of a weight file, the pin), `LocalSource` (a folder), and the hub id syntax
-(`org/name[@revision]`, `HubRef`). `surgery.modelref.open_model` picks the source; the hub's own
+(`org/name[@revision]`, `HubRef`). `surgery.facts.modelref.open_model` picks the source; the hub's own
 source is `surgery.hub.source.HubSource`.
 
 Resolution order (issue 33): an existing local path wins; then a string of the hub's repo-id shape
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import textfile
-from .textfile import read_file_bytes
+from ..text import localfile as textfile
+from ..text.localfile import read_file_bytes
 
 # the hub's repo-id rules (huggingface_hub.utils.validate_repo_id): [\w.-] parts, at most 96 chars
 # each, no `--` / `..`, not starting or ending with `-` / `.`; we ask for the `org/name` form

@@ -3,7 +3,7 @@
 A real miniature of google/gemma-4-E2B-it + its MTP assistant: same classes, same structural
 features (mixed sliding/full attention, KV-shared tail, per-layer inputs, global_head_dim !=
 head_dim, a fully KV-shared assistant reading the target's K/V), scaled down to ~1.5M parameters.
-Its vocabulary is surgery/bytevocab.py; its loader surgery/hf/loader.py; its prompts and index
+Its vocabulary is surgery/tinymodels/bytevocab.py; its loader surgery/hf/loader.py; its prompts and index
 entry surgery/pairs.py (``GEMMA_PAIR``).
 
 Nothing is ever downloaded. The pair lives in a cache folder (``~/.cache/spec-surgery/tiny-gemma4``,
@@ -25,10 +25,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .diagnostics import Location, fail
-from .folders import is_complete, staged_dir
+from ..text.diagnostics import Location, fail
+from ..folders import is_complete, staged_dir
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "tiny"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny"
 TARGET_CONFIG_JSON = DATA_DIR / "target_config.json"
 DRAFT_CONFIG_JSON = DATA_DIR / "draft_config.json"
 WEIGHTS_DIR = DATA_DIR / "weights"

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .diagnostics import ERROR, INFO, WARNING, Diagnostic, Location
-from .resources import data_dir, recipes_dir
-from .shown import escape_lines
+from ..resources import data_dir, recipes_dir
+from .escape import escape_lines
 
 SEVERITY_ORDER = (ERROR, WARNING, INFO)
 #: how the text output names a severity (``info`` diagnostics are "notes" to a reader)

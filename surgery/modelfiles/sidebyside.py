@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .modelsource import ModelSource, is_hub_ref
+from .source import ModelSource, is_hub_ref
 
 
 def side_by_side(*thunks: Callable[[], Any], threaded: bool = True) -> list[Any]:
