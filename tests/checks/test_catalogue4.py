@@ -20,7 +20,7 @@ TORCHSPEC_DFLASH = VERDICTS / "torchspec-qwen3_8b_dflash.json"  # TorchSpec's DF
 EAGLE3_HEAD = VERDICTS / "specforge-llama3-8B-eagle3.json"  # SpecForge configs/llama3-8B-eagle3.json
 MINIMAX = C4 / "MiniMax-M2.5.config.json"
 NEMOTRON_MTP = CONFIGS / "nemotron_h" / "Nemotron-H-MTP.json"
-DEEPSEEK = ROOT.parent / "shared" / "configs" / "deepseek" / "DeepSeek-V3.json"
+DEEPSEEK = CONFIGS / "DeepSeek-V3.json"  # deepseek-ai/DeepSeek-V3 config.json (its _source says how it was read)
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
 
 
