@@ -22,8 +22,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
-from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)
-from ..engine.releases import Release, release
+from .engine_start import mtp_class  # which MTP class a target's layer becomes, as SRG344 resolves it
+from ..engine.releases import release
 from ..formats import original_config  # the keys as the published file states them
 from ..resources import load_data
 from .catalogue3 import known_releases, release_of, served_method
@@ -212,24 +212,6 @@ def dcp_check(*, method: str, dcp: int | None, version: str | None, draft, targe
 
 
 # ------------------------------------------------------------------------------------- SRG805: MTP and PP
-
-def _norm(name: str) -> str:
-    return name.replace("_", "").lower()
-
-
-def mtp_class(rel: Release, facts) -> str | None:
-    """The MTP class the release builds for a model's MTP layer: the MTP model type vLLM rewrites it to
-    (data/vllm_mtp_rewrites.yaml), among the release's MTP architectures (`glm4_moe_lite_mtp` ->
-    Glm4MoeLiteMTPModel); as SRG344 resolves it (engine_start.py)."""
-    archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
-    draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
-                       if r.get("architecture") in archs or r.get("model_type") in types), None)
-    if not draft_type or draft_type == "?":
-        return None
-    names = [a for a in (rel.facts.get("classes") or {}).get("mtp_architectures") or []
-             if _norm(a).startswith(_norm(draft_type))]
-    return min(names, key=len) if names else None
-
 
 def mtp_pp_check(draft, target, *, method: str, pp: int, version: str | None) -> list[Diagnostic]:
     if pp <= 1 or method != "mtp":

@@ -281,7 +281,7 @@ def _served_draft_class(rel: Release, draft, target, method: str | None) -> str 
     config's architecture after vLLM's EAGLE renaming."""
     if method in ("mtp", None):
         same = draft.source == target.source or draft.raw == target.raw
-        found = _mtp_class(rel, target if same else draft)  # a separate MTP draft (Gemma 4's assistant) too
+        found = mtp_class(rel, target if same else draft)  # a separate MTP draft (Gemma 4's assistant) too
         if found or same:
             return found
     registry = rel.architectures()
@@ -293,7 +293,10 @@ def _norm(name: str) -> str:
     return name.replace("_", "").lower()
 
 
-def _mtp_class(rel: Release, facts) -> str | None:
+def mtp_class(rel: Release, facts) -> str | None:
+    """The MTP class the release builds for a model's MTP layer: the MTP model type vLLM rewrites it to
+    (data/vllm_mtp_rewrites.yaml), among the release's MTP architectures (`glm4_moe_lite_mtp` ->
+    Glm4MoeLiteMTPModel). SRG344 here and SRG805 (catalogue4.py) read it."""
     archs, types = set(facts.architectures or ()), {facts.model_type, facts.text_model_type}
     draft_type = next((r["draft_model_type"] for r in rewrites().get("rewrites") or []
                        if r.get("architecture") in archs or r.get("model_type") in types), None)
