@@ -144,13 +144,7 @@ def format_findings(draft, target, producer: str | None = None, num_speculative_
     if runners is not None:
         reads = {r: v for r, v in reads.items() if runners.get(r)} or reads
     trained = trained_on(fmt, L)
-    parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
-             else f"draft format {fmt.name}",
-             f"producer {fmt.producer} ({fmt.producer_from})" if fmt.producer else
-             f"producer one of {', '.join(fmt.writers)} (no mark; the writers of this layout)" if fmt.writers else
-             f"producer unknown ({fmt.producer_from})"]
-    if fmt.ids_written:
-        parts.append(f"ids written {list(fmt.ids_written)} at {fmt.where_written}")
+    parts = _format_parts(fmt)
     parts.append("vLLM reads (its convention: id i = input of layer i) " +
                  ", ".join(f"{r} runner {list(ids)} ({why})" for r, (ids, why) in reads.items()))
     if trained is not None:
@@ -238,6 +232,16 @@ def _format_line(fmt: DraftFormat, draft, target) -> list[Diagnostic]:
     vLLM, whose own reading its own checks say)."""
     if fmt.name == "hf" and not fmt.ids_written:
         return []
+    parts = _format_parts(fmt)
+    trained = trained_on(fmt, target.num_layers)
+    if trained is not None:
+        parts.append(f"trained on {list(trained[0])} ({trained[1]}; vLLM's convention: id i = input of layer i)")
+    return [diag("SRG652", "; ".join(parts), Location(draft.source))]
+
+
+def _format_parts(fmt: DraftFormat) -> list[str]:
+    """SRG652's opening, for every engine: the format and its writer, the producer and how it was told, the
+    ids as written."""
     parts = [f"draft format {fmt.name} ({formats()[fmt.name]['writer']})" if fmt.name in formats()
              else f"draft format {fmt.name}",
              f"producer {fmt.producer} ({fmt.producer_from})" if fmt.producer else
@@ -245,7 +249,4 @@ def _format_line(fmt: DraftFormat, draft, target) -> list[Diagnostic]:
              f"producer unknown ({fmt.producer_from})"]
     if fmt.ids_written:
         parts.append(f"ids written {list(fmt.ids_written)} at {fmt.where_written}")
-    trained = trained_on(fmt, target.num_layers)
-    if trained is not None:
-        parts.append(f"trained on {list(trained[0])} ({trained[1]}; vLLM's convention: id i = input of layer i)")
-    return [diag("SRG652", "; ".join(parts), Location(draft.source))]
+    return parts
