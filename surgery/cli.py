@@ -70,6 +70,17 @@ _positive_int = _int_in(1, 100_000)  # --num-draft-tokens / --max-new-tokens / -
 _parallel_size_or_len = _int_in(1, 1 << 31)  # --max-model-len
 
 
+def _fraction(text: str) -> float:
+    """An argparse type: a number in [0, 1) (`probe --tolerance`), a usage error (exit 2) otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
 MODEL_HELP = "config.json, model folder, or hub id org/name[@revision] (HF cache first, then the hub)"
 
 
@@ -358,7 +369,9 @@ def _parser_probe(sub) -> None:
                        "answer, ranked with a margin",
                        epilog=_epilog("examples:\n  surgery probe gemma4-mtp --target T --draft D\n"
                                       "  surgery probe eagle3 --engine vllm --target T --draft D --prompts prompts.txt "
-                                      "--write patch.yaml", one="the pair cannot be probed (a recipe or config error)"),
+                                      "--write patch.yaml\n  surgery probe eagle3 --engine vllm --tune --tokens 128\n"
+                                      "  surgery probe eagle3 --engine vllm --check --expect acceptance.csv",
+                                      one="the pair cannot be probed (a recipe or config error); --check: a regression"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", default=None, metavar="T", help="target model folder (left out with --draft: the "
@@ -377,6 +390,23 @@ def _parser_probe(sub) -> None:
                    "measured expectation (guard.expect) as YAML; only when decided")
     p.add_argument("--no-early-stop", action="store_true", help="decode every prompt of every candidate")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    g = p.add_argument_group("modes: the pair as given, no question asked (docs/probe.md)")
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--tune", action="store_true", help="choose num_speculative_tokens by measurement (vLLM): "
+                      "per-position acceptance, the draft and verify step costs, the speed-up per k, the recommendation "
+                      "with its interval and the engine flags")
+    mode.add_argument("--check", action="store_true", help="acceptance regression check for CI: decode, compare with "
+                      "the expectation per position; exit 1 on a regression")
+    g.add_argument("--k-max", type=_positive_int, default=6, metavar="K", help="--tune: the longest draft measured "
+                   "(default 6)")
+    g.add_argument("--expect", default=None, metavar="FILE", help="--check: a speculators acceptance.csv, a --write "
+                   "document, a recipe or an expect: mapping (default: the recipe's guard.expect, else the built-in pair's)")
+    g.add_argument("--tolerance", type=_fraction, default=0.10, metavar="T", help="--check: relative tolerance beyond the "
+                   "counts' noise (default 0.10)")
+    g.add_argument("--acceptance-csv", default=None, metavar="FILE", help="--check / --tune: write the measured "
+                   "per-position acceptance as speculators' acceptance.csv")
+    g.add_argument("--subset", default=None, metavar="NAME", help="the acceptance.csv row read from --expect (default: "
+                   "the only row, or all pooled) and the name of the row written")
 
 
 #: each command's arguments, in `surgery --help`'s order; its handler is in COMMANDS

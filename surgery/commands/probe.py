@@ -141,6 +141,10 @@ def cmd_probe(args, out) -> int:
     target, draft, pair, method, extra = pair_for(recipe, args.engine, args.target, args.draft)
     check_engine(args.engine, draft)
     prompts, source = prompt_ids(args, pair, target)
+    if args.tune or args.check:  # the pair as given (issue 66): surgery/commands/probe_modes.py
+        from .probe_modes import run_mode
+
+        return run_mode(args, out, recipe, target, draft, pair, method, extra, prompts, source)
     inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,
                      max_new_tokens=args.tokens, k=args.num_draft_tokens,
                      diagnostics=validate_findings(recipe, draft, target))
