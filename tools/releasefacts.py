@@ -571,6 +571,7 @@ def vllm_class_facts(tree: SourceTree) -> dict:
     drafts = _registry_classes(index, registry, "_SPECULATIVE_DECODING_MODELS")
     without_pp = sorted(a for a, found in gen.items() if found and not index.supports_pp(*found))
     drafts_pp = sorted(a for a, found in drafts.items() if found and index.supports_pp(*found))
+    stage_numbered = sorted(a for a, found in drafts.items() if found and _numbers_from_stage(index, *found))
     relay = []
     for arch, found in sorted(gen.items()):
         if not found or not index.inherits(*found, "SupportsEagle3"):
@@ -600,7 +601,25 @@ def vllm_class_facts(tree: SourceTree) -> dict:
     return {"architectures_without_pp": without_pp, "draft_architectures_with_pp": drafts_pp,
             # the draft classes SpeculativeConfig.hf_config_override turns an MTP target into
             "mtp_architectures": sorted(mtp_archs),
-            "aux_hidden_states_over_pp": relay, "draft_pp": draft_pp, "aux_methods": _aux_methods(tree, index)}
+            "aux_hidden_states_over_pp": relay, "draft_pp": draft_pp, "aux_methods": _aux_methods(tree, index),
+            # draft classes whose own layers are numbered from the target's layer count on this pipeline stage
+            # (`start_layer_id=model_config.get_num_layers(parallel_config)`, llama_eagle.py): at pp > 1 the
+            # head's first layer can take the name of a target layer of the last stage (SRG346)
+            "draft_architectures_stage_numbered": stage_numbered}
+
+
+def _numbers_from_stage(index: ClassIndex, rel: str, cls: ast.ClassDef) -> bool:
+    """A draft class (or a base it inherits) that calls `<model_config>.get_num_layers(...)`: the per-stage
+    layer count (ModelConfig.get_num_layers(parallel_config) = end - start of this rank's stage), where
+    EAGLE-3's classes take get_total_num_hidden_layers()."""
+    for _, c in index.lineage(rel, cls):
+        if isinstance(c, str):
+            continue
+        for node in ast.walk(c):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "get_num_layers":
+                return True
+    return False
 
 
 def _aux_methods(tree: SourceTree, index: ClassIndex) -> list[str]:

@@ -35,6 +35,7 @@ from .inherit import derived_max_len, engine_rules, merge_overrides, rope_of, te
 from ..engine.coverage import rewrites  # the MTP rewrite table (which MTP class a target's layer becomes)
 from ..engine.releases import Release, known, release, release_data
 from ..engine.servedarch import served_architectures
+from ..pipeline import pp_layer_range
 from .config_spelling import serving
 
 
@@ -306,6 +307,48 @@ def mtp_class(rel: Release, facts) -> str | None:
     return min(names, key=len) if names else None
 
 
+def draft_layer_names_check(rel: Release | None, draft, target, pp: int, method: str | None) -> list[Diagnostic]:
+    """SRG346: under --pp > 1 on a release that runs the draft at pipeline size 1 on the last stage, a draft
+    class that numbers its layers from the target's layer count on that stage (engine_rules.yaml
+    start_limits.draft_layer_names) names a layer the stage's target already has: vLLM refuses at model
+    build with "Duplicate layer name"."""
+    classes = _classes(rel)
+    if pp <= 1 or rel is None or classes.get("draft_pp") == "target":
+        return []
+    served = _served_draft_class(rel, draft, target, method)
+    total = target.num_layers
+    if served not in (classes.get("draft_architectures_stage_numbered") or []) or not total or pp > total:
+        return []
+    start, end = pp_layer_range(total, pp - 1, pp)
+    count = end - start
+    own = range(count, count + max(int(draft.num_layers or 1), 1))
+    taken = [i for i in own if start <= i < end]
+    if not taken:
+        return []
+    rule = limits()["draft_layer_names"]
+    name = f"model.layers.{taken[0]}.self_attn.attn"
+    return [diag(rule["code"], f"the draft is served as {served}, which numbers its layers from the target's layer "
+                 f"count on this pipeline stage ({count}, layers {start}-{end - 1} of the last of {pp} stages, where "
+                 f"{rel.label()} builds the draft): its layer {taken[0] - count} is named like the target's layer "
+                 f"{taken[0]} and vLLM refuses at model build: \"{rule['vllm_says'].format(prefix=name)}\" "
+                 f"({rule['source']})", Location(draft.source, key_path="architectures"),
+                 "serve with a pipeline size whose last stage does not start at or below its own layer count "
+                 "(for this target: " + (", ".join(str(p) for p in _safe_pp(total, int(draft.num_layers or 1), pp))
+                                         or "none up to 8") + "), or with --pp 1")]
+
+
+def _safe_pp(total: int, draft_layers: int, asked: int) -> list[int]:
+    """Pipeline sizes up to 8 (other than the one asked) whose last stage the head's layer names miss."""
+    out = []
+    for p in range(2, 9):
+        if p == asked or p > total:
+            continue
+        start, end = pp_layer_range(total, p - 1, p)
+        if not any(start <= i < end for i in range(end - start, end - start + draft_layers)):
+            out.append(p)
+    return out
+
+
 def aux_relay_check(rel: Release | None, draft, target, pp: int, method: str | None) -> list[Diagnostic]:
     """SRG345: the V2 runner (the GPU default) verifies at load that a target relays aux hidden states
     between pipeline stages when the drafter reads them (eagle3_utils.verify_supports_aux_hidden_states_over_pp):
@@ -395,6 +438,7 @@ def engine_start_check(plan, draft, target, *, version: str | None = None, metho
             + gdn_check(rel, target, tp)
             + vocab_check(draft, target, tp, draft_tp)
             + pipeline_check(rel, draft, target, rt.pp_size, method)
+            + draft_layer_names_check(rel, draft, target, rt.pp_size, method)
             + aux_relay_check(rel, draft, target, rt.pp_size, method)
             + max_len_check(target, max_model_len, hf_overrides))
 

@@ -35,14 +35,11 @@ CONSTRUCT_LIMITS = [
     ("no attribute 'markov_rank'", {"SRG681"}),  # qwen3_dspark.py reads the top-level key with no default
     # 0.25-0.28 rewrite a qwen3 DSpark head to DeepSeek-V4's DSparkDraftModel, which reads hc_mult
     ("no attribute 'hc_mult'", {"SRG753"}),
+    # an EAGLE-1 head numbering its layers from the last stage's layer count (llama_eagle.py) at pp > 1
+    ("Duplicate layer name", {"SRG346"}),
 ]
 # construction refusals surgery does not say yet (a rule to write), each with why
-UNSAID = {
-    "Duplicate layer name": "EAGLE-1 heads at pp > 1: llama_eagle.py numbers the head's layer from the target's "
-                            "layer count on this stage (ModelConfig.get_num_layers(parallel_config)), so on the last "
-                            "stage it takes the name of the stage's first target layer and Attention refuses the "
-                            "duplicate (vLLM 0.34's proposer is built on the last pipeline stage); no rule in surgery",
-}
+UNSAID: dict[str, str] = {}
 AT_BUILD_CODES = {"SRG681"}
 
 
