@@ -194,3 +194,21 @@ def test_the_default_interpreter_is_this_one_only_if_it_imports_the_engine(monke
                                    method="eagle3")
     assert codes(diags) == [("SRG764", "warning")]
     assert "this interpreter cannot import it and no --engine-python was given" in diags[0].message
+
+
+def test_the_runs_folder_is_removed_with_what_the_runner_left_in_it(tmp_path, monkeypatch):
+    """The runner's working folder goes, files the engine wrote there included (vLLM and SGLang write caches
+    and locks where they run): nothing is left in the temp folder after a run."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    script = runner(tmp_path, """
+        import pathlib
+        cases = json.load(sys.stdin)
+        pathlib.Path("engine-cache").mkdir()
+        pathlib.Path("engine-cache", "lock").write_text("x")
+        print(json.dumps({"engine": "vllm", "version": "9.9.9", "verdicts": []}))
+    """)
+    run = ask_run("vllm", sys.executable, CASES, runner=script, timeout_s=60)
+    assert run.failure is None and run.version == "9.9.9"
+    assert list(temp.iterdir()) == []

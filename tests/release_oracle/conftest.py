@@ -40,5 +40,4 @@ def oracle_runs(cases):
                                                            runner=venvs.CONSTRUCT_RUNNER)
     yield runs
     for run in runs.values():
-        if run.proc.poll() is None:
-            run.proc.kill()
+        run.discard()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -179,10 +180,8 @@ def ask_run(engine: str, python: str, cases: list[dict], *, timeout_s: float = T
             _wait(proc, run, timeout_s, max_rss_mb)
         _read(run, (folder / "out").read_text(encoding="utf-8", errors="replace"),
               (folder / "err").read_text(encoding="utf-8", errors="replace"))
-    finally:
-        for name in ("in.json", "out", "err"):
-            (folder / name).unlink(missing_ok=True)
-        folder.rmdir()
+    finally:  # the whole folder: a runner may leave files of its own in its working folder
+        shutil.rmtree(folder, ignore_errors=True)
     return run
 
 
