@@ -98,6 +98,8 @@ def _add_pair_args(p: argparse.ArgumentParser, required: bool = True, target_req
                    help=f"target {MODEL_HELP}" + ("" if target_required is not False else
                                                   "; left out: a speculators draft's verifier"))
     p.add_argument("--draft", required=required, metavar="D", help=f"draft {MODEL_HELP}")
+    p.add_argument("--patch", default=None, metavar="FILE", help="the draft as `surgery probe --write FILE` decided "
+                   "it: a copy of --draft with the patch's config and weight edits is what runs (docs/probe.md)")
     _add_refresh_arg(p)
     p.add_argument("--pp", type=_parallel_size, default=1, metavar="N", help="pipeline-parallel size (default 1)")
     p.add_argument("--tp", type=_parallel_size, default=1, metavar="N", help="tensor-parallel size (default 1)")
@@ -371,14 +373,15 @@ def _parser_probe(sub) -> None:
                                       "  surgery probe eagle3 --engine vllm --target T --draft D --prompts prompts.txt "
                                       "--write patch.yaml\n  surgery probe eagle3 --engine vllm --tune --tokens 128\n"
                                       "  surgery probe eagle3 --engine vllm --check --expect acceptance.csv",
-                                      one="the pair cannot be probed (a recipe or config error); --check: a regression"),
+                                      one="cannot probe (the engine refuses every candidate, or validate refuses the pair and no answer lifts it); --check: a regression"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="recipe file, or the name of a shipped recipe (see `surgery recipes`)")
     p.add_argument("--target", default=None, metavar="T", help="target model folder (left out with --draft: the "
                    "recipe's built-in miniature pair)")
     p.add_argument("--draft", default=None, metavar="D", help="draft model folder")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="hf (default, Gemma 4 pairs) or vllm")
+    p.add_argument("--engine", choices=["hf", "vllm"], default=None, help="hf or vllm (default: the recipe's: hf for "
+                   "Gemma 4 assistant pairs, which surgery's HF loader builds, vllm for every other pair)")
     p.add_argument("--prompts", default=None, metavar="FILE", help="one prompt per line (default: the built-in prompts)")
     p.add_argument("--max-prompts", type=_positive_int, default=None, metavar="N", help="decode the first N prompts only")
     p.add_argument("--tokens", type=_positive_int, default=48, metavar="N", help="tokens decoded per prompt (default 48)")
@@ -387,7 +390,10 @@ def _parser_probe(sub) -> None:
     p.add_argument("--threads", type=_positive_int, default=None, metavar="N", help="hf engine on CPU: torch threads")
     p.add_argument("--card", default=None, help="the accelerator's name for the expectation's source (default cpu)")
     p.add_argument("--write", default=None, metavar="FILE", help="write the config patch, its provenance and the "
-                   "measured expectation (guard.expect) as YAML; only when decided")
+                   "measured expectation (guard.expect) as YAML; only when decided. validate, plan, audit and apply "
+                   "take it back with --patch FILE")
+    p.add_argument("--write-draft", default=None, metavar="DIR", help="with --write: also the patched draft folder "
+                   "(what `vllm serve` with the plugin takes as the draft; unchanged weights linked)")
     p.add_argument("--no-early-stop", action="store_true", help="decode every prompt of every candidate")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     g = p.add_argument_group("modes: the pair as given, no question asked (docs/probe.md)")
@@ -459,6 +465,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(out)
             return EXIT_USAGE
         handler = load_entry(COMMANDS[args.command])
+        if getattr(args, "patch", None):  # the probe's decided wiring (issue 66): the draft is a patched copy
+            with load_entry("surgery.probe.patch:patched_folder")(args.patch, args.draft) as folder:
+                args.draft = folder
+                return handler(args, out)
         if getattr(args, "refresh", False):
             from .hub import settings as hub_settings  # surgery.hub only for --refresh or a hub id
 

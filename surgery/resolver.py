@@ -154,8 +154,12 @@ class _Resolver:
                 whole = d.key.split("[", 1)[0]
                 decides = None if whole != d.key and whole in defaulted else self.default_decides(side, f, d.key)
                 if decides:
-                    self.add("SRG208", f"{side} {d.key}: {d.value!r} from the transformers config class, not from "
-                             f"config.json; it decides {decides}", Location(f.source, key_path=d.key),
+                    stated = _stated(f.raw, d.key)
+                    origin = ("from the transformers config class, not from config.json" if stated is _ABSENT else
+                              f"made by the transformers config class from the {stated!r} config.json states "
+                              "(its __post_init__ replaces that value)")
+                    self.add("SRG208", f"{side} {d.key}: {d.value!r} {origin}; it decides {decides}",
+                             Location(f.source, key_path=d.key),
                              "write the field into config.json as the checkpoint has it")
                 else:
                     self.add("SRG203", f"{side} {d.key} missing; used {d.value!r}", Location(f.source, key_path=d.key))
@@ -686,3 +690,18 @@ class _Resolver:
 
 def resolve(recipe: Recipe, draft: ModelFacts, target: ModelFacts, runtime: Runtime | None = None) -> Plan:
     return _Resolver(recipe, draft, target, runtime or Runtime()).run()
+
+
+_ABSENT = object()
+
+
+def _stated(raw, dotted: str):
+    """The value config.json states at `dotted` (`text_config.num_kv_shared_layers`), or _ABSENT: SRG208 says
+    "not from config.json" only when the file does not state the key (issue 66: a stated 0 replaced by the
+    class's __post_init__ is the class's value, but the file did state one)."""
+    node = raw
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node

@@ -7,7 +7,9 @@ data is surgery/data/engine_rules.yaml, read from vLLM 0.32's model classes):
 """
 from __future__ import annotations
 
+from ..facts.drafts import BLOCK_DRAFT_ID_KEYS
 from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.words import a_count
 from .inherit import engine_rules, served_module, text_part
 
 
@@ -45,12 +47,14 @@ def capture_check(plan, draft, target) -> list[Diagnostic]:
     reach = rules["vllm"]["reach"]
     lo, hi = reach_bound(reach["lo"], L), reach_bound(reach["hi"], L)
     out = []
+    key, written = ids_key(draft)
     for op in ops:
         bad = [i for i in (op.layers or ()) if not lo <= i <= hi]
         if bad:
-            out.append(diag("SRG648", f"aux ids {bad} are outside {lo}..{hi}, what vLLM {version}'s {module} capture "
-                            f"loop reaches for a {L}-layer target: those slots are never filled",
-                            Location(draft.source, key_path="eagle_aux_hidden_state_layer_ids")))
+            said = "aux ids" if key.endswith(IDS) else f"captured layers (`{key}` {written} + 1)"
+            out.append(diag("SRG648", f"{said} {bad} are outside {lo}..{hi}, what vLLM {version}'s {module} capture "
+                            f"loop reaches for {a_count(L, 'layer')} target: those slots are never filled",
+                            Location(draft.source, key_path=key)))
     history = [h for h in rules["history"] if h["module"] == module]
     for h in history:
         hlo, hhi = reach_bound(h["reach"]["lo"], L), reach_bound(h["reach"]["hi"], L)
@@ -58,8 +62,30 @@ def capture_check(plan, draft, target) -> list[Diagnostic]:
         if bad:
             out.append(diag("SRG648", f"aux ids {bad}: {h['engine']} builds before {h['until']} reach only "
                             f"{hlo}..{hhi} with {module}" + (f" ({h['note']})" if h.get("note") else ""),
-                            Location(draft.source, key_path="eagle_aux_hidden_state_layer_ids"), severity=INFO))
+                            Location(draft.source, key_path=key), severity=INFO))
     return out
+
+
+IDS = "eagle_aux_hidden_state_layer_ids"
+
+
+def ids_key(draft) -> tuple[str, list | None]:
+    """(the key the head's layer ids are read from, as vLLM reads them, and the ids written there): the EAGLE-3
+    key (top level, then eagle_config), else a DFlash / DSpark draft's own numbering (captured at id + 1).
+    SRG648 names it: a DFlash config has no eagle_aux_hidden_state_layer_ids (issue 66)."""
+    raw = draft.raw if isinstance(draft.raw, dict) else {}
+    nested = raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}
+    if raw.get(IDS):
+        return IDS, raw[IDS]
+    if nested.get(IDS):
+        return f"eagle_config.{IDS}", nested[IDS]
+    for key in BLOCK_DRAFT_ID_KEYS:
+        node = raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node:
+            return key, node
+    return IDS, None
 
 
 def norm_flags(raw: dict) -> dict[str, object]:

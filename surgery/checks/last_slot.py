@@ -7,6 +7,7 @@ surgery/data/engine_rules.yaml `last_slot`."""
 from __future__ import annotations
 
 from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
+from ..text.words import a_count
 from .inherit import engine_rules
 from ..formats import format_of
 from ..formats.conventions import trained_on
@@ -30,7 +31,7 @@ def last_slot_check(plan, draft, target, producer: str | None = None) -> list[Di
     trained = (rules["trained_from"].get(who) or {}) if who else {}
     where = Location(draft.source, key_path=fmt.where_written or "eagle_aux_hidden_state_layer_ids")
     state = {"pre_norm": "before the final norm", "post_norm": "after the final norm"}
-    served = f"vLLM fills slot {L} (of a {L}-layer target) with the residual stream {state[rules['vllm']]}"
+    served = f"vLLM fills slot {L} (of {a_count(L, 'layer')} target) with the residual stream {state[rules['vllm']]}"
     if trained.get("from") == "vllm":
         return []
     if trained.get("from") == "hf":

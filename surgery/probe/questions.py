@@ -22,55 +22,16 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..formats import format_of
 from ..formats.conventions import default_ids, to_vllm
 from ..formats.table import conventions
+from ..resources import load_data
+from . import field as fq
 from . import weights
+from .answers import AUX_KEY, D2T_KEY, DROP, NORM_KEY, ROPE_KEYS, Answer, Question  # noqa: F401
 
-AUX_KEY = "eagle_aux_hidden_state_layer_ids"
-NORM_KEY = "norm_before_residual"
-ROPE_KEYS = ("rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor")
-DROP = object()  # an edit that removes the key
-D2T_KEY = "d2t"
-QUESTION_CODES = ("SRG659", "SRG640", "SRG658", "SRG618", "SRG613", "SRG495")
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One answer to a question: `edits` (dotted key -> value, or DROP) turn the draft's config into
-    the one that says it; `tensors` (tensor name -> new values, or DROP) the draft's weights;
-    `override` the recipe override that says the same (--write); `as_served` marks the reading the
-    engine takes from the config (and weights) as they are."""
-    name: str
-    edits: tuple[tuple[str, Any], ...] = ()
-    as_served: bool = False
-    tensors: tuple[tuple[str, Any], ...] = ()
-    tensor_note: str = ""  # what the tensor edit is, for the report and the patch
-    override: dict | None = None
-
-    def to_dict(self) -> dict:
-        out = {"name": self.name, "as_served": self.as_served,
-               "edits": {k: ("<dropped>" if v is DROP else v) for k, v in self.edits}}
-        if self.tensors:
-            out["tensors"] = {k: self.tensor_note or ("<dropped>" if v is DROP else "rewritten") for k, v in self.tensors}
-        if self.override:
-            out["override"] = self.override
-        return out
-
-
-@dataclass(frozen=True)
-class Question:
-    code: str
-    key: str  # the config key the answers write
-    text: str
-    answers: tuple[Answer, ...]
-    finding: str = ""
-
-    def to_dict(self) -> dict:
-        return {"code": self.code, "key": self.key, "question": self.text, "finding": self.finding,
-                "answers": [a.to_dict() for a in self.answers]}
+QUESTION_CODES = ("SRG659", "SRG640", "SRG658", "SRG618", "SRG613", "SRG495", "SRG801")
 
 
 @dataclass
@@ -80,11 +41,25 @@ class Questions:
     findings: list[dict] = field(default_factory=list)  # every question code validate reported, as given
     settled: list[str] = field(default_factory=list)  # one answer left once the target's shape is read
     unanswerable: list[str] = field(default_factory=list)  # no alternative the engine can serve: not measurable
+    fixed: list = field(default_factory=list)  # field.Fixed: answered without measuring (weights, the one servable reading)
+    own: list = field(default_factory=list)  # the probe's own findings (field.py: SRG499 / SRG502), as diagnostics
+
+    @property
+    def base_edits(self) -> tuple:
+        """Config edits every candidate carries: the fixed answers that are not the served reading."""
+        return tuple(e for f in self.fixed if not f.answer.as_served for e in f.answer.edits)
+
+    @property
+    def covers(self) -> list[str]:
+        """What a decision covers: every question measured or answered, by id."""
+        return [q.id for q in self.open] + [f.question.id for f in self.fixed]
 
 
-def open_questions(diagnostics, draft_facts, target_facts, draft_dir=None) -> Questions:
-    """The questions among `diagnostics` the probe can answer, with their answers. `draft_dir`: the
-    draft folder, for the questions answered by editing weights (none asked without it)."""
+def open_questions(diagnostics, draft_facts, target_facts, draft_dir=None, method: str | None = None) -> Questions:
+    """The questions among `diagnostics` the probe can answer, with their answers, then the probe's own
+    (field.py: what no check reports). `draft_dir`: the draft folder, for the questions answered by editing
+    or reading weights (none asked without it). `method`: the engine's speculative method (which head
+    class reads which flag)."""
     out = Questions()
     seen = set()
     for d in diagnostics:
@@ -96,7 +71,8 @@ def open_questions(diagnostics, draft_facts, target_facts, draft_dir=None) -> Qu
         seen.add(key)
         out.findings.append({"code": d.code, "message": d.message})
         q = BUILDERS[d.code](draft_facts, target_facts, d.message, draft_dir)
-        if q is not None and len(q.answers) == 1 and q.code == "SRG659" and q.answers[0].as_served:
+        if q is not None and len(q.answers) == 1 and q.code == "SRG659":
+            out.fixed.append(fq.Fixed(q, q.answers[0], "settled"))
             out.settled.append(f"{q.code}: only {q.answers[0].name} names layers this target has "
                                "(the other readings name layers past its last)")
         elif q is None and d.code in WEIGHT_CODES:
@@ -107,7 +83,39 @@ def open_questions(diagnostics, draft_facts, target_facts, draft_dir=None) -> Qu
                                     "nothing to compare: the probe cannot tell whether it is the trained one")
         else:
             out.open.append(q)
+    _own(out, draft_facts, target_facts, draft_dir, method, seen)
     return out
+
+
+def _own(out: Questions, draft, target, folder, method, seen) -> None:
+    """The probe's own questions (field.py), where validate asked nothing about the same key."""
+    codes = {code for code, _ in seen}
+    asked = {q.key for q in out.open} | {f.question.key for f in out.fixed}
+    own: list = []
+    if "SRG659" not in codes and "SRG640" not in codes:
+        own.append(fq.ids_question(draft, target, method))
+    if "SRG618" not in codes:
+        own.append(fq.rope_question(draft, target, method))
+    own.append(fq.dspark_layout_question(draft, method))
+    if "SRG801" not in codes:
+        own.append(fq.causal_own(draft, method))
+    own += fq.norm_questions(draft, method, asked | ({NORM_KEY} if "SRG658" in codes else set()))
+    for finding, q in own:
+        if q is None:
+            continue
+        out.own.append(finding)
+        out.findings.append({"code": finding.code, "message": finding.message})
+        if len(q.answers) >= 2:
+            out.open.append(q)
+        elif len(q.answers) == 1:  # the written ids name a layer the target lacks: the one reading left
+            out.fixed.append(fq.Fixed(q, q.answers[0], "settled"))
+            out.settled.append(f"{q.id}: only {q.answers[0].name} names layers this target has")
+        else:
+            out.unanswerable.append(f"{q.id}: no reading names layers this target has")
+    for finding, fixed in fq.weight_flags(draft, method, folder):
+        out.own.append(finding)
+        out.findings.append({"code": finding.code, "message": finding.message})
+        out.fixed.append(fixed)
 
 
 def _aux_convention(draft, target, message, folder=None) -> Question | None:
@@ -118,12 +126,14 @@ def _aux_convention(draft, target, message, folder=None) -> Question | None:
     served = tuple(fmt.ids_written) if fmt.where_written == AUX_KEY else None
     readings: dict[tuple[int, ...], list[str]] = {}
     for w in fmt.writers:
-        readings.setdefault(tuple(to_vllm(fmt.ids_written, w)), []).append(w)
+        readings.setdefault(tuple(to_vllm(fmt.ids_written, w)), []).append(f"{w}'s convention")
+    for s in load_data("data/probe.yaml")["layer_ids"]["shifts"]:  # the field's mistakes, whatever the producer
+        readings.setdefault(tuple(i + int(s["shift"]) for i in fmt.ids_written), []).append(s["name"])
     answers = []
     for ids, who in readings.items():
         if any(i < 0 or i > L for i in ids):
             continue  # names a layer this target does not have: not how the head was trained
-        answers.append(Answer(f"ids in {'/'.join(who)}'s convention: vLLM ids {list(ids)}",
+        answers.append(Answer(f"ids in {' / '.join(who)}: vLLM ids {list(ids)}",
                               ((AUX_KEY, list(ids)),), as_served=ids == served))
     return Question("SRG659", AUX_KEY, f"which convention are the ids {list(fmt.ids_written)} written in?",
                     tuple(answers), message)
@@ -183,7 +193,7 @@ def _own_module(draft, target, message, folder=None) -> Question | None:
                     f"(the target's {role} is what it was trained with)?",
                     (Answer(f"the draft's own {role} ({own.name})", (), as_served=True),
                      Answer(f"the target's {role} (the draft's {own.name} dropped)", (), tensors=((own.name, DROP),),
-                            tensor_note="dropped: the engine shares the target's",
+                            tensor_note="dropped: the engine shares the target's", tensor_op="drop",
                             override={"share_module": {"role": role, "if_draft_has_own": "share"}})), message)
 
 
@@ -198,9 +208,15 @@ def _d2t(draft, target, message, folder=None) -> Question | None:
     return Question("SRG495", D2T_KEY, "are the d2t values offsets (target = i + d2t[i]) or absolute target ids?",
                     (Answer("d2t as offsets (the engine's reading)", (), as_served=True),
                      Answer("d2t as absolute target ids (rewritten as offsets)", (), tensors=((name, offsets),),
-                            tensor_note="absolute ids rewritten as offsets: d2t[i] - i")), message)
+                            tensor_note="absolute ids rewritten as offsets: d2t[i] - i",
+                            tensor_op="d2t_absolute_to_offsets")), message)
+
+
+def _causal(draft, target, message, folder=None) -> Question | None:
+    """SRG801: a DFlash draft states no dflash_config.causal: causal or not (field.py)."""
+    return fq.causal_question(draft, message)
 
 
 BUILDERS = {"SRG659": _aux_convention, "SRG640": _aux_default, "SRG658": _norm, "SRG618": _rope,
-            "SRG613": _own_module, "SRG495": _d2t}
+            "SRG613": _own_module, "SRG495": _d2t, "SRG801": _causal}
 WEIGHT_CODES = ("SRG613", "SRG495")

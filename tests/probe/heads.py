@@ -31,7 +31,7 @@ class Head:
     draft: Path
     target: Path
     edits: dict = field(default_factory=dict)  # key -> value (DROP: remove); dotted keys reach nested mappings
-    truth: str | None = None  # substring of the right answer's candidate name; None: only undecided is right
+    truth: str | tuple | None = None  # substring(s) of the right answer(s); None: only undecided / cannot probe is right
     healthy: bool = False
     speculators: bool = False  # convert the draft to the speculators format first (surgery convert)
     what: str = ""
@@ -249,27 +249,39 @@ def build(head: Head, dest: Path) -> Path:
     return folder
 
 
+def truths(head: Head) -> tuple[str, ...]:
+    return (head.truth,) if isinstance(head.truth, str) else tuple(head.truth or ())
+
+
 def verdict(head: Head, result: dict) -> str:
-    """'recovered' | 'confirmed' | 'undecided' | 'WRONG' for a probe result against the head's truth."""
+    """'recovered' | 'confirmed' | 'undecided' | 'cannot probe' | 'WRONG' for a probe result against the
+    head's truth (issue 66's status: decided (changed / confirmed), undecided, cannot probe). A decision is
+    right when every truth substring names the winning candidate or an answer it decided (an answer fixed
+    without measuring is not in the candidate's name); a healthy head must be decided and confirmed."""
     dec = result["decision"]
     if dec["status"] == "undecided":
         return "undecided"
+    if dec["status"] == "cannot probe":
+        return "cannot probe"
     if head.healthy:
-        return "confirmed" if dec["status"] in ("confirmed", "nothing to decide") else "WRONG"
-    if head.truth is None or dec["status"] not in ("changed", "confirmed"):
-        return "WRONG"
-    return "recovered" if head.truth in dec.get("candidate", "") else "WRONG"
+        return "confirmed" if dec.get("outcome") == "confirmed" else "WRONG"
+    if not truths(head):
+        return "WRONG"  # nothing measurable says the truth: only undecided or cannot probe is right
+    said = " | ".join([dec.get("candidate", "")] + [a.get("name", "") for a in (dec.get("answers") or {}).values()])
+    return "recovered" if all(t in said for t in truths(head)) else "WRONG"
 
 
 def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3) -> dict:
     """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts."""
     from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair, held_out_prompts
-    from surgery.commands.probe import validate_findings
+    from surgery.commands.probe import engine_device, validate_findings
+    from surgery.probe.expected import expected_for
     from surgery.probe.runner import ProbeInput, probe
     from surgery.recipe import load_recipe
 
     recipe = load_recipe(head.recipe)
+    pair = builtin_pair(head.recipe)
     if head.engine == "hf":
         from surgery.probe.measure_hf import HFMeasurer
 
@@ -278,10 +290,13 @@ def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3
     else:
         from surgery.probe.measure_vllm import VLLMMeasurer
 
-        pair = builtin_pair(head.recipe)
         texts = pair.prompts
         extra = {"parallel_drafting": True} if pair.info.get("parallel_drafting") else None
         measurer = VLLMMeasurer(recipe, head.target, pair.method, extra)
+    device = engine_device(head.engine)
     inp = ProbeInput(recipe, head.target, folder, [encode(t) for t in texts[:prompts]], "builtin", tokens, k,
-                     validate_findings(recipe, folder, head.target))
+                     validate_findings(recipe, folder, head.target, device),
+                     validate=lambda f: validate_findings(recipe, f, head.target, device),
+                     method=pair.method if pair is not None else None,
+                     expected=expected_for(recipe, pair, head.engine))
     return probe(inp, measurer)

