@@ -19,7 +19,7 @@ from ..plan import Runtime
 from ..probe.expected import expected_for
 from ..probe.measure_hf import HFMeasurer
 from ..probe.measure_vllm import VLLMMeasurer
-from ..probe.pairmatch import recognise
+from ..probe.pairmatch import PAIR, TARGET, recognise
 from ..probe.patch import patched_draft
 from ..probe.report import diagnostics, render  # noqa: F401 - the report's home; tests import them from here too
 from ..probe.runner import ProbeInput, probe
@@ -89,7 +89,7 @@ def pair_for(recipe, engine: str, target, draft):
         raise SurgeryError(diag("SRG011", "give both --target and --draft, or neither (the built-in pair)"))
     method = recipe.engine.get("vllm", {}).get("method")
     if target is not None:  # a built-in pair given as folders (itself, or as `pair export` wrote it): its prompts
-        pair = recognise(recipe.name, Path(target), Path(draft))
+        pair, _ = recognise(recipe.name, Path(target), Path(draft))
         if pair is None:
             return Path(target), Path(draft), None, method, None
         return Path(target), Path(draft), pair, pair.method or method, _spec_extra(pair)
@@ -152,11 +152,12 @@ def cmd_probe(args, out) -> int:
 
         return run_mode(args, out, recipe, target, draft, pair, method, extra, prompts, source)
     device = engine_device(args.engine)
+    how = recognise(recipe.name, Path(target), Path(draft))[1] if args.target is not None else PAIR
     inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,
                      max_new_tokens=args.tokens, k=args.num_draft_tokens,
                      diagnostics=validate_findings(recipe, draft, target, device),
                      validate=lambda folder: validate_findings(recipe, folder, target, device), method=method,
-                     expected=expected_for(recipe, pair, args.engine))
+                     expected=expected_for(recipe, pair if how != TARGET else None, args.engine))
     if args.engine == "hf":
         measurer = HFMeasurer(recipe, target, device=args.device, threads=args.threads)
     else:
@@ -165,10 +166,12 @@ def cmd_probe(args, out) -> int:
         else (lambda m: None)
     result = probe(inp, measurer, progress=progress, early_stop=not args.no_early_stop)
     if pair is not None and args.target is not None:
-        result["pair"] = f"the built-in {pair.recipe} pair (SRG504): its held-out prompts and expectation"
+        result["pair"] = {"builtin": pair.recipe, "holds": how, "prompts": "its held-out prompts, byte tokenizer",
+                          "expectation": how != TARGET}
     result["diagnostics"] = [d.to_dict() for d in diagnostics(result, draft)]
     if pair is not None and args.target is not None:
-        result["diagnostics"].append(diag("SRG504", f"{target} and {draft} hold the built-in {pair.recipe} pair",
+        result["diagnostics"].append(diag("SRG504", f"{target} and {draft} hold {how} of the built-in {pair.recipe} "
+                                          "pair: its held-out prompts" + (" and its expectation" if how != TARGET else ""),
                                           Location(file=str(draft))).to_dict())
     if args.write:
         doc = document(result, draft, target, pins(target, draft), card=args.card)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from ..pairs import builtin_pair, builtin_pairs
@@ -37,14 +38,13 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def same_folder(given: Path, builtin: Path) -> bool:
+def same_weights(given: Path, builtin: Path) -> bool:
+    """The weight files of `given` are byte-identical to `builtin`'s (both folders exist)."""
     given, builtin = Path(given), Path(builtin)
     if not given.is_dir() or not builtin.is_dir():
         return False
     if given.resolve() == builtin.resolve():
         return True
-    if _config(given) is None or _config(given) != _config(builtin):
-        return False
     for name in WEIGHTS:
         a, b = given / name, builtin / name
         if a.exists() != b.exists():
@@ -54,13 +54,30 @@ def same_folder(given: Path, builtin: Path) -> bool:
     return True
 
 
+def same_folder(given: Path, builtin: Path) -> bool:
+    """Config (parsed) and weights alike."""
+    return same_weights(given, builtin) and (Path(given).resolve() == Path(builtin).resolve() or
+                                             (_config(given) is not None and _config(given) == _config(builtin)))
+
+
+# how much of a built-in pair the given folders hold, most first
+PAIR, HEAD_WEIGHTS, TARGET = "pair", "the pair's weights", "the pair's target"
+
+
+@lru_cache(maxsize=8)  # pair_for and the report ask once each per command
 def recognise(recipe_name: str, target: Path, draft: Path):
-    """The built-in pair (surgery.pairs.BuiltinPair) whose target and draft `target` / `draft` hold, or
-    None. The recipe's own pair is tried first; any other built-in pair of the same files is not this
-    recipe's (its prompts and expectation belong to another recipe) and is not returned."""
-    names = [recipe_name] if recipe_name in builtin_pairs() else []
-    for name in names:
-        pair = builtin_pair(name)
-        if pair is not None and same_folder(target, pair.target) and same_folder(draft, pair.draft):
-            return pair
-    return None
+    """(built-in pair, how) for the recipe's own built-in pair, or (None, None):
+    - PAIR: both folders hold it (config and weights), as `pair export` writes it: its prompts, its byte
+      tokenizer and its expectation;
+    - HEAD_WEIGHTS: the target and the draft's weights are the pair's, the draft's config.json differs (what the
+      probe is asked about): the same, the expectation included (the weights are the trained head);
+    - TARGET: only the target is the pair's: its prompts and tokenizer (the ids `apply` decodes), no expectation.
+    Another recipe's pair is never returned: its prompts and expectation belong to that recipe."""
+    pair = builtin_pair(recipe_name) if recipe_name in builtin_pairs() else None
+    if pair is None or not same_folder(target, pair.target):
+        return None, None
+    if same_folder(draft, pair.draft):
+        return pair, PAIR
+    if same_weights(draft, pair.draft):
+        return pair, HEAD_WEIGHTS
+    return pair, TARGET

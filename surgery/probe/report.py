@@ -48,7 +48,9 @@ def render(result: dict) -> str:
              f"probe on {result['engine']} {result['release'] or ''}: {p['count']} prompts ({p['source']}), "
              f"{p['max_new_tokens']} tokens each, k={p['k']}"]
     if result.get("pair"):
-        lines.append(f"pair: {result['pair']}")
+        pr = result["pair"]
+        lines.append(f"pair: {pr['holds']} of the built-in {pr['builtin']} pair: {pr['prompts']}"
+                     + (", its expectation" if pr.get("expectation") else ""))
     lines += ["", "open questions"]
     if not result["questions"]:
         said = result["settled"] + result["unanswerable"]
