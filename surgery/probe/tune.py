@@ -374,5 +374,5 @@ def render(r: dict) -> str:
         lines.append(f"{d['severity']} {d['code']}: {d['message']}")
     if r.get("acceptance_csv"):
         lines.append(f"written: {r['acceptance_csv']} (speculators' acceptance.csv columns, the k_max run)")
-    lines.append("limits: batch 1 (under load the best k falls), greedy decoding, these prompts and this engine.")
+    lines.append("limits: one request at a time (under concurrency the best k falls), greedy decoding, these prompts and this engine.")
     return "\n".join(lines)

@@ -199,7 +199,7 @@ def test_cli_tune_text(run_cli, fake_timer):
     code, out, _ = run_cli("probe", "eagle3", "--engine", "vllm", "--tune", "--k-max", "3", "--max-prompts", "2")
     assert code == 0
     assert "recommended: num_speculative_tokens = " in out and "vllm: --speculative-config" in out
-    assert "sglang: --speculative-algorithm EAGLE3" in out and "limits: batch 1" in out
+    assert "sglang: --speculative-algorithm EAGLE3" in out and "limits: one request at a time" in out
 
 
 def test_cli_tune_caps_a_block_drafter(run_cli, fake_timer):
