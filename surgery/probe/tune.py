@@ -161,7 +161,10 @@ def analyse(plain: Run, lo: Run, hi: Run, boot: int = BOOTSTRAP, seed: int = SEE
                      "best_share": round(share[k], 4)})
     measured_lo = tokens_per_round([sum(lo.per_position[i][j] for i in range(n)) / max(1, sum(lo.rounds))
                                     for j in range(lo.k)], lo.k)
-    return {"k": k_best, "interval": [percentile(picks, 0.025), percentile(picks, 0.975)],
+    # the guard's break-even rule in its own unit (docs/vllm.md: a speculative step's time in plain decode steps)
+    guard = {"round_cost": round((point["verify"] + k_best * point["draft"]) / point["t0"], 3),
+             "draft_cost": round(point["draft"] / point["t0"], 3)} if point["t0"] > 0 else {}
+    return {"k": k_best, "interval": [percentile(picks, 0.025), percentile(picks, 0.975)], "guard": guard,
             "speedup": round(s[k_best - 1], 4), "rows": rows, "k_max": k_max, "bootstrap": boot, "prompts": n,
             "plain_step_s": point["t0"], "verify_s": point["verify"], "draft_step_s": point["draft"],
             "round_s": {str(lo.k): point["r_lo"], str(hi.k): point["r_hi"]},
@@ -367,6 +370,9 @@ def render(r: dict) -> str:
         lines.append(f"  (k up to {r['block_cap']}: the draft's trained block)")
     for engine_name, flag in r.get("flags", {}).items():
         lines.append(f"  {engine_name}: {flag}")
+    if r.get("guard"):
+        lines.append(f"  guard (break-even rule, at this k): round_cost {r['guard']['round_cost']:g} plain steps "
+                     f"(draft_cost {r['guard']['draft_cost']:g}): `guard: {{round_cost: {r['guard']['round_cost']:g}}}` in the recipe")
     c = r["check_k_lo"]
     lines.append(f"check: at k={c['k']} the run measured {c['measured_tokens_per_forward']:.2f} tokens per forward, "
                  f"the k_max run predicts {c['predicted']:.2f}")

@@ -67,6 +67,8 @@ def test_recommendation_is_the_model_argmax(draft):
     assert [row["speedup"] for row in r["rows"]] == pytest.approx(s, abs=1e-4)
     # identical prompts: every resample is the point, so is the interval
     assert r["interval"] == [want, want] and r["rows"][want - 1]["best_share"] == 1.0
+    # the guard's break-even unit: the round at the recommended k in plain decode steps
+    assert r["guard"] == {"round_cost": round(1.2 + want * draft, 3), "draft_cost": round(draft, 3)}
 
 
 def test_cheap_draft_prefers_longer_than_a_costly_one():
