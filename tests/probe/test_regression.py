@@ -268,3 +268,13 @@ def test_check_without_expectation_is_coded(tmp_path):
 def test_cli_tolerance_out_of_range_is_a_usage_error(run_cli):
     code, _, err = run_cli("probe", "eagle3", "--engine", "vllm", "--check", "--tolerance", "1.5")
     assert code == 2 and "SRG011" in err
+
+
+def test_another_head_on_the_builtin_target_is_not_held_to_its_figures(run_cli, fake, tmp_path):
+    """The built-in pair's expectation is its own head's: another head on the same target (changed weights)
+    gets no expectation from it (exit 2, SRG545) until one is given with --expect."""
+    from .heads import HEADS, LLAMA, build
+
+    folder = build(next(h for h in HEADS if h.id == "eagle3-embed-random"), tmp_path)
+    code, _, err = run_cli("probe", "eagle3", "--engine", "vllm", "--check", "--target", LLAMA, "--draft", folder)
+    assert code == 2 and "SRG545" in err and fake["m"].asked == []
