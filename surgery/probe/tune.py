@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from statistics import median
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +74,10 @@ class Run:
                "start_s": _r(self.start_s), "first_s": [_r(x) for x in self.first_s],
                "full_s": [_r(x) for x in self.full_s], "rounds": self.rounds, "drafted": self.drafted,
                "per_position": self.per_position}
-        if n and not self.error:
-            out["throughput_tok_s"] = _r(n * self.tokens / sum(self.full_s), 2)
-            out["decode_tok_s"] = _r(n * (self.tokens - 1) / max(1e-12, sum(self.full_s) - sum(self.first_s)), 2)
+        if n and not self.error:  # per request, the median over the prompts (fit's reason); pooled beside it
+            out["throughput_tok_s"] = _r(median(self.tokens / max(1e-12, t) for t in self.full_s), 2)
+            out["decode_tok_s"] = _r(median((self.tokens - 1) / max(1e-12, f - s) for f, s in zip(self.full_s, self.first_s)), 2)
+            out["throughput_tok_s_pooled"] = _r(n * self.tokens / sum(self.full_s), 2)
             if self.k and sum(self.rounds):
                 acc = [sum(p[j] for p in self.per_position) for j in range(self.k)]
                 out["acceptance_length"] = _r(1 + sum(acc) / sum(self.rounds), 4)
@@ -105,15 +107,18 @@ def conditional(p: list[float]) -> list[float]:
 
 def fit(plain: Run, lo: Run, hi: Run, idx: list[int] | None = None) -> dict:
     """T0, R(k_lo), R(k_hi), V, D and p_1..p_{k_hi} over the prompts `idx` (a bootstrap resample; all by
-    default), each a ratio of sums over the prompts (a long prompt weighs by its tokens and rounds)."""
+    default). The times are medians over the prompts of each prompt's decode time per token (T0) or per round
+    (R): timing noise on a shared machine is one-sided (a stall only adds time; on the loaded 2-core
+    development machine one prompt in eight took 10x its neighbours), and a mean lets one stall move the
+    recommendation. The acceptance is a ratio of sums (counts have no such tail)."""
     idx = list(range(len(hi.full_s))) if idx is None else idx
 
-    def decode(run: Run) -> float:
-        return sum(max(0.0, run.full_s[i] - run.first_s[i]) for i in idx)
+    def per(run: Run, unit) -> float:
+        return median([max(0.0, run.full_s[i] - run.first_s[i]) / max(1, unit(i)) for i in idx])
 
-    t0 = decode(plain) / max(1, len(idx) * (plain.tokens - 1))
-    r_lo = decode(lo) / max(1, sum(lo.rounds[i] for i in idx))
-    r_hi = decode(hi) / max(1, sum(hi.rounds[i] for i in idx))
+    t0 = per(plain, lambda i: plain.tokens - 1)
+    r_lo = per(lo, lambda i: lo.rounds[i])
+    r_hi = per(hi, lambda i: hi.rounds[i])
     d = max(0.0, (r_hi - r_lo) / (hi.k - lo.k)) if hi.k != lo.k else 0.0  # a draft step never costs < 0
     v = max(1e-12, r_lo - lo.k * d)
     rounds = sum(hi.rounds[i] for i in idx)
