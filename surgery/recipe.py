@@ -11,7 +11,7 @@ from typing import Any
 from . import expr as expr_lang
 from .text.diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
-from .guard.run import check_recipe_guard
+from .guard.precedence import check_recipe_guard
 from .ops.base import Step
 from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
@@ -104,7 +104,7 @@ class Recipe:
     source: Loaded = field(repr=False)
     layer_sets: dict[str, LayerSetSpec] = field(default_factory=dict)
     # the acceptance guard's settings the recipe ships (`guard:`, as written; checked at load, SRG475): what
-    # acceptance its pair should reach; merged under the engine's own (surgery/guard/run.py `resolve`)
+    # acceptance its pair should reach; merged under the engine's own (surgery/guard/precedence.py `resolve`)
     guard: Any = None
 
     @property

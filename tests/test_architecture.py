@@ -375,7 +375,7 @@ LAZY_DEPENDENCIES = {
     "prometheus_client": "vLLM's metrics client, present only where vLLM is (surgery/vllm/guard.py)",
     "concurrent.futures": "threads for hub reads only (modelfiles/sidebyside.py, checks/safetensors_header.py): threading and queue "
                           "are ~7 ms that `surgery validate` on local files does not pay (bench/cold_start.py)",
-    "difflib": "a did-you-mean on a typo only (guard/core.py, text/schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
+    "difflib": "a did-you-mean on a typo only (guard/settings.py, text/schemacheck.py, checks/engine_start.py, recipe.py): ~1 ms "
                "(heapq) that every `surgery validate` would pay (bench/cold_start.py)",
     "yaml": "PyYAML and its C loader, ~12 ms: the base modules that read YAML (resources.py, text/yamlload.py) import it "
             "when they first read, so `import surgery`, `surgery --help` and `--version` do not pay for it",

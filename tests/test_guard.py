@@ -1,4 +1,4 @@
-"""The acceptance guard's decisions (surgery/guard/core.py) on synthetic counter streams: counts, never time.
+"""The acceptance guard's decisions (surgery/guard/judge.py) on synthetic counter streams: counts, never time.
 
 Each trip kind from a stream that should trip it, and the same stream healthy stays silent; episodes
 fire once and end on a real 'no'; the window forgets; the configuration is checked with SRG475 and a
@@ -13,7 +13,10 @@ import sys
 import pytest
 
 from surgery.text.diagnostics import SurgeryError
-from surgery.guard.core import CODES, Counts, Ended, Guard, Trip, band_name, parse_config, round_cost
+from surgery.guard.counts import Counts
+from surgery.guard.judge import Ended, Guard, Trip, band_name, round_cost
+from surgery.guard.keys import CODES
+from surgery.guard.settings import parse_config
 
 
 def cfg(**kw):
@@ -308,7 +311,7 @@ def test_config_forms():
 
 
 def test_pure_module_imports_no_engine():
-    code = ("import sys, surgery.guard.core as g; g.parse_config({}); g.cost_table();"
+    code = ("import sys, surgery.guard.settings as g; g.parse_config({}); g.cost_table();"
             "bad = [m for m in ('vllm', 'torch', 'sglang', 'transformers') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,7 +11,12 @@ import pytest
 import yaml
 
 from surgery.text.diagnostics import SurgeryError
-from surgery.guard.core import Counts, Guard, Trip, expectation_misses, judge_once, parse_config, source_text, verdict, wilson_upper
+from surgery.guard.bounds import wilson_upper
+from surgery.guard.counts import Counts
+from surgery.guard.expectation import expectation_misses, source_text
+from surgery.guard.judge import Guard, Trip, judge_once
+from surgery.guard.run import verdict
+from surgery.guard.settings import parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}

@@ -1,4 +1,4 @@
-"""A recipe's own `guard:` block and the one precedence of the guard's settings (surgery/guard/run.py `resolve`),
+"""A recipe's own `guard:` block and the one precedence of the guard's settings (surgery/guard/precedence.py `resolve`),
 at the settings level in each engine: no model is run.
 
 - the block is refused at load (schema and guard rules alike) with SRG475, the recipe file, line and key path;
@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from surgery.text.diagnostics import SurgeryError
-from surgery.guard.core import KEYS, _NUMBERS
-from surgery.guard.run import PRECEDENCE, Layer, engine_layer, env_layer, pair_layer, recipe_layer, resolve, ENV_GUARD
+from surgery.guard.keys import KEYS, NUMBERS
+from surgery.guard.precedence import (PRECEDENCE, Layer, engine_layer, env_layer, pair_layer, recipe_layer, resolve,
+    ENV_GUARD)
 from surgery.recipe import load_recipe, parse_recipe
 from surgery.resources import load_schema, recipes_dir
 
@@ -76,7 +77,7 @@ def test_the_schema_lists_the_guards_keys_and_bounds():
     with guard.py's (the schema is what editors show; guard.py is what every engine checks)."""
     node = load_schema("recipe.schema.json")["properties"]["guard"]
     assert set(node["properties"]) == set(KEYS)
-    for key, (kind, low, high, _) in _NUMBERS.items():
+    for key, (kind, low, high, _) in NUMBERS.items():
         sub = node["properties"][key]
         assert sub["type"] == ("integer" if kind is int else "number"), key
         assert (sub.get("minimum"), sub.get("maximum")) == (low, high), key
@@ -149,7 +150,7 @@ def vllm_config(recipe=None, guard=None, k=3):
 
 def test_vllm_selected_recipe_under_additional_config(tmp_path, monkeypatch):
     from surgery.vllm import guard as vguard
-    from surgery.vllm.guardsettings import guard_setting
+    from surgery.vllm.guard import guard_setting
 
     monkeypatch.delenv("SURGERY_RECIPE", raising=False)
     path = write_recipe(tmp_path, GUARD)

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from surgery.text.diagnostics import SurgeryError
-from surgery.guard.run import ENV_GUARD, env_setting, judge, line, run_defaults
+from surgery.guard.precedence import ENV_GUARD, env_setting
+from surgery.guard.run import judge, line, run_defaults
 from surgery.hf import guard as hf_guard
 
 HEALTHY = [(3, 3), (3, 2), (3, 1), (3, 3), (3, 0), (3, 2)] * 10  # p0 = 5/6

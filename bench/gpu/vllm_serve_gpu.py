@@ -12,7 +12,7 @@ group. If the bundle cannot carry a server dependency, the import error is the r
 $OUT/gpu_vllm_serve.json), which is what the README then says.
 
 Issue 58 (vLLM 0.34): the acceptance guard is on with the miniature's small window (additional_config
-surgery.guard.core, as bench/guard_ablations.py), Prometheus runs in multiprocess mode (PROMETHEUS_MULTIPROC_DIR:
+surgery.guard.judge, as bench/guard_ablations.py), Prometheus runs in multiprocess mode (PROMETHEUS_MULTIPROC_DIR:
 the guard's series live in the engine core, docs/vllm.md), and the row records the plugin's report lines
 (checked / applied / KV bound / warmed, surgery/vllm/log.py), the guard's lines (on, trips, ended), every
 `spec-surgery` diagnostic, the /metrics series of spec decoding and of the guard, and a server that fails

@@ -17,7 +17,7 @@ from ..checks.sglang_start import sglang_start_check  # what SGLang refuses at s
 from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 from ..checks.catalogue4 import cli_catalogue4  # the field's fourth catalogue (SRG800-805)
-from ..guard.run import recipe_note  # the recipe's own guard settings, one line (SRG480)
+from ..guard.precedence import recipe_note  # the recipe's own guard settings, one line (SRG480)
 from ..engine.ask.check import engine_check  # --engine-check: the engine asked itself (SRG760-SRG766)
 
 

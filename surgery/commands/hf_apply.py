@@ -23,7 +23,8 @@ from .. import applier  # applier.verify_plan read when called: tests wrap it (t
 from ..facts.modelref import local_snapshot
 from .hf_ablation import ablation
 from ..hf import guard as hf_guard
-from ..guard.run import describe_source, line as guard_line
+from ..guard.expectation import describe_source
+from ..guard.run import line as guard_line
 
 
 class Progress:

@@ -33,7 +33,8 @@ from pathlib import Path
 from ..text.diagnostics import EXIT_INVALID, EXIT_OK, SurgeryError, diag
 from ..options import ApplyOptions
 from ..vllm import decoding
-from ..guard.core import miniature_settings, verdict
+from ..guard.run import verdict
+from ..guard.settings import miniature_settings
 from .vllm_ablation import ablation_rows
 from ..vllm.engine import MAX_TOKENS, NUM_SPEC
 from ..vllm.readout import brief_wiring

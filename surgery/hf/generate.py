@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..text.diagnostics import SurgeryError, diag
-from ..guard.core import Counts
+from ..guard.counts import Counts
 from . import draftgraph, fastdraft
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
@@ -59,7 +59,7 @@ class RoundStats:
         return self.accepted / self.drafted if self.drafted else 0.0
 
     def counts(self):
-        """Per-position counts of the call (surgery.guard.core.Counts: drafts, drafted and accepted at each
+        """Per-position counts of the call (surgery.guard.counts.Counts: drafts, drafted and accepted at each
         position), vLLM's "Per-position acceptance rate" from ``counts().per_position()``."""
         out = Counts()
         for drafted, accepted in self.per_draft:

@@ -1,7 +1,7 @@
 """The acceptance guard in HF runs: which `guard:` settings an HF run is judged with, and the verdict on a
 decoding check's per-draft counts (surgery/guard/run.py judges; this module only gathers the inputs).
 
-Settings: surgery/guard/run.py `resolve`, the one home of the precedence (lowest first; top-level keys one
+Settings: surgery/guard/precedence.py `resolve`, the one home of the precedence (lowest first; top-level keys one
 by one, `expect` / `canary` / `bands` whole):
 1. the guard's run defaults (surgery/data/guard_runs.yaml);
 2. the built-in pair's measured HF acceptance, `expect.hf` of surgery/data/pairs/index.yaml (when the
@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..guard.run import ENV_GUARD, Settings, env_layer, judge, pair_layer, recipe_layer, resolve
+from ..guard.precedence import ENV_GUARD, Settings, env_layer, pair_layer, recipe_layer, resolve
+from ..guard.run import judge
 from ..pairs import builtin_pair, builtin_pairs
 
 __all__ = ["ENV_GUARD", "builtin_recipe_of", "pair_expectation", "method_of", "settings", "verdict"]

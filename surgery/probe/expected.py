@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..text.diagnostics import Diagnostic, Location, diag
-from ..guard.core import GuardConfig, wilson_upper
+from ..guard.bounds import wilson_upper
+from ..guard.settings import GuardConfig
 
 
 def expected_for(recipe: Any, pair: Any, engine: str) -> dict | None:

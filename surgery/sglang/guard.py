@@ -1,5 +1,5 @@
 """The live acceptance guard in an SGLang engine: SGLang's own per-request accept count of each verify
-step, judged by surgery/guard/core.py (the same rules, codes and defaults as the vLLM guard).
+step, judged by surgery/guard/judge.py (the same rules, codes and defaults as the vLLM guard).
 
 Where SGLang counts (0.5.21 and 0.5.23, managers/scheduler_components/batch_result_processor.py
 `_resolve_spec_v2_tokens`, overlap and non-overlap alike): after a verify step, for every request of the
@@ -13,7 +13,7 @@ scheduler process; SGLang's own counters are untouched. The drafted count is the
 accepted path is judged against its depth the same way), read at the draft load.
 
 Settings: the selected recipe's `guard:` block under the `SURGERY_GUARD` environment variable (a JSON
-mapping of guard.py's keys; SRG486 / SRG475), merged by surgery/guard/run.py `resolve` (the one home of the
+mapping of guard.py's keys; SRG486 / SRG475), merged by surgery/guard/precedence.py `resolve` (the one home of the
 precedence); on when a recipe is selected unless `enabled: false`, or with `enabled: true` on a stock engine.
 Trips are logged under SGLang's logger tree (`sglang.surgery`, coded lines), recorded in the
 SURGERY_REPORT file (`guard` event), and with `action: fail` raised from the scheduler (the engine
@@ -24,8 +24,8 @@ import functools
 from typing import Any
 
 from ..text.diagnostics import SurgeryError, diag
-from ..guard.core import Ended, Guard, Trip
-from ..guard.run import ENV_GUARD, env_layer, recipe_layer, resolve
+from ..guard.judge import Ended, Guard, Trip
+from ..guard.precedence import ENV_GUARD, env_layer, recipe_layer, resolve
 from ..recipe import load_recipe
 from . import report
 from .log import get_logger
@@ -42,7 +42,7 @@ __all__ = ["ENV_GUARD", "install", "uninstall", "configure", "observe", "emit", 
 
 
 def settings(recipe: str | None, environ=None):
-    """The merged settings (surgery/guard/run.py Settings): the recipe's `guard:` block, then SURGERY_GUARD."""
+    """The merged settings (surgery/guard/precedence.py Settings): the recipe's `guard:` block, then SURGERY_GUARD."""
     return resolve(recipe_layer(load_recipe(recipe) if recipe else None), env_layer(environ))
 
 

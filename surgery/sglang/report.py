@@ -9,7 +9,7 @@ returned to the launcher: it is appended to the file, one JSON object a line, by
     failed      recipe, algorithm, diagnostics ([{code, message}]), pid: the apply refused (SRG362, SRG501...)
     capture     sglang (SGLang's layers_to_capture), planned, held, pid
     gap         recipe, algorithm, worker: a speculative target set up with no draft applied (SRG363)
-    guard       the acceptance guard's record (surgery/guard/core.py Guard.to_dict: trips, last numbers), at
+    guard       the acceptance guard's record (surgery/guard/judge.py Guard.to_dict: trips, last numbers), at
                 each trip or episode end (surgery/sglang/guard.py)
 
 Unset: nothing is written. A write that fails is logged, never raised into SGLang."""

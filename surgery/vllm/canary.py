@@ -4,7 +4,7 @@ judged by the guard's rules on their own drafts (`additional_config.surgery.guar
 Why: a release regression (the DSpark miniature: 80.8 % on vLLM 0.26, 25.3 % on 0.34, every wiring check
 passing) shows only in acceptance, and the live window judges it only after `min_drafts` drafts of real
 traffic. The canary decodes `prompts` x `tokens` greedily before the engine takes a request and judges the
-drafts with `surgery.guard.core.judge_once`: collapse, break-even and the expectation (SRG474, naming release and
+drafts with `surgery.guard.judge.judge_once`: collapse, break-even and the expectation (SRG474, naming release and
 reference), each only when the Wilson upper end over the canary's drafts is under its threshold (the support
 bound, `expect_z`): a canary of 8 prompts x 48 tokens gives ~100 drafts on a healthy k=3 pair and ~380 on a
 collapsed one, and the line says how many it judged.
@@ -35,7 +35,9 @@ from typing import Any
 
 from ..tinymodels.bytevocab import BYTE_OFFSET, encode
 from ..text.diagnostics import Location, SurgeryError, diag
-from ..guard.core import WHERE, Counts, judge_once
+from ..guard.counts import Counts
+from ..guard.judge import judge_once
+from ..guard.keys import WHERE
 from ..pairs import DEFAULT_PROMPTS
 from .log import DIAGNOSTIC, get_logger
 

@@ -21,7 +21,7 @@ from ..engine.releases import release
 from ..engine.cards import card
 from ..formats.findings import misread_by_runner
 from . import hooks, kv_scales
-from .guardsettings import guard_config
+from .guard import guard_config
 from .log import CHECKED, DIAGNOSTIC, get_logger
 from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
 

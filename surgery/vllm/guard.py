@@ -1,5 +1,5 @@
 """The live acceptance guard in a vLLM engine: the scheduler's own spec-decode counts, read where vLLM
-makes them, judged by surgery/guard/core.py.
+makes them, judged by surgery/guard/judge.py.
 
 Where vLLM 0.32 counts (vllm/v1/core/sched/scheduler.py): `Scheduler.update_from_output` walks the
 step's requests; for each one that had draft tokens scheduled it calls
@@ -12,7 +12,7 @@ what vLLM would count (grammar-invalidated tokens taken off the drafted count, a
 `LLM(...)` and in the server alike, with or without --disable-log-stats.
 
 Three wrappers on `Scheduler` (AsyncScheduler inherits them):
-- `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (surgery/vllm/guardsettings.py;
+- `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (`guard_config`;
   SRG475 stops the start), decides whether the guard is on (a recipe selected, or `enabled: true`), builds
   the `Guard` for the engine's method and k;
 - `make_spec_decoding_stats`: one `Guard.observe` per draft (a few integer additions; the rules are
@@ -40,7 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text.diagnostics import SurgeryError, catalogue, diag
-from ..guard.core import CODES, Counts, Ended, Guard, Trip
+from ..guard.counts import Counts
+from ..guard.judge import Ended, Guard, Trip
+from ..guard.keys import CODES
+from ..guard.precedence import Settings, engine_layer, recipe_layer, resolve
+from ..guard.settings import GuardConfig
 from . import state
 from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUARD_ENDED, GUARD_EXPECTATION,
                   GUARD_ON, GUARD_SHAPE, get_logger)
@@ -49,7 +53,7 @@ TARGET = ("vllm.v1.core.sched.scheduler", "Scheduler")
 METHODS = ("__init__", "make_spec_decoding_stats", "update_from_output")
 _MARK = "__surgery_guard__"
 # the line each trip kind logs (surgery/vllm/log.py): its format and the names of its fields, which are
-# the keys of the trip's numbers (surgery/guard/core.py), the stream first
+# the keys of the trip's numbers (surgery/guard/judge.py), the stream first
 LINES = {"collapse": (GUARD_COLLAPSE.fmt, GUARD_COLLAPSE.fields), "break_even": (GUARD_BREAK_EVEN.fmt, GUARD_BREAK_EVEN.fields),
          "shape": (GUARD_SHAPE.fmt, GUARD_SHAPE.fields), "drift": (GUARD_DRIFT.fmt, GUARD_DRIFT.fields),
          "expectation": (GUARD_EXPECTATION.fmt, GUARD_EXPECTATION.fields)}
@@ -70,11 +74,29 @@ class GuardRun:
     canary: Any = None  # the canary's result (surgery/vllm/canary.py), in the record
 
 
+def guard_setting(vllm_config: Any) -> Settings:
+    """The merged settings (surgery/guard/precedence.py `resolve`): the selected recipe's `guard:` (None without a
+    recipe), then additional_config.surgery.guard. A built-in pair's measured expectation reaches vLLM only through
+    the engine's config (`surgery apply --ablate` puts it there): a served model is not known to be a miniature.
+    The recipe machinery (recipe, selection) is imported here, when a scheduler or the start-up check asks, never
+    with the plugin, which every process vLLM starts imports (tests/test_no_heavy_imports.py)."""
+    from .selection import load_selected_recipe, selected_recipe, surgery_config
+
+    ref = selected_recipe(vllm_config)
+    recipe = load_selected_recipe(ref) if ref is not None else None
+    return resolve(recipe_layer(recipe), engine_layer(surgery_config(vllm_config).get("guard")))
+
+
+def guard_config(vllm_config: Any) -> tuple[Settings, GuardConfig]:
+    """(the merged settings, checked): SRG475 at the recipe key or the additional_config key that is bad."""
+    settings = guard_setting(vllm_config)
+    return settings, settings.config()
+
+
 def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
     """The guard for an engine config (SRG475 on a bad `guard:`); GuardRun(None) when it is off.
     `quiet`: no start lines (the API server's copy, surgery/vllm/statlogger.py: the engine core says them)."""
-    from .guardsettings import guard_config  # the recipe machinery loads here, not with the plugin
-    from .selection import selected_recipe
+    from .selection import selected_recipe  # the recipe machinery loads here, not with the plugin
 
     settings, config = guard_config(vllm_config)
     on = config.enabled if config.enabled is not None else selected_recipe(vllm_config) is not None
@@ -291,7 +313,7 @@ class Metrics:
     def __init__(self):
         import prometheus_client as prom
 
-        self.trips = prom.Counter("surgery_guard_trips", "Acceptance guard trips (surgery/guard/core.py), once per episode",
+        self.trips = prom.Counter("surgery_guard_trips", "Acceptance guard trips (surgery/guard/judge.py), once per episode",
                                   labelnames=["kind", "stream"])
         kw = {"multiprocess_mode": "mostrecent"}
         self.acceptance = prom.Gauge("surgery_guard_acceptance", "Per-position acceptance over the guard's window",

@@ -51,7 +51,7 @@ GUARD_ON = LogLine("spec-surgery: guard on: method %s drafting %d tokens; collap
                    "after %d drafts; break-even mean accepted length %s (%s); window %d drafts, judged every %d; "
                    "action %s", ("method", "num_spec", "floor", "min_drafts", "break_even", "cost", "window",
                                  "check_every", "action"))
-# guard.py: one line per trip, once per episode (surgery/guard/core.py says what each number is). `stream` is
+# guard.py: one line per trip, once per episode (surgery/guard/judge.py says what each number is). `stream` is
 # empty for all drafts or " (batch 2-4)" for a batch-size band; rates are fractions with 3 decimals
 _STREAM = (("stream", r"(?: \(batch [^)]*\))?"),)
 GUARD_COLLAPSE = LogLine("spec-surgery: guard SRG470 acceptance collapsed%s: position-0 acceptance %s is under the "

@@ -15,7 +15,7 @@ Where the guard runs, and why nothing is counted twice:
   server (SchedulerStats is a fixed, msgspec-serialised dataclass).
 - so this logger builds a second `Guard` from the same `additional_config` and feeds it the same steps
   (`Guard.observe_counts`, once per step, as the engine core does after each step): same buckets, same
-  windows, same rules (surgery/guard/core.py is pure), hence the same trips. It only exports: no log line,
+  windows, same rules (surgery/guard/judge.py is pure), hence the same trips. It only exports: no log line,
   no record, no action (the engine core's copy did those once).
 - one process exports each series: with PROMETHEUS_MULTIPROC_DIR set (by the user, or by vLLM for
   several API servers) the engine core's series already reach /metrics and the multiprocess collector
@@ -32,7 +32,8 @@ from typing import Any
 
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-from ..guard.core import Counts, Trip
+from ..guard.counts import Counts
+from ..guard.judge import Trip
 
 
 class GuardStatLogger(StatLoggerBase):

@@ -132,7 +132,7 @@ def test_guard_gauges_on_metrics(runs):
     assert g["surgery_guard_mean_accepted_length"] == pytest.approx(1 + sum(rates)), g
     assert g["surgery_guard_break_even"] == pytest.approx(1 + 0.05 + 3 * 0.05), g  # mtp's default cost, k=3
     assert g["surgery_guard_mean_accepted_length"] > g["surgery_guard_break_even"], g
-    from surgery.guard.core import KINDS
+    from surgery.guard.keys import KINDS
 
     trips = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in runs["metrics_text"].splitlines()
              if line.startswith("surgery_guard_trips_total{")}
