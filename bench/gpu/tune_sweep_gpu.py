@@ -101,16 +101,27 @@ def family(name: str, args, write) -> dict:
     if args.separate_tune:
         rec = tune.tune(timer, prompts, args.tokens, k_max=args.k_max)
         row["tune_runs"] = "separate (its own three engines, as `surgery probe --tune`)"
+        row["tune_data"] = rec.pop("runs", None)  # the tune's own raw runs: --reanalyse reads them back
     else:
         rec = tune.analyse(runs[0], runs[1], runs[args.k_max])
         row["tune_runs"] = "the sweep's k=0, 1 and k_max engines"
-    rec.pop("runs", None)
     row["tune"] = rec
+    row["wall_s"] = round(time.perf_counter() - t, 1)
     if rec.get("error"):
         row["error"] = rec["error"]
         return row
-    thr = {k: runs[k].to_dict()["throughput_tok_s"] for k in range(1, args.k_max + 1)}
-    dec = {k: runs[k].to_dict()["decode_tok_s"] for k in range(1, args.k_max + 1)}
+    judge(row, runs, rec)
+    print(f"{name:12} recommended k={rec['k']} {rec['interval']}, measured best k={row['measured']['best_k']}: "
+          f"{row['verdict']['ratio_to_best']:.3f} of the best", flush=True)
+    return row
+
+
+def judge(row: dict, runs: dict, rec: dict) -> None:
+    """The measured best k (median per-request throughput, prefill included) and the verdict: the recommended
+    k's throughput within WITHIN of the best's."""
+    k_max = max(runs)
+    thr = {k: runs[k].to_dict()["throughput_tok_s"] for k in range(1, k_max + 1)}
+    dec = {k: runs[k].to_dict()["decode_tok_s"] for k in range(1, k_max + 1)}
     best = max(thr, key=thr.get)
     plain = runs[0].to_dict()
     row["measured"] = {"best_k": best, "best_tok_s": thr[best], "plain_tok_s": plain["throughput_tok_s"],
@@ -121,10 +132,33 @@ def family(name: str, args, write) -> dict:
     row["verdict"] = {"recommended_k": k_rec, "interval": rec["interval"], "best_measured_k": best,
                       "recommended_tok_s": thr[k_rec], "ratio_to_best": round(thr[k_rec] / thr[best], 4),
                       "within_5pct": thr[k_rec] >= (1 - WITHIN) * thr[best]}
-    row["wall_s"] = round(time.perf_counter() - t, 1)
-    print(f"{name:12} recommended k={k_rec} {rec['interval']}, measured best k={best}: "
-          f"{row['verdict']['ratio_to_best']:.3f} of the best", flush=True)
-    return row
+
+
+def reanalyse(path: Path, out: Path) -> dict:
+    """A recorded sweep analysed again with this checkout's tune.py (no engine): the sweep's runs and the
+    tune's own (`tune_data`, else the sweep's k = 0, 1 and k_max)."""
+    from surgery.probe import tune
+
+    doc = json.loads(Path(path).read_text())
+    doc["reanalysed_from"] = str(path)
+    for row in doc["families"]:
+        if "sweep" not in row or any(r.get("error") for r in row["sweep"].values()):
+            continue
+        runs = {int(k): tune.Run.from_dict(r) for k, r in row["sweep"].items()}
+        for k, r in runs.items():
+            row["sweep"][str(k)] = r.to_dict()
+        k_max = max(runs)
+        data = row.get("tune_data")
+        tr = {r["k"]: tune.Run.from_dict(r) for r in data} if data else runs
+        rec = tune.analyse(tr[0], tr[1], tr[k_max])
+        row["tune"] = rec
+        row.pop("error", None)
+        judge(row, runs, rec)
+    verdicts = [f.get("verdict", {}).get("within_5pct") for f in doc["families"]]
+    doc["summary"] = {"families": len(verdicts), "within_5pct": sum(1 for v in verdicts if v),
+                      "errors": sum(1 for f in doc["families"] if f.get("error"))}
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return doc
 
 
 def main() -> int:
@@ -136,7 +170,14 @@ def main() -> int:
     ap.add_argument("--k-max", type=int, default=6)
     ap.add_argument("--separate-tune", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--reanalyse", default=None, metavar="JSON", help="analyse a recorded sweep again (no engine)")
     args = ap.parse_args()
+    if args.reanalyse:
+        doc = reanalyse(Path(args.reanalyse), Path(args.out or args.reanalyse))
+        for f in doc["families"]:
+            print(f["family"], f.get("verdict") or f.get("error"))
+        print(json.dumps(doc["summary"]))
+        return 0 if all(f.get("verdict", {}).get("within_5pct") for f in doc["families"]) else 1
     if args.cpu:
         args.families, args.prompts, args.tokens, args.k_max = "eagle3", 2, 12, 2
     out = Path(args.out or Path(os.environ.get("OUT", "/tmp/surgery-out")) / "tune_sweep.json")

@@ -85,6 +85,14 @@ class Run:
         return out
 
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Run":
+        """A run back from its to_dict (a recorded sweep analysed again: bench/gpu/tune_sweep_gpu.py --reanalyse)."""
+        return cls(k=d["k"], tokens=d["tokens"], first_s=list(d["first_s"]), full_s=list(d["full_s"]),
+                   rounds=list(d["rounds"]), per_position=[list(x) for x in d["per_position"]],
+                   drafted=list(d["drafted"]), verified=d.get("verified"), error=d.get("error"), start_s=d.get("start_s"))
+
+
 def _r(x, nd: int = 6):
     return None if x is None else round(float(x), nd)
 
