@@ -29,8 +29,9 @@ BOOTSTRAP resamples, seeded): per k, S(k)'s 95 % interval and how often k is the
 interval is the 2.5 and 97.5 percentiles of the best k over the resamples. Acceptance noise (how many
 rounds accept) and timing noise (how long they take) are both in it.
 
-Limits, said in the report: batch 1 (under load the verify forward costs more per round and the best k
-falls), greedy decoding, these prompts; a block drafter (DFlash, DSpark) drafts at most its trained block.
+Limits, said in the report: one request at a time (under concurrency the verify forward costs more per round
+and the best k falls), greedy decoding, these prompts; a block drafter (DFlash, DSpark) drafts at most its
+trained block.
 """
 from __future__ import annotations
 
@@ -281,6 +282,9 @@ class VLLMTimer:
                 out.full_s.append(time.perf_counter() - t)
                 if k:
                     after = _counts(llm)
+                    if not after["per_position"] and after["accepted"] > before["accepted"]:
+                        out.error = "the engine counts accepted tokens but not per position (no per-position counters)"
+                        break
                     pos = [a - b for a, b in zip(after["per_position"], before["per_position"] + [0] * k)]
                     out.rounds.append(after["drafts"] - before["drafts"])
                     out.drafted.append(after["drafted"] - before["drafted"])
