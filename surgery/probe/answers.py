@@ -46,6 +46,9 @@ class Question:
     text: str
     answers: tuple[Answer, ...]
     finding: str = ""
+    # a check of a flag the engine serves from the config or its default (norm_before_residual, DFlash causal):
+    # the served answer stands when it leads within the noise and the pair reaches its expectation (status.py)
+    check: bool = False
 
     @property
     def id(self) -> str:
@@ -54,4 +57,4 @@ class Question:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "code": self.code, "key": self.key, "question": self.text, "finding": self.finding,
-                "answers": [a.to_dict() for a in self.answers]}
+                "check": self.check, "answers": [a.to_dict() for a in self.answers]}

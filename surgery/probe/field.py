@@ -162,7 +162,7 @@ def norm_questions(draft, method: str | None, asked: set[str]) -> list[tuple[Any
                 f"{str(served).lower()}, and no tensor says which one the head was trained with")
         answers = tuple(Answer(f"{key} {str(v).lower()}", ((where, v),), as_served=v == served) for v in (False, True))
         out.append((diag(OWN, text, Location(draft.source, key_path=where), severity="info"),
-                    Question(OWN, key, f"was the head trained with {key}?", answers, text)))
+                    Question(OWN, key, f"was the head trained with {key}?", answers, text, check=True)))
     return out
 
 
@@ -270,7 +270,7 @@ def causal_question(draft, message: str) -> Question:
     served = served_causal(draft.raw)
     return Question("SRG801", key, "was the DFlash draft trained causal or not?",
                     tuple(Answer(f"causal {str(v).lower()}", ((key, v),), as_served=v == served) for v in (False, True)),
-                    message)
+                    message, check=True)
 
 
 def causal_own(draft, method: str | None) -> tuple[Any, Question | None]:
@@ -284,7 +284,7 @@ def causal_own(draft, method: str | None) -> tuple[Any, Question | None]:
     finding = diag(OWN, text, Location(draft.source, key_path=key), severity="info")
     return finding, Question(OWN, key, "was the DFlash draft trained causal or not?",
                              tuple(Answer(f"causal {str(v).lower()}", ((key, v),), as_served=v == served)
-                                   for v in (False, True)), text)
+                                   for v in (False, True)), text, check=True)
 
 
 def dspark_layout_question(draft, method: str | None) -> tuple[Any, Question | None]:

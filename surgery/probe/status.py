@@ -100,8 +100,16 @@ def decide(rows: list[dict], ranking: dict, questions, expected: dict | None, bl
             dec = {"status": DECIDED, "outcome": outcome, "why": why, "candidate": best["name"], "answers": answers,
                    "covers": covers}
         else:
-            return {"status": UNDECIDED, "outcome": None, "code": "SRG491", "why": ranking["why"],
-                    "margin": _margin(ranking), "answers": {}, "covers": covers, "leader": ranking.get("leader")}
+            held = served_checks_hold(rows, ranking, questions, expected)
+            if held is None:
+                return {"status": UNDECIDED, "outcome": None, "code": "SRG491", "why": ranking["why"],
+                        "margin": _margin(ranking), "answers": fixed_changes, "covers": covers,
+                        "leader": ranking.get("leader")}
+            best = next(r for r in rows if r["name"] == ranking["leader"])
+            answers = {**fixed_changes, **{k: v for k, v in best["answer_dicts"].items() if not v.get("as_served")}}
+            outcome = CHANGED if answers else CONFIRMED
+            dec = {"status": DECIDED, "outcome": outcome, "why": held, "candidate": best["name"], "answers": answers,
+                   "covers": covers, "margin": _margin(ranking)}
     else:
         best = next(r for r in rows if r["name"] == ranking["best"])
         answers = {**fixed_changes, **best["answer_dicts"]}
@@ -115,6 +123,35 @@ def decide(rows: list[dict], ranking: dict, questions, expected: dict | None, bl
                     "covers": covers, "leader": dec["candidate"], "margin": dec.get("margin")}
         dec["short_of_expectation"] = gap
     return dec
+
+
+def served_checks_hold(rows: list[dict], ranking: dict, questions, expected: dict | None) -> str | None:
+    """Why the leader stands though the ranking did not separate it from every candidate, or None.
+
+    It stands only when each candidate it is not separated from differs from it in check questions alone
+    (a flag the engine serves from the config or its default, which the probe asks because the field gets it
+    wrong: norm_before_residual, DFlash causal), the leader holds the served answer to each of those, and the
+    leader reaches the pair's recorded expectation (no expectation: it does not stand). A check whose
+    alternative is not worse beyond the noise does not overturn what the config says; the expectation is
+    what keeps that from being an all-clear on a damaged head."""
+    if not expected:
+        return None
+    checks = {q.id for q in questions.open if q.check}
+    leader = next((r for r in rows if r["name"] == ranking.get("leader")), None)
+    if leader is None or under_expectation(leader, expected) is not None:
+        return None
+    mine = leader["answer_dicts"]
+    close = []
+    for name, c in (ranking.get("comparisons") or {}).items():
+        if c["separated"]:
+            continue
+        other = next(r for r in rows if r["name"] == name)["answer_dicts"]
+        differ = [q for q in mine if other.get(q, {}).get("name") != mine[q].get("name")]
+        if not differ or any(q not in checks or not mine[q].get("as_served") for q in differ):
+            return None
+        close.append(f"{name!r} ({c['margin']:+.3f}, {c['prompts_agreeing']}/{c['prompts']} prompts)")
+    return (f"ahead of every other candidate; against {', '.join(close)} within the noise, on checks of the served "
+            f"flags only, and the leader reaches the pair's expectation {expected['rate']:.1%} ({expected['from']})")
 
 
 def _margin(ranking: dict) -> dict | None:

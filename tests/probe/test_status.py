@@ -135,3 +135,28 @@ def test_release_reads_the_cpu_wheel():
     vllm = pytest.importorskip("vllm")
     assert release("vllm") == vllm.__version__
     assert release("no-such-package-here") is None
+
+
+def test_a_check_within_the_noise_keeps_the_served_flag_at_the_expectation():
+    """DFlash causal (a check the probe asks of every DFlash head): served non-causal 72 % per prompt, causal 65 %,
+    5 of 6 differing prompts agree (sign p 0.11: not separated). The served flag stands where the pair reaches
+    its expectation, and only then: the expectation is what keeps this from an all-clear on a damaged head."""
+    causal = Question("SRG801", "dflash_config.causal", "causal?",
+                      (Answer("causal false", (("dflash_config.causal", False),), as_served=True),
+                       Answer("causal true", (("dflash_config.causal", True),))), check=True)
+    q = Questions(open=[causal])
+    a = [0.72, 0.70, 0.75, 0.71, 0.74, 0.73, 0.70, 0.74]
+    b = [0.72, 0.70, 0.60, 0.80, 0.62, 0.61, 0.55, 0.66]
+
+    def rows():
+        return [dict(row("causal false", a, served=True), answer_dicts={"SRG801 dflash_config.causal":
+                                                                        causal.answers[0].to_dict()}),
+                dict(row("causal true", b), answer_dicts={"SRG801 dflash_config.causal": causal.answers[1].to_dict()})]
+
+    dflash = {**EXPECTED, "rate": 0.73}
+    dec, ranking = result_of(rows(), q, dflash)
+    assert not ranking["decided"]
+    assert dec["status"] == "decided" and dec["outcome"] == "confirmed" and "within the noise" in dec["why"]
+    assert result_of(rows(), q, None)[0]["status"] == "undecided"  # nothing recorded: the margin decides alone
+    genuine = Questions(open=[Question(causal.code, causal.key, causal.text, causal.answers)])  # not a check
+    assert result_of(rows(), genuine, dflash)[0]["status"] == "undecided"
