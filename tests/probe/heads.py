@@ -4,7 +4,8 @@ Each head is a copy of a built-in draft folder with its config.json changed; the
 truth (what the head was trained on). `truth` names the answer the probe must pick when it decides
 (a substring of the winning candidate's name), or None when measurement cannot know it (then only
 "undecided" is right). `healthy` heads are the shipped wiring: the probe must not change them.
-Used by tests/probe/test_probe_engines.py and bench/probe_cpu.py."""
+Used by tests/probe/catalogue.py (issue 66: these heads and 23 more), tests/probe/test_catalogue.py,
+bench/probe_catalogue.py and bench/probe_cpu.py (issue 57's table)."""
 from __future__ import annotations
 
 import json
