@@ -5,9 +5,11 @@ takes a pair takes it back with `--patch FILE` (`validate`, `plan`, `audit`, `ap
 draft is replaced by a copy of it that says the patch (the config edits made, the weight edits made again by
 name: `drop`, `d2t_absolute_to_offsets`), in a temporary folder removed when the command ends, so what is
 checked, applied and measured is the wiring the probe decided, never the draft as it was. `--write-draft DIR`
-keeps such a copy for `vllm serve` (weights linked where unchanged).
+keeps such a copy for `vllm serve` (weights linked where unchanged); the plugin refuses a served draft that does
+not say the patch selected with `additional_config={"surgery": {"patch": FILE}}` (SRG505,
+surgery/checks/probe_patch.py, which also reads the file).
 
-The patch is refused (SRG490-style usage errors, exit 2: SRG011) when it is not a probe document, names no
+The patch is refused (a usage error, exit 2: SRG011) when it is not a probe document, names no
 config_patch, or was measured on another draft (`config_patch.file` names another folder than --draft and
 the two config.json files differ: applying it there would claim a measurement nobody made)."""
 from __future__ import annotations
@@ -17,42 +19,20 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..checks.probe_patch import TENSOR_OPS, read_patch  # noqa: F401 - the one reader of the patch
 from ..text.diagnostics import Location, SurgeryError, diag
-from ..text.localfile import read_text_file
-from ..text.yamlload import load_yaml_text
 from .draftcopy import candidate_folder
 from .answers import DROP
 from .weights import d2t_values
 
-MAX_PATCH_BYTES = 1 << 20
-TENSOR_OPS = ("drop", "d2t_absolute_to_offsets")
+
+def edits_of(patch: dict) -> tuple:
+    return tuple(patch.get("set", {}).items()) + tuple((k, DROP) for k in patch.get("drop", []))
 
 
 def _bad(path, why: str) -> SurgeryError:
     return SurgeryError(diag("SRG011", f"--patch {path}: {why}", Location(file=str(path)),
                              hint="give the file `surgery probe ... --write FILE` wrote"))
-
-
-def read_patch(path) -> dict:
-    """The `config_patch` mapping of a probe document (set, drop, tensor_ops, file)."""
-    text = read_text_file(Path(path), MAX_PATCH_BYTES, "patch")
-    doc = load_yaml_text(text, str(path)).data
-    patch = doc.get("config_patch") if isinstance(doc, dict) else None
-    if not isinstance(patch, dict):
-        raise _bad(path, "no config_patch mapping (not a `surgery probe --write` document)")
-    if not isinstance(patch.get("set", {}), dict) or not isinstance(patch.get("drop", []), list):
-        raise _bad(path, "config_patch.set must be a mapping and config_patch.drop a list")
-    ops = patch.get("tensor_ops") or {}
-    if patch.get("tensors") and not ops:
-        raise _bad(path, "it names tensor edits without tensor_ops (written before issue 66): probe again")
-    bad = {k: v for k, v in ops.items() if v not in TENSOR_OPS}
-    if bad:
-        raise _bad(path, f"unknown tensor operations {bad} (known: {', '.join(TENSOR_OPS)})")
-    return patch
-
-
-def edits_of(patch: dict) -> tuple:
-    return tuple(patch.get("set", {}).items()) + tuple((k, DROP) for k in patch.get("drop", []))
 
 
 def _tensors(patch: dict, draft: Path) -> tuple:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..checks.release_rules import parallel_drafting_finding, rejection_finding
 from ..checks.dspark_layout import start_finding  # DSpark's block-layout key per release (SRG741, issue 58)
+from ..checks.probe_patch import start_finding as patch_finding  # the probe's patch in force (SRG505, issue 66)
 from ..text.diagnostics import Diagnostic, SurgeryError, diag
 from ..engine.releases import release
 from ..engine.cards import card
@@ -23,7 +24,7 @@ from ..formats.findings import misread_by_runner
 from . import hooks, kv_scales
 from .guard import guard_config
 from .log import CHECKED, DIAGNOSTIC, get_logger
-from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict
+from .selection import audit_mode, load_selected_recipe, plan_from_config, selected_recipe, strict, surgery_config
 
 ENV_TRACEBACK = "SURGERY_TRACEBACK"
 _HOOK_MARK = "__surgery_excepthook__"  # our excepthook, installed once (the wrap has its own mark, startup.py)
@@ -144,6 +145,7 @@ def check_engine_config(vllm_config: Any):
         raise SurgeryError(plan.errors)
     misread = draft_ids_misread(vllm_config, selection)
     misread += dspark_layout_misread(vllm_config, selection)
+    misread += patch_not_said(vllm_config, selection)
     if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
         _print_block_if_uncaught()
         raise SurgeryError(misread)
@@ -185,6 +187,16 @@ def draft_ids_misread(vllm_config: Any, selection: Any) -> list:
     disagree. Refused at start: the plugin would otherwise capture, and verify,
     the layers vLLM read."""
     return misread_by_runner(selection.draft, selection.target, serving_runner(vllm_config))
+
+
+def patch_not_said(vllm_config: Any, selection: Any) -> list:
+    """SRG505: `additional_config.surgery.patch` names the probe's patch and the draft served does not say it
+    (surgery/checks/probe_patch.py; serve the folder `surgery probe --write-draft DIR` wrote)."""
+    path = surgery_config(vllm_config).get("patch")
+    if not path:
+        return []
+    found = patch_finding(path, selection.draft.raw, str(selection.draft.source))
+    return [found] if found is not None else []
 
 
 def dspark_layout_misread(vllm_config: Any, selection: Any) -> list:

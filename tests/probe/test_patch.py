@@ -116,3 +116,26 @@ def test_an_exported_pair_is_recognised_as_its_built_in_pair(tmp_path):
     assert recognise("eagle", t, d)[1] == TARGET  # the eagle pair shares the target; its own draft is not this
     assert recognise("dflash", tmp_path, d) == (None, None)
     assert builtin_pair("eagle3").prompts == pair.prompts
+
+
+def test_the_plugin_refuses_a_served_draft_that_does_not_say_the_patch(tmp_path):
+    """vLLM has no override for a draft's config: with additional_config.surgery.patch the plugin's start-up check
+    refuses a draft that does not say the patch (SRG505), and passes the folder --write-draft wrote."""
+    from types import SimpleNamespace
+
+    from surgery.vllm.config_check import patch_not_said
+
+    head = _head(tmp_path, [1, 8, 9])
+    answer = {"name": "ids [0, 7, 8]", "as_served": False, "edits": {IDS: [0, 7, 8]}}
+    path = _write(tmp_path, _decided({f"SRG659 {IDS}": answer}), head)
+    served = patched_draft(path, head, tmp_path / "served")
+
+    def check(folder):
+        raw = json.loads((folder / "config.json").read_text())
+        cfg = SimpleNamespace(additional_config={"surgery": {"recipe": "eagle3", "patch": str(path)}})
+        return patch_not_said(cfg, SimpleNamespace(draft=SimpleNamespace(raw=raw, source=str(folder / "config.json"))))
+
+    (found,) = check(head)
+    assert found.code == "SRG505" and found.severity == "error" and "[0, 7, 8]" in found.message
+    assert check(served) == []
+    assert patch_not_said(SimpleNamespace(additional_config={}), None) == []
