@@ -60,7 +60,8 @@ def render(result: dict) -> str:
         for a in q["answers"]:
             lines.append(f"      - {a['name']}{'  (as served)' if a['as_served'] else ''}")
     for f in result.get("fixed") or ():
-        lines.append(f"  {f['question']['id']}: {f['answer']['name']} ({f['how']}, not measured)")
+        how = "the one reading this target has" if f["how"] == "settled" else "from the weights"
+        lines.append(f"  {f['question']['id']}: {f['answer']['name']} ({how}; every candidate carries it)")
     lines += ["", f"candidates ({result['candidates_built']})"]
     for r in result["candidates"]:
         if r["error"]:
