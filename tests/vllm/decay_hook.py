@@ -9,7 +9,7 @@ drafter on demand, in the engine's own process, without touching the guard:
   rewire of surgery/vllm/ablation.py, the one home of that operation, including vLLM-CPU's weight repacking).
   Every drafted token goes wrong: acceptance falls to ~0 at every position.
 - ``chain``: the drafter's proposals keep their position 0 and every later position is replaced by another
-  token (id + 1, modulo the vocabulary): position 0 keeps its acceptance, positions 1.. fall to ~0 (the
+  token (id - 1, or 1 for id 0): position 0 keeps its acceptance, positions 1.. fall to ~0 (the
   shape of vllm#51009). Done on the proposer's ``propose`` result, on this proposer instance only.
 
 Two ways to trigger it:
@@ -70,7 +70,7 @@ class Decay:
             target = self.target.get_language_model() if hasattr(self.target, "get_language_model") else self.target
             self.done = rewire(self.proposer.model, target, {"lm_head": "random"}, self.seed)
         else:
-            self.done = ["chain: proposals after position 0 replaced by id + 1"]
+            self.done = ["chain: proposals after position 0 replaced by id - 1 (1 for id 0)"]
         self.collapsed = True
         return self.done
 
@@ -78,15 +78,11 @@ class Decay:
         tokens = out[0] if isinstance(out, tuple) else out
         if getattr(tokens, "dim", lambda: 0)() != 2 or tokens.shape[1] < 2:
             return out
-        vocab = self._vocab()
         broken = tokens.clone()
-        broken[:, 1:] = (broken[:, 1:] + 1) % vocab
+        tail = broken[:, 1:]
+        # another id, always inside the vocabulary (no vocabulary size needed: an id past it would fault a GPU)
+        broken[:, 1:] = tail - (tail > 0).to(tail.dtype) * 2 + 1
         return (broken, *out[1:]) if isinstance(out, tuple) else broken
-
-    def _vocab(self) -> int:
-        cfg = getattr(getattr(self.proposer, "vllm_config", None), "model_config", None)
-        hf = getattr(cfg, "hf_text_config", None) or getattr(cfg, "hf_config", None)
-        return int(getattr(hf, "vocab_size", 0) or 2 ** 31 - 1)
 
 
 def install(kind: str, flag: str | None = None, seed: int = 0) -> Decay:
