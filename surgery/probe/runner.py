@@ -13,6 +13,7 @@ from typing import Callable
 from . import stats
 from .candidates import candidates as build_candidates, combined
 from .draftcopy import candidate_folder
+from .measure import error_text
 from ..facts import read_facts
 from .questions import Questions, open_questions
 from .status import decide
@@ -73,8 +74,14 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
     with tempfile.TemporaryDirectory(prefix="surgery-probe-") as tmp:
         def run(i, cand):
             progress(f"candidate {i + 1}: {cand.name}")
-            folder = inp.draft if not (cand.edits or cand.tensors) else \
-                candidate_folder(inp.draft, cand.edits, Path(tmp) / f"c{i}", cand.tensors)
+            try:
+                folder = inp.draft if not (cand.edits or cand.tensors) else \
+                    candidate_folder(inp.draft, cand.edits, Path(tmp) / f"c{i}", cand.tensors)
+            except Exception as exc:  # noqa: BLE001 - a copy that cannot be made (a tensor the files lack) is its row
+                m = stats.Measured()
+                m.error, m.stage = error_text(exc), "copy"
+                results[cand.name] = m
+                return
             found = inp.diagnostics if folder == inp.draft else (inp.validate(folder) if inp.validate else ())
             if errors_of(found):  # validate --weights refuses this reading: not started, its codes are the row
                 m = stats.Measured()

@@ -45,7 +45,7 @@ class Measured:
     stopped_early: bool = False
     error: str | None = None
     verified: bool | None = None
-    stage: str | None = None  # where a failed candidate stopped: validate / start / plugin / decode (status.py)
+    stage: str | None = None  # where a failed candidate stopped: copy / validate / start / plugin / decode (status.py)
     codes: tuple = ()  # the coded findings that refused it (validate's errors), if any
 
     @property
