@@ -67,6 +67,19 @@ def row_of(h, r, wall: float) -> dict:
             "counts": r["counts"], "release": r["release"], "wall_s": round(wall, 1)}
 
 
+def table(path: str) -> str:
+    """The docs' table (docs/probe.md) from a results file: one row per head."""
+    doc = json.loads(Path(path).read_text())
+    lines = ["| head | family | new | verdict | status | acceptance per candidate (* as served) |", "|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        cands = " / ".join(f"{c['acceptance']:.1%}{'*' if c['as_served'] else ''}" if not c["error"] else
+                           f"{c['stage']}{'*' if c['as_served'] else ''}" for c in r.get("candidates") or ())
+        lines.append(f"| {r['id']} | {r['family']} | {'yes' if r.get('new') else ''} | {r['verdict']} | "
+                     f"{r.get('status', '')}{' (' + r['outcome'] + ')' if r.get('outcome') else ''}"
+                     f"{' ' + r['code'] if r.get('code') and r.get('status') != 'decided' else ''} | {cands} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=None)
@@ -78,7 +91,11 @@ def main() -> int:
     ap.add_argument("--gpu-first", action="store_true", help="DSpark and issue 66's cases first")
     ap.add_argument("--cpu", action="store_true", help="dry run: two heads, 2 prompts x 8 tokens, to $OUT or /tmp")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "probe_catalogue_cpu.json"))
+    ap.add_argument("--table", default=None, metavar="RESULTS", help="print the docs' table of a results file and stop")
     args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return 0
     if args.cpu:
         args.only, args.prompts, args.tokens = list(DRY), 2, 8
         args.out = os.path.join(os.environ.get("OUT") or tempfile.gettempdir(), "probe_catalogue_dry.json")
