@@ -20,6 +20,8 @@ from ..probe.expected import expected_for
 from ..probe.measure_hf import HFMeasurer
 from ..probe.measure_vllm import VLLMMeasurer
 from ..probe.pairmatch import PAIR, TARGET, recognise
+from ..probe.regression import RegressionOptions
+from ..probe.tune import TuneOptions
 from ..probe.patch import patched_draft
 from ..probe.report import diagnostics, render  # noqa: F401 - the report's home; tests import them from here too
 from ..probe.runner import ProbeInput, probe
@@ -30,6 +32,7 @@ from ..resolver import resolve
 from ..tinymodels.tinypair import ensure_tiny_pair
 from ..text.localfile import read_text_file  # the one reader of local inputs (a FIFO, a device: SRG780)
 from .checks import run_checks
+from .probe_modes import run_mode
 
 HF_DRAFTS = ("gemma4_assistant", "gemma4_unified_assistant")  # what surgery/hf/loader.py load_pair builds
 
@@ -141,6 +144,14 @@ def pins(target: Path, draft: Path) -> dict:
     return out
 
 
+def mode_options(args) -> TuneOptions | RegressionOptions:
+    """--tune / --check's options (issue 66), built here: only the command's handler reads argparse's namespace."""
+    common = dict(tokens=args.tokens, acceptance_csv=args.acceptance_csv, subset=args.subset, json=args.json)
+    if args.tune:
+        return TuneOptions(k_max=args.k_max, **common)
+    return RegressionOptions(expect=args.expect, tolerance=args.tolerance, **common)
+
+
 def cmd_probe(args, out) -> int:
     recipe = load_recipe(args.recipe)
     args.engine = args.engine or default_engine(recipe, args.draft)  # the recipe's engine (issue 66)
@@ -148,9 +159,9 @@ def cmd_probe(args, out) -> int:
     check_engine(args.engine, draft)
     prompts, source = prompt_ids(args, pair, target)
     if args.tune or args.check:  # the pair as given (issue 66): surgery/commands/probe_modes.py
-        from .probe_modes import run_mode
-
-        return run_mode(args, out, recipe, target, draft, pair, method, extra, prompts, source)
+        return run_mode(mode_options(args), out, recipe, target, draft, pair, method, extra, prompts, source,
+                        engine=args.engine, device=args.device, threads=args.threads, given=args.target is not None,
+                        progress=sys.stderr.isatty() and not args.no_progress)
     device = engine_device(args.engine)
     how = recognise(recipe.name, Path(target), Path(draft))[1] if args.target is not None else PAIR
     inp = ProbeInput(recipe=recipe, target=target, draft=draft, prompts=prompts, prompt_source=source,

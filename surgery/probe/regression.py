@@ -57,6 +57,17 @@ BASE_COLUMNS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "accept
 POS = "acceptance_at_pos_"
 
 
+@dataclass(frozen=True)
+class RegressionOptions:
+    """`surgery probe --check`'s options (built by surgery/commands/probe.py from the command line)."""
+    expect: str | None = None
+    tolerance: float = TOLERANCE
+    tokens: int = 48
+    acceptance_csv: str | None = None
+    subset: str | None = None
+    json: bool = False
+
+
 @dataclass
 class Expectation:
     """What the pair should reach: per-position rates (unconditional: accepted at position j / drafts)."""
@@ -281,43 +292,40 @@ def measured_counts(measured) -> dict:
             "accepted": sum(p.accepted for p in prompts), "per_position": per, "prompts": len(prompts)}
 
 
-def run_check(args, out, measurer, draft: Path, prompts, source: str, expected: dict | None) -> int:
+def run_check(opts: RegressionOptions, out, measurer, draft: Path, prompts, source: str, expected: dict | None) -> int:
     """`surgery probe --check`: decode the pair as given with the expectation's k, compare, report. Exit 1 on
     a regression or when the pair could not be measured (SRG546); 0 otherwise; bad input raises (exit 2)."""
-    exp = read_expectation(Path(args.expect), args.subset) if args.expect else from_expected(expected)
+    exp = read_expectation(Path(opts.expect), opts.subset) if opts.expect else from_expected(expected)
     if exp is None:
         raise SurgeryError(diag("SRG545", "nothing records what this pair should accept: no --expect FILE, no "
                                 "guard.expect in the recipe, and the pair is not a built-in pair"))
-    tolerance, z = args.tolerance, Z
+    tolerance, z = opts.tolerance, Z
     where = Location(file=str(Path(draft) / "config.json"))
     k = len(exp.per_position)
-    measured = measurer.measure(draft, prompts, args.tokens, k, lambda m: True)
+    measured = measurer.measure(draft, prompts, opts.tokens, k, lambda m: True)
     result = {"mode": "check", "engine": measurer.engine, "release": measurer.release, "k": k,
-              "prompts": {"source": source, "count": len(prompts), "max_new_tokens": args.tokens},
+              "prompts": {"source": source, "count": len(prompts), "max_new_tokens": opts.tokens},
               "expected": exp.to_dict(), "tolerance": tolerance, "z": z}
     counts = measured_counts(measured)
     result["measured"] = counts
     if measured.error or not counts["drafts"]:
         why = measured.error or "the engine drafted nothing (no spec-decode rounds counted)"
         result.update(status="cannot check", diagnostics=[diag("SRG546", why, where).to_dict()])
-        return _emit(args, out, result, EXIT_INVALID)
+        return _emit(opts, out, result, EXIT_INVALID)
     rows = compare(exp, counts["drafts"], counts["per_position"], counts["accepted"], counts["drafted"], tolerance, z)
     found = lines(rows, exp, tolerance, z, where)
     regressed = any(r["verdict"] == "regression" for r in rows)
     result.update(status="regression" if regressed else "held", rows=rows, diagnostics=[d.to_dict() for d in found])
-    if args.acceptance_csv and counts["per_position"] is not None:
-        write_acceptance_csv(Path(args.acceptance_csv), [spec_row(args.subset or "probe", counts["drafts"],
+    if opts.acceptance_csv and counts["per_position"] is not None:
+        write_acceptance_csv(Path(opts.acceptance_csv), [spec_row(opts.subset or "probe", counts["drafts"],
                                                                   counts["drafted"], counts["accepted"],
                                                                   counts["per_position"])])
-        result["acceptance_csv"] = str(args.acceptance_csv)
-    return _emit(args, out, result, EXIT_INVALID if regressed else EXIT_OK)
+        result["acceptance_csv"] = str(opts.acceptance_csv)
+    return _emit(opts, out, result, EXIT_INVALID if regressed else EXIT_OK)
 
 
-def _emit(args, out, result: dict, code: int) -> int:
-    if args.json:
-        out.write(json.dumps(result, indent=2, default=str) + "\n")
-    else:
-        out.write(render(result) + "\n")
+def _emit(opts: RegressionOptions, out, result: dict, code: int) -> int:
+    out.write((json.dumps(result, indent=2, default=str) if opts.json else render(result)) + "\n")
     return code
 
 

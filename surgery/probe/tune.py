@@ -42,8 +42,10 @@ from statistics import median
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..text.diagnostics import Location, diag
+from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Location, diag
 from .measure import error_text, release
+from .measure_vllm import not_applied
+from .regression import spec_row, write_acceptance_csv
 
 K_MAX = 6
 BOOTSTRAP = 2000
@@ -53,6 +55,16 @@ SGLANG_ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "deep
                      "draft_model": "STANDALONE", "dflash": "DFLASH", "dspark": "DSPARK"}
 BLOCK_METHODS = ("dflash", "dspark")  # one forward drafts the whole block: k <= block_size - 1
 BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")  # SGLang: --speculative-num-draft-tokens is the block (bonus + k)
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """`surgery probe --tune`'s options (built by surgery/commands/probe.py from the command line)."""
+    k_max: int = K_MAX
+    tokens: int = 48
+    acceptance_csv: str | None = None
+    subset: str | None = None
+    json: bool = False
 
 
 @dataclass
@@ -235,7 +247,12 @@ class VLLMTimer:
     def run(self, k: int, prompts: list[list[int]], tokens: int) -> Run:
         """k = 0: the target alone. One warm-up decode first (the engine's first call pays its lazy set-up)."""
         from ..vllm import engine, hooks, plugin, state
-        from .measure_vllm import _counts, not_applied
+
+        def counts(llm) -> dict:  # vLLM's spec-decode counters, as integers (engine.spec_counters)
+            c = engine.spec_counters(llm)
+            return {"drafts": int(c.get("num_drafts") or 0), "drafted": int(c.get("num_draft_tokens") or 0),
+                    "accepted": int(c.get("num_accepted_tokens") or 0),
+                    "per_position": [int(x) for x in c.get("num_accepted_tokens_per_pos") or []]}
 
         out, live = Run(k=k, tokens=tokens), {}
         if k:
@@ -276,12 +293,12 @@ class VLLMTimer:
                 t = time.perf_counter()
                 engine.generate(llm, [ids], 1)
                 out.first_s.append(time.perf_counter() - t)
-                before = _counts(llm) if k else None
+                before = counts(llm) if k else None
                 t = time.perf_counter()
                 engine.generate(llm, [ids], tokens)
                 out.full_s.append(time.perf_counter() - t)
                 if k:
-                    after = _counts(llm)
+                    after = counts(llm)
                     if not after["per_position"] and after["accepted"] > before["accepted"]:
                         out.error = "the engine counts accepted tokens but not per position (no per-position counters)"
                         break
@@ -329,36 +346,29 @@ def findings(result: dict, where: Location) -> list:
     return out
 
 
-def run_tune(args, out, recipe, target: Path, draft: Path, method: str | None, spec_extra, prompts, source: str,
-             progress=lambda m: None) -> int:
+def run_tune(opts: TuneOptions, out, recipe, target: Path, draft: Path, method: str | None, spec_extra, prompts,
+             source: str, progress=lambda m: None) -> int:
     """`surgery probe --tune`: measure, recommend, render (text or JSON). Exit 1 when the pair could not be
     measured (SRG546), 0 otherwise."""
-    from ..text.diagnostics import EXIT_INVALID, EXIT_OK
-
     where = Location(file=str(Path(draft) / "config.json"))
-    k_max, cap = args.k_max, block_cap(draft, method)
-    capped = cap is not None and cap < k_max
-    k_max = min(k_max, cap) if capped else k_max
+    cap = block_cap(draft, method)
+    capped = cap is not None and cap < opts.k_max
+    k_max = min(opts.k_max, cap) if capped else opts.k_max
     timer = VLLMTimer(recipe, target, draft, method, spec_extra)
-    result = tune(timer, prompts, args.tokens, k_max=k_max, k_lo=1, progress=progress) if k_max > 1 else \
+    result = tune(timer, prompts, opts.tokens, k_max=k_max, k_lo=1, progress=progress) if k_max > 1 else \
         {"error": f"k_max {k_max}: the tune needs two draft lengths (--k-max >= 2)"}
     result.update({"engine": "vllm", "release": timer.release, "capped": capped, "block_cap": cap,
-                   "prompts_source": source, "tokens": args.tokens, "method": method, "draft": str(draft)})
+                   "prompts_source": source, "tokens": opts.tokens, "method": method, "draft": str(draft)})
     if not result.get("error"):
         result["flags"] = engine_flags(result["k"], method, str(draft))
     result["diagnostics"] = [d.to_dict() for d in findings(result, where)]
-    if getattr(args, "acceptance_csv", None) and not result.get("error"):
-        from .regression import spec_row, write_acceptance_csv
-
+    if opts.acceptance_csv and not result.get("error"):
         hi = next(r for r in result["runs"] if r["k"] == k_max)
         per = [sum(p[j] for p in hi["per_position"]) for j in range(k_max)]
-        write_acceptance_csv(Path(args.acceptance_csv), [spec_row(args.subset or "probe", sum(hi["rounds"]),
+        write_acceptance_csv(Path(opts.acceptance_csv), [spec_row(opts.subset or "probe", sum(hi["rounds"]),
                                                                   sum(hi["drafted"]), sum(per), per)])
-        result["acceptance_csv"] = str(args.acceptance_csv)
-    if args.json:
-        out.write(json.dumps(result, indent=2, default=str) + "\n")
-    else:
-        out.write(render(result) + "\n")
+        result["acceptance_csv"] = str(opts.acceptance_csv)
+    out.write((json.dumps(result, indent=2, default=str) if opts.json else render(result)) + "\n")
     return EXIT_INVALID if result.get("error") else EXIT_OK
 
 

@@ -255,13 +255,11 @@ def test_cli_check_bad_csv_exit_2_no_traceback(run_cli, fake, tmp_path):
 
 def test_check_without_expectation_is_coded(tmp_path):
     """No --expect, no guard.expect in the recipe, not a built-in pair: nothing to compare with (exit 2)."""
-    import argparse
     import io
 
-    args = argparse.Namespace(expect=None, subset=None, tolerance=0.1, tokens=8, acceptance_csv=None, json=False)
     m = FakeMeasurer()
     with pytest.raises(SurgeryError) as e:
-        rg.run_check(args, io.StringIO(), m, tmp_path, [[1, 2]], "file", expected=None)
+        rg.run_check(rg.RegressionOptions(tokens=8), io.StringIO(), m, tmp_path, [[1, 2]], "file", expected=None)
     assert e.value.diagnostics[0].code == "SRG545" and e.value.exit_code == 2 and m.asked == []
 
 
