@@ -133,7 +133,8 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
 
 
 def _best(group, results):
-    """The candidate of `group` with the highest per-prompt mean among those that ran in full."""
-    ran = [c for c in group if c.name in results and results[c.name].error is None and results[c.name].prompts
-           and not results[c.name].stopped_early]
+    """The candidate of `group` with the highest per-prompt mean over the prompts it ran. A candidate stopped
+    early counts: it could not beat the overall leader, but within its group it may well beat the served reading
+    (a flipped norm under a random embedding: 10.9 % against 7.6 %, stopped after 5 prompts)."""
+    ran = [c for c in group if c.name in results and results[c.name].error is None and results[c.name].prompts]
     return max(ran, key=lambda c: results[c.name].mean, default=None)

@@ -4,8 +4,8 @@
   reading say so) or `confirmed` (the served reading beats every alternative asked). Exit 0. `covers`
   lists the questions the decision answers (by id), so "confirmed" never reads wider than what was asked;
 - `undecided`: a margin inside the noise of the prompts, a question no measurement can settle, or a
-  served pair that is well under what the pair is known to reach (SRG503: no all-clear without it). Exit 0,
-  with the margin and SRG491 / SRG503;
+  winner (served or changed) that is well under what the pair is known to reach (SRG503: the damage is not
+  all in the questions asked; the answers found are kept). Exit 0, with the margin and SRG491 / SRG503;
 - `cannot probe`: the pair does not start or decode with any candidate, or `validate --weights` refuses it
   and no candidate answers the refusal (SRG498 with the coded reason). Exit 1.
 
@@ -118,10 +118,11 @@ def decide(rows: list[dict], ranking: dict, questions, expected: dict | None, bl
                "answers": answers, "covers": covers, "margin": _margin(ranking)}
     gap = under_expectation(next(r for r in rows if r["name"] == dec["candidate"]), expected)
     if gap is not None:
-        if dec["outcome"] == CONFIRMED:  # no all-clear under the pair's own record
-            return {"status": UNDECIDED, "outcome": None, "code": "SRG503", "why": gap, "answers": {},
-                    "covers": covers, "leader": dec["candidate"], "margin": dec.get("margin")}
-        dec["short_of_expectation"] = gap
+        # no all-clear under the pair's own record, and no "changed" that leaves the pair there either: the
+        # answers found are kept (they may be right), but something outside the questions is still wrong
+        return {"status": UNDECIDED, "outcome": None, "code": "SRG503", "why": gap,
+                "answers": dec["answers"] if dec["outcome"] == CHANGED else {}, "covers": covers,
+                "leader": dec["candidate"], "margin": dec.get("margin"), "would_be": dec["outcome"]}
     return dec
 
 

@@ -160,3 +160,14 @@ def test_a_check_within_the_noise_keeps_the_served_flag_at_the_expectation():
     assert result_of(rows(), q, None)[0]["status"] == "undecided"  # nothing recorded: the margin decides alone
     genuine = Questions(open=[Question(causal.code, causal.key, causal.text, causal.answers)])  # not a check
     assert result_of(rows(), genuine, dflash)[0]["status"] == "undecided"
+
+
+def test_a_change_that_leaves_the_pair_under_its_expectation_is_undecided():
+    """A random embedding repaired under a norm flag no question changed: 67 % against 81.4 %. "changed" would
+    say the patch is the whole repair; it is undecided (SRG503) with the answers it found."""
+    q = Questions(open=[NORM])
+    rows = [row("norm_before_residual false", [0.08] * 8, served=True),
+            row("norm_before_residual true", [0.66, 0.67, 0.68, 0.65, 0.69, 0.66, 0.67, 0.68])]
+    dec, _ = result_of(rows, q, EXPECTED)
+    assert dec["status"] == "undecided" and dec["code"] == "SRG503" and dec["would_be"] == "changed"
+    assert dec["answers"] == {"SRG499 norm_before_residual": {"name": "norm_before_residual true"}}
