@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     if args.cpu and not args.only:
         args.healthy_drafts = min(args.healthy_drafts, 5000)
     env = environment()
-    label = args.label or ("cpu-dry" if args.cpu else ("cpu" if env["device"].startswith("CPU") else "gpu"))
+    label = args.label or ("cpu-dry" if args.cpu and not args.server else ("cpu" if env["device"].startswith("CPU") else "gpu"))
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     name = "guard_decay_server" if args.server else "guard_decay"
