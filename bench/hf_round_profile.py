@@ -1,6 +1,12 @@
-"""Where a round of our HF speculative loop goes, on CPU, with the built-in tiny Gemma 4 pair (issue 47).
+"""Where a round of our HF speculative loop goes, on CPU, with the built-in tiny Gemma 4 pair (issues 47, 69).
 
     python bench/hf_round_profile.py [--threads 1 2] [--prompts 8] [--out bench/results/hf_round_profile.json]
+    python bench/hf_round_profile.py --threads 1 --verify-modes dynamic static --repeats 7 \
+        --out bench/results/hf_verify_modes_cpu.json     # issue 69: the verify forward's two CPU paths
+
+``--verify-modes``: one row per thread count and verify path of the loop (surgery/hf/verifygraph.py:
+"dynamic", transformers' DynamicCache cropped on rejection; "static", the rewindable static cache run
+eagerly), greedy interleaved with each; what ``verify_mode="auto"`` runs on the CPU is read off them.
 
 For each torch intra-op thread count: plain greedy and our speculative loop (k=3) on the held-out
 prompts, wall time side by side in the same process (ratios, not absolute times, are the result), and
@@ -41,28 +47,28 @@ def load():
     return target, draft, [encode(p) for p in held_out_prompts()]
 
 
-def run(target, draft, prompts, threads: int, new_tokens: int, k: int, repeats: int) -> dict:
+def run(target, draft, prompts, threads: int, new_tokens: int, k: int, repeats: int, verify_mode=None) -> dict:
     import torch
 
     from surgery.hf.specdec import greedy_generate, speculative_generate
 
     torch.set_num_threads(threads)
     greedy_generate(target, prompts[0], 8)  # warm-up
-    speculative_generate(target, draft, prompts[0], 8, k)
+    speculative_generate(target, draft, prompts[0], 8, k, verify_mode)
     g_times, s_times, stats = [], [], None
     for _ in range(repeats):  # interleaved: greedy, then speculative, per repeat
         t = time.perf_counter()
         refs = [greedy_generate(target, p, new_tokens) for p in prompts]
         g_times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        res = [speculative_generate(target, draft, p, new_tokens, k) for p in prompts]
+        res = [speculative_generate(target, draft, p, new_tokens, k, verify_mode) for p in prompts]
         s_times.append(time.perf_counter() - t)
         assert [r.tokens for r in res] == refs, "speculative output differs from greedy"
         stats = {"target_forwards": sum(r.target_forwards for r in res), "draft_forwards": sum(r.draft_forwards for r in res),
                  "greedy_forwards": sum(len(r) for r in refs),
                  "acceptance": sum(r.accepted for r in res) / max(1, sum(r.drafted for r in res))}
     g, s = statistics.median(g_times), statistics.median(s_times)
-    return {"threads": threads, "greedy_s": round(g, 3), "speculative_s": round(s, 3), "speedup": round(g / s, 3),
+    return {"threads": threads, "verify_mode": verify_mode, "greedy_s": round(g, 3), "speculative_s": round(s, 3), "speedup": round(g / s, 3),
             "repeats": repeats, **stats}
 
 
@@ -126,9 +132,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--profile", action="store_true", help="also attribute each round's time to its parts (cProfile)")
+    ap.add_argument("--verify-modes", nargs="+", default=[None], help="verify paths to compare (dynamic static)")
     args = ap.parse_args()
     target, draft, prompts = load()
-    rows = [run(target, draft, prompts, t, args.new_tokens, args.k, args.repeats) for t in args.threads]
+    rows = [run(target, draft, prompts, t, args.new_tokens, args.k, args.repeats, mode)
+            for t in args.threads for mode in args.verify_modes]
     for r in rows:
         print(json.dumps(r))
     profile = [profile_rounds(target, draft, prompts, t, args.new_tokens, args.k) for t in args.threads] \
@@ -136,7 +144,16 @@ def main() -> int:
     for p in profile or ():
         print(json.dumps(p))
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "profile": profile}, indent=2) + "\n")
+        import platform
+
+        import torch
+        import transformers
+
+        meta = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "python": platform.python_version(), "torch": torch.__version__,
+                "transformers": transformers.__version__, "cpu": platform.processor() or "cpu",
+                "load_average": list(__import__("os").getloadavg())}
+        Path(args.out).write_text(json.dumps({**meta, "rows": rows, "profile": profile}, indent=2) + "\n")
     return 0
 
 

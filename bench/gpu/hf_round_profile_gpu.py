@@ -1,19 +1,22 @@
-"""Where a round of our HF speculative loop goes on the GPU, per part, per draft mode (issue 56).
+"""Where a round of our HF speculative loop goes on the GPU, per part, per draft and verify mode (issues 56, 69).
 
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_round_profile_gpu.py            # H100/H200, ~2-3 min
     cd bench/gpu && PYTHONPATH=$PWD/../.. python3 hf_round_profile_gpu.py --cpu      # dry run here, fp32
 
 Results: $OUT/hf_round_profile_gpu.json (``--cpu``: $OUT/hf_round_profile_cpu.json) and, per mode,
-$OUT/hf_round_profile_<mode>_ops.txt (torch.profiler's table of one prompt: kernels, launches).
+$OUT/hf_round_profile_<draft>-<verify>_ops.txt (torch.profiler's table of one prompt: kernels, launches).
 
 The distilled tiny pair wired by ``surgery.apply`` (the pair of the README's headline), the first 6
-``DEFAULT_PROMPTS`` x 64 tokens, k=3, bf16 on CUDA. For each draft mode of the loop
-(``draft_mode``: "hoisted" = the issue 47 per-step path, "graph" = one CUDA graph per round; CPU:
-"hoisted" and "static"), after a warm-up of every prompt at full length:
+``DEFAULT_PROMPTS`` x 64 tokens, k=3, bf16 on CUDA. For each mode of the loop, ``draft_mode+verify_mode``
+(draft: "hoisted" = the issue 47 per-step path, "graph" = one CUDA graph per round; verify: "dynamic" =
+the eager forward on a DynamicCache of issue 56, "graph" = one CUDA graph per k over the rewindable
+static cache of issue 69; CPU: "hoisted+dynamic" and "static+static"), after a warm-up of every prompt at
+full length:
 
 * ``timed``: greedy ``generate`` and ours interleaved, median of --repeats, tokens/s, identity;
-* ``parts``: one instrumented pass, per round: the draft round (``_Drafter.round``), the target's
-  verify forward, the cache crop on rejection, every host-device synchronisation (``.item()``,
+* ``parts``: one instrumented pass (bench/gpu/hf_common.py), per round: the draft round
+  (``_Drafter.round``), the target's verify step (a graph's replay included), the rewind on rejection
+  (a DynamicCache crop; nothing on the static cache), every host-device synchronisation (``.item()``,
   ``.tolist()``, ``.cpu()``, ``int()``/``bool()``/``float()`` of a tensor: counted per round, and the
   host time spent blocked in them), each part both as host time (Python + launches; what bounds a
   launch-bound loop) and as device time (CUDA events; on the CPU the same as host). ``python_other``:
@@ -30,135 +33,27 @@ import argparse
 import json
 import statistics
 import time
-from contextlib import contextmanager
 
 from common import OUT, guarded, log, save
-
-SYNC_METHODS = ("item", "tolist", "cpu", "__int__", "__bool__", "__float__", "__index__")
-
-
-def _sync():
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-class Clock:
-    """Host time and device time (CUDA events) of named parts; elapsed read once at the end."""
-
-    def __init__(self, cuda: bool):
-        import torch
-
-        self.cuda, self.torch = cuda, torch
-        self.host: dict[str, float] = {}
-        self.events: dict[str, list] = {}
-        self.calls: dict[str, int] = {}
-
-    @contextmanager
-    def part(self, name):
-        torch = self.torch
-        ev = None
-        if self.cuda:
-            ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            ev[0].record()
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.host[name] = self.host.get(name, 0.0) + time.perf_counter() - t
-            self.calls[name] = self.calls.get(name, 0) + 1
-            if ev is not None:
-                ev[1].record()
-                self.events.setdefault(name, []).append(ev)
-
-    def device(self) -> dict[str, float]:
-        if not self.cuda:
-            return dict(self.host)
-        self.torch.cuda.synchronize()
-        return {n: sum(a.elapsed_time(b) for a, b in evs) / 1000 for n, evs in self.events.items()}
-
-
-@contextmanager
-def instrumented(target, clock: Clock, syncs: dict):
-    """Patch the loop's parts to report to ``clock``; count host syncs by kind into ``syncs`` (on a
-    GPU run only reads of device tensors; on the CPU every read, the dry run's stand-in)."""
-    import torch
-    from transformers import DynamicCache
-
-    import surgery.hf.generate as gen
-
-    saved = []
-
-    def patch(owner, name, wrapper):
-        saved.append((owner, name, owner.__dict__.get(name, None), name in owner.__dict__))
-        setattr(owner, name, wrapper)
-
-    real_round = gen._Drafter.round
-
-    def round_(self, *a, **kw):
-        with clock.part("draft_round"):
-            return real_round(self, *a, **kw)
-
-    patch(gen._Drafter, "round", round_)
-    real_crop = DynamicCache.crop
-
-    def crop(self, *a, **kw):
-        with clock.part("cache_crop"):
-            return real_crop(self, *a, **kw)
-
-    patch(DynamicCache, "crop", crop)
-    for meth in SYNC_METHODS:
-        real = getattr(torch.Tensor, meth)
-
-        def counted(self, *a, __real=real, __name=meth, **kw):
-            if self.device.type == "cpu" and clock.cuda:  # a host tensor read on a GPU run: no sync
-                return __real(self, *a, **kw)
-            syncs[__name] = syncs.get(__name, 0) + 1
-            with clock.part("host_sync_wait"):
-                return __real(self, *a, **kw)
-
-        patch(torch.Tensor, meth, counted)
-    state = {"calls": 0}
-    real_forward = target.forward
-
-    def forward(*a, **kw):
-        state["calls"] += 1
-        name = "prefill" if state["calls"] == 1 else "verify_forward"
-        with clock.part(name):
-            return real_forward(*a, **kw)
-
-    target.forward = forward
-    try:
-        yield state
-    finally:
-        del target.forward
-        for owner, name, old, had in reversed(saved):
-            if had:
-                setattr(owner, name, old)
-            else:
-                delattr(owner, name)
-
-
-def _wired(device, dtype):
-    from hf_generate_gpu import _wired_tiny
-
-    return _wired_tiny(device, dtype)
-
+from hf_common import PARTS, Clock, instrumented, sync as _sync, versions, wired_tiny
 
 def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
+    """``mode``: "<draft_mode>" or "<draft_mode>+<verify_mode>" (verify "auto" when not given)."""
     import torch
 
     import surgery.hf
 
     spec = surgery.hf.speculative_decoding
+    draft_mode, _, verify_mode = mode.partition("+")
+    verify_mode = verify_mode or None
 
     def greedy(x):
         return target.generate(x, max_new_tokens=max_new, do_sample=False)
 
     def ours(x):
         return target.generate(x, assistant_model=draft, custom_generate=spec, max_new_tokens=max_new,
-                               do_sample=False, num_assistant_tokens=k, draft_mode=mode)
+                               do_sample=False, num_assistant_tokens=k, draft_mode=draft_mode,
+                               verify_mode=verify_mode)
 
     for x in ids:  # warm-up: every prompt at full length (every shape and the graph's bucket)
         greedy(x)
@@ -183,7 +78,7 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
     clock = Clock(cuda)
     wall = 0.0
     for x in ids:
-        with instrumented(target, clock, syncs):
+        with instrumented(clock, syncs):
             _sync()
             t = time.perf_counter()
             ours(x)
@@ -196,8 +91,8 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
     per_round = lambda v: round(1000 * v / max(1, rounds), 4)  # noqa: E731
     parts = {name: {"host_ms_per_round": per_round(host.get(name, 0.0)), "device_ms_per_round": per_round(dev.get(name, 0.0)),
                     "calls": clock.calls.get(name, 0)}
-             for name in ("draft_round", "verify_forward", "cache_crop", "host_sync_wait", "prefill")}
-    accounted = sum(host.get(n, 0.0) for n in ("draft_round", "verify_forward", "cache_crop", "host_sync_wait", "prefill"))
+             for name in PARTS}
+    accounted = sum(host.get(n, 0.0) for n in PARTS)
     parts["python_other"] = {"host_ms_per_round": per_round(wall - accounted)}
     parts["round_wall_ms"] = per_round(wall)
 
@@ -223,9 +118,10 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
             except Exception:  # noqa: BLE001 - the key's name moved between torch releases
                 continue
         table = table or avg.table(row_limit=40)
-        (OUT / f"hf_round_profile_{mode}_ops.txt").write_text(table + "\n")
+        ops = f"hf_round_profile_{mode.replace('+', '-')}_ops.txt"  # $OUT names: letters, digits, . _ -
+        (OUT / ops).write_text(table + "\n")
         launches = {"rounds": r, "kernel_launches": n_launch, "graph_launches": n_graph,
-                    "launches_per_round": round(n_launch / max(1, r), 1), "ops_table": f"hf_round_profile_{mode}_ops.txt"}
+                    "launches_per_round": round(n_launch / max(1, r), 1), "ops_table": ops}
     except Exception as exc:  # noqa: BLE001 - the profiler is optional: the event timings stand alone
         launches = {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -240,7 +136,8 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
     predicted = tokens_per_round * step_s / (draft_s + verify_s)
     measured = g / o
     return {
-        "mode": mode, "draft_path": spec.last_stats.draft_path, "repeats": repeats, "new_tokens": new_tokens,
+        "mode": mode, "draft_path": spec.last_stats.draft_path, "verify_path": spec.last_stats.verify_path,
+        "repeats": repeats, "new_tokens": new_tokens,
         "timed": {"greedy_s": [round(t, 4) for t in times["greedy"]], "ours_s": [round(t, 4) for t in times["ours"]],
                   "greedy_tokens_per_s": new_tokens / g, "ours_tokens_per_s": new_tokens / o, "x_greedy": measured,
                   "first_vs_median": {"greedy": times["greedy"][0] / g, "ours": times["ours"][0] / o},
@@ -257,20 +154,22 @@ def profile_mode(target, draft, ids, max_new, k, mode, repeats, cuda) -> dict:
                   "measured_over_predicted": measured / predicted,
                   "meaning": "predicted = tokens per round x greedy step / (draft round + verify forward), each "
                              "the larger of host and device time per round; the rest of the measured round "
-                             "(python_other, host_sync_wait, cache_crop) is the distance"},
+                             "(python_other, host_sync_wait, rewind) is the distance"},
     }
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpu", action="store_true", help="dry run on this machine (fp32, 3 prompts x 24 tokens)")
-    ap.add_argument("--modes", nargs="+", default=None, help="draft modes (default: hoisted graph; --cpu: hoisted static)")
+    ap.add_argument("--modes", nargs="+", default=None,
+                    help="draft_mode[+verify_mode] per part (default: graph+dynamic graph+graph, the draft round a "
+                    "graph with the verify forward eager on a DynamicCache (issue 56) and in a graph too (issue 69); "
+                    "--cpu: hoisted+dynamic static+static)")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved timed repeats (default 3)")
     ap.add_argument("--k", type=int, default=3)
     args = ap.parse_args()
     import torch
 
-    from hf_generate_gpu import _versions
     from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import DEFAULT_PROMPTS
 
@@ -280,19 +179,20 @@ def main():
         torch.set_num_threads(1)
     dtype = torch.bfloat16 if cuda else torch.float32
     n_prompts, max_new = (6, 64) if cuda else (3, 24)
-    modes = args.modes or (["hoisted", "graph"] if cuda else ["hoisted", "static"])
+    modes = args.modes or (["graph+dynamic", "graph+graph"] if cuda else ["hoisted+dynamic", "static+static"])
     repeats = args.repeats or 3  # the headline (hf_generate_gpu.py --headline) is the timed figure
-    results = _versions(device)
+    results = versions(device)
     results.update({"pair": "distilled tiny pair (surgery/data/tiny), wired by surgery.apply", "k": args.k,
                     "prompts": n_prompts, "max_new_tokens": max_new, "dtype": str(dtype)})
     name = "hf_round_profile_gpu" if cuda else "hf_round_profile_cpu"
-    target, draft = _wired(device, dtype)
+    target, draft = wired_tiny(device, dtype)
     ids = [torch.tensor([encode(p)], device=device) for p in DEFAULT_PROMPTS[:n_prompts]]
     for mode in modes:
         log("mode", mode)
         guarded(results, mode, profile_mode, target, draft, ids, max_new, args.k, mode, repeats, cuda)
         save(name, results)
-    print(json.dumps({m: {k: results[m].get(k) for k in ("draft_path", "timed", "parts", "host_syncs_per_round",
+    print(json.dumps({m: {k: results[m].get(k) for k in ("draft_path", "verify_path", "timed", "parts",
+                                                          "host_syncs_per_round",
                                                           "launches", "model")} if isinstance(results.get(m), dict)
                       else results.get(m) for m in modes}, indent=1, default=str)[:8000])
 

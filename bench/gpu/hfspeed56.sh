@@ -1,11 +1,14 @@
 #!/bin/bash
-# Issue 56 on one GPU call (< 9 min): the per-round profile (hoisted vs CUDA-graph draft rounds), then
-# the headline side by side. Logs and JSON under $OUT; the image's torch / transformers 5.17.
-#   bash bench/gpu/hfspeed56.sh                  # from the repository root: profile + headline
+# Issues 56 and 69 on one GPU call (< 7 min of command): the HF headline side by side (default greedy, greedy
+# with a static cache compiled by transformers, transformers' assisted generation, ours with the verify step
+# and the draft round in CUDA graphs, ours with the verify forward on a DynamicCache), 1 warm-up + 9
+# interleaved repeats, with the round-cost model; then, if asked, the per-round profile. Logs and JSON
+# under $OUT; the image's torch / transformers.
+#   bash bench/gpu/hfspeed56.sh                  # from the repository root: the headline (the acceptance run)
+#   PROFILE=1 bash bench/gpu/hfspeed56.sh        # + the per-round profile (graph+dynamic vs graph+graph)
 #   PROFILE_ONLY=1 bash bench/gpu/hfspeed56.sh   # the profile alone
-#   HEADLINE_ONLY=1 bash bench/gpu/hfspeed56.sh  # the headline alone (< 5 min)
-#   PEER_STATIC=1 bash bench/gpu/hfspeed56.sh    # second call: + greedy / assisted with cache_implementation=static
-#                                                #   ($OUT/hf_generate_headline_peer_static.json; compiles greedy: slower)
+#   PEER_STATIC=1 bash bench/gpu/hfspeed56.sh    # the headline + transformers' assisted with a static cache
+#   HEADLINE_BUDGET_S=300                        # no timed repeat starts past this (default 300 s)
 set -u
 cd "$(dirname "$0")"
 export PYTHONPATH="$PWD/../..:${PYTHONPATH:-}:/tmp/js"
@@ -19,11 +22,10 @@ run() {  # budget-seconds script args...
   echo "$(date -u +%FT%TZ) $* rc=$? $(( $(date +%s) - start ))s" | tee -a "$OUT/run_all.txt"
   grep -v " INFO \| WARNING \|^$\|Loading weights" "$OUT/${1%%.py}.log" | tail -25
 }
-if [ -n "${PEER_STATIC:-}" ]; then  # a second call: greedy and transformers' assisted with a static cache
-  run 500 hf_generate_gpu.py --headline --prompts default --peer-static --repeats 7
-  exit 0
-fi
-[ -z "${HEADLINE_ONLY:-}" ] && run 200 hf_round_profile_gpu.py
 if [ -z "${PROFILE_ONLY:-}" ]; then
-  run 300 hf_generate_gpu.py --headline --prompts default
+  run 420 hf_generate_gpu.py --headline --prompts default --repeats 9 --budget-s "${HEADLINE_BUDGET_S:-300}" \
+    ${PEER_STATIC:+--peer-static}
+fi
+if [ -n "${PROFILE:-}${PROFILE_ONLY:-}" ]; then
+  run 200 hf_round_profile_gpu.py
 fi

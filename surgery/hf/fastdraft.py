@@ -57,7 +57,7 @@ def step(draft, inputs_embeds: torch.Tensor, kv: dict, position: torch.Tensor, m
     h = draft.pre_projection(inputs_embeds)
     for i, layer in enumerate(inner.layers[: inner.config.num_hidden_layers]):
         h = layer(h, None, shared_kv_states=kv, position_embeddings=rope[types[i]], attention_mask=masks[types[i]],
-                  position_ids=position, past_key_values=None)
+                  position_ids=position)
         if isinstance(h, tuple):
             h = h[0]
     h = inner.norm(h)

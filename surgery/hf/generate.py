@@ -19,8 +19,11 @@ over k+1 tokens, no host synchronisation until the round's acceptance is known, 
 (``tolist`` of the target's k+1 greedy tokens and the accepted count). Tokens stay on the device
 between draft steps; stopping criteria transformers built for EOS and max length are evaluated on
 that host list, not on device tensors. On CUDA the k draft steps are one CUDA graph over fixed K/V
-buffers fed only the newly committed positions (surgery/hf/draftgraph.py; ``draft_mode``), and a
-rejection costs no copy: the target's ``DynamicCache.crop`` is a view.
+buffers fed only the newly committed positions (surgery/hf/draftgraph.py; ``draft_mode``), and the
+target's verify step is one CUDA graph per k over a static KV cache that a rejection rewinds by
+position, no copy (surgery/hf/verifygraph.py; ``verify_mode``). What each part ran, or why it fell
+back, is in ``last_stats`` (``draft_path``, ``verify_path``). What the loop takes from transformers'
+internals, and the refusal where a release moved them (SRG436), is surgery/hf/compat.py.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import torch
 
 from ..text.diagnostics import SurgeryError, diag
 from ..guard.counts import Counts
-from . import draftgraph, fastdraft
+from . import compat, draftgraph, fastdraft, verifygraph
 from ..live.kvrouting import publisher_key
 from ..live.paths import get_path, layers_path
 
@@ -50,6 +53,7 @@ class RoundStats:
     rounds: int = 0
     tokens: list[int] = field(default_factory=list)
     draft_path: str | None = None  # HOISTED, or why the assistant's own forward ran each step
+    verify_path: str | None = None  # how the target's verify forward ran (surgery/hf/verifygraph.py), or why not
     # one (drafted, accepted) pair per round, in order: the per-draft counts the acceptance guard reads
     # (surgery/guard/run.py), as vLLM's SpecDecodingStats.observe_draft takes them
     per_draft: list[tuple[int, int]] = field(default_factory=list)
@@ -126,7 +130,7 @@ def _check_settings(input_ids, generation_config, model_kwargs) -> None:
         if wrong:
             raise _refuse("SRG431", "speculative_decoding is greedy and returns sequences only; not supported: "
                           + ", ".join(wrong))
-    past = model_kwargs.get("past_key_values")
+    past = model_kwargs.get("past_key_values", model_kwargs.get("cache"))
     if past is not None and hasattr(past, "get_seq_length") and past.get_seq_length() > 0:
         raise _refuse("SRG431", "a pre-filled past_key_values cannot be continued; pass the whole prompt")
 
@@ -272,12 +276,11 @@ class _Drafter:
 
 @torch.no_grad()
 def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, streamer, stats: RoundStats,
-            accept_all: bool = False, draft_mode: str | None = None):
+            accept_all: bool = False, draft_mode: str | None = None, verify_mode: str | None = None):
     """The loop. ``accept_all`` (benchmarks only: bench/gpu/hf_generate_gpu.py's round-cost model)
     accepts every draft whatever the target says: the output is then NOT greedy's, but each round
-    does exactly the work of a fully accepted round."""
-    from transformers import DynamicCache
-
+    does exactly the work of a fully accepted round. Returns (tokens, verifier, valid): the verify
+    path's cache holds the K/V of the first ``valid`` positions (``verifier.export``)."""
     prompt_len = input_ids.shape[1]
     tokens: list[int] = []
 
@@ -293,30 +296,31 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
 
     embed = draft.get_input_embeddings()
     drafter = _Drafter(draft, embed, k, stops.max_length, stats, draft_mode)
-    cache = DynamicCache()  # config-less: full-length K/V per layer, croppable anywhere
-    out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, output_hidden_states=True,
-                return_shared_kv_states=True, logits_to_keep=1)
+    verifier, stats.verify_path = verifygraph.verifier_for(model, k, stops.max_length, input_ids.device, verify_mode)
+    logits, hidden, published = verifier.prefill(input_ids)
     stats.target_forwards += 1
-    logits = out.logits[:, -1]
     if processors is not None:
         logits = processors(input_ids, logits)
     bonus = logits.argmax(-1, keepdim=True)  # [1, 1] on the device
-    hidden = out.hidden_states[-1][:, -1:]
-    published = out.shared_kv_states
     if published is None:
         raise _refuse("SRG433", f"{type(model).__name__} returned no shared_kv_states (return_shared_kv_states=True): "
-                      "this transformers version lacks the Gemma 4 KV-sharing contract")
-    committed = prompt_len  # positions whose K/V is in the cache
+                      f"transformers {compat.release()} lacks the Gemma 4 KV-sharing contract")
+    committed = valid = prompt_len  # positions whose K/V is in the cache
     done = emit([int(bonus)]) if stops.budget(0) > 0 else True
     position = torch.empty((1, 1), dtype=torch.long, device=input_ids.device)
+    pad = torch.zeros((1, k), dtype=torch.long, device=input_ids.device)
 
     while not done:
         k_round = min(k, stops.budget(len(tokens)))  # never draft past the length limit
         position.fill_(committed)
         drafts = drafter.round(published, committed, position, bonus, hidden, k_round)
-        out = model(input_ids=torch.cat([bonus, drafts], dim=1), past_key_values=cache, use_cache=True,
-                    output_hidden_states=True, return_shared_kv_states=True)
-        logits = out.logits[0]
+        step = torch.cat([bonus, drafts], dim=1)
+        if k_round < k and isinstance(verifier, verifygraph.StaticVerify):
+            # the last round, cut by the length limit: the k + 1-token step (its graph) on padding; what the
+            # padding writes past the kept positions is masked and overwritten like a rejected draft's K/V
+            step = torch.cat([step, pad[:, : k - k_round]], dim=1)
+        logits, hid, published = verifier.verify(step, committed, k)
+        logits = logits[: k_round + 1]
         if processors is not None:  # the greedy loop processes each step's logits with its prefix
             prefix = sequence([])
             cand = torch.cat([prefix, drafts], dim=1)
@@ -336,24 +340,24 @@ def _decode(model, draft, input_ids, k: int, stops: "_Stops", processors, stream
         stats.accepted += m
         stats.draft_forwards += k_round
         stats.target_forwards += 1
+        valid = committed + 1 + m
         done = emit(host[: m + 1])  # accepted drafts (== greedy) and the target's next token
         if done:
             break
-        if k_round > m:  # drop K/V of the rejected drafts (never crop(0): old versions read it as a length)
-            cache.crop(-(k_round - m))
+        verifier.rewind(k_round - m)  # drop (DynamicCache) or mask (static) the rejected drafts' K/V
         committed += 1 + m
         bonus = greedy[m : m + 1].view(1, 1)
-        hidden = out.hidden_states[-1][:, m : m + 1]
-        published = out.shared_kv_states
+        hidden = hid[:, m : m + 1]
 
     stats.tokens = list(tokens)
-    return tokens, cache
+    return tokens, verifier, valid
 
 
 @torch.no_grad()
 def speculative_decoding(model, input_ids, logits_processor=None, stopping_criteria=None, generation_config=None,
                          synced_gpus: bool = False, streamer=None, assistant_model=None,
-                         num_draft_tokens: int | None = None, draft_mode: str | None = None, **model_kwargs):
+                         num_draft_tokens: int | None = None, draft_mode: str | None = None,
+                         verify_mode: str | None = None, **model_kwargs):
     """Greedy speculative decoding with a (wired) Gemma 4 MTP assistant, as a transformers decoding
     method: ``target.generate(ids, assistant_model=draft, custom_generate=speculative_decoding, ...)``.
 
@@ -363,8 +367,12 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     ``GenerateDecoderOnlyOutput`` with ``sequences``. Statistics of the call are left in
     ``speculative_decoding.last_stats``. ``draft_mode`` (also as a ``generate`` keyword): how the
     draft steps run, "auto" (default: one CUDA graph per round on the GPU, the per-step path on the
-    CPU), "graph", "static" or "hoisted" (surgery/hf/generate.py ``_Drafter``); never changes the
-    output, only the speed.
+    CPU), "graph", "static" or "hoisted" (surgery/hf/generate.py ``_Drafter``). ``verify_mode``
+    (likewise): how the target's verify forward runs, "auto" (default: one CUDA graph per k over a
+    static cache on the GPU, the DynamicCache on the CPU, where the static one measured no faster),
+    "graph", "static" or "dynamic"
+    (surgery/hf/verifygraph.py). Neither changes the output, only the speed; each part falls back
+    on its own and says why (``last_stats.draft_path`` / ``verify_path``).
     """
     draft = assistant_model if assistant_model is not None else _from_generate_call(model, "assistant_model")
     if streamer is None:
@@ -373,6 +381,9 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     if input_ids.dim() == 1:
         input_ids = input_ids.unsqueeze(0)
     _check_settings(input_ids, generation_config, model_kwargs)
+    if (verify_mode or "auto") not in verifygraph.MODES:
+        raise _refuse("SRG431", f"verify_mode must be one of {', '.join(verifygraph.MODES)}, got {verify_mode!r}")
+    compat.check_release(model, draft)
     check_wired(model, draft)
     k = _num_draft_tokens(num_draft_tokens, generation_config, draft)
     stops = _Stops(stopping_criteria, generation_config, input_ids.shape[1])
@@ -380,14 +391,13 @@ def speculative_decoding(model, input_ids, logits_processor=None, stopping_crite
     stats = RoundStats()
     speculative_decoding.last_stats = stats
 
-    tokens, cache = _decode(model, draft, input_ids, k, stops, processors, streamer, stats, draft_mode=draft_mode)
+    tokens, verifier, valid = _decode(model, draft, input_ids, k, stops, processors, streamer, stats,
+                                      draft_mode=draft_mode, verify_mode=verify_mode)
     if streamer is not None:
         streamer.end()
     sequences = torch.cat([input_ids, torch.tensor([tokens], dtype=input_ids.dtype, device=input_ids.device)], dim=1)
     if getattr(generation_config, "return_dict_in_generate", False):
-        from transformers.generation.utils import GenerateDecoderOnlyOutput
-
-        return GenerateDecoderOnlyOutput(sequences=sequences, past_key_values=cache)
+        return compat.generate_output(sequences, verifier.export(valid))
     return sequences
 
 

@@ -1,8 +1,10 @@
 """Greedy speculative decoding with a Gemma 4 MTP assistant, on plain HF models: list-in/list-out
 helpers around the one loop in surgery/hf/generate.py, and the plain greedy baseline.
 
-The loop is built only on model forwards, ``DynamicCache`` and ``DynamicCache.crop`` so it runs on
-5.17 and 5.19 alike (transformers' own assisted generation is broken for this pair in 5.19).
+The loop is built only on model forwards and transformers' cache classes (``DynamicCache`` and its
+``crop``; on CUDA a static cache of our own over ``StaticLayer``), so it runs on 5.17 to 5.25 alike
+(transformers' own assisted generation is broken for this pair in 5.19); what it takes from
+transformers' internals is surgery/hf/compat.py.
 
 MTP convention (as in transformers' ``SinglePositionMultiTokenCandidateGenerator`` after prefill):
 with committed context x[0..L-1] (all in the target's cache) and the target's own next token
@@ -56,15 +58,17 @@ def greedy_generate(target, input_ids, max_new_tokens: int) -> list[int]:
     tokens: list[int] = []
     if max_new_tokens <= 0:
         return tokens
+    from . import compat
+
     out = target(input_ids=ids, use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
+    cache = {compat.cache_kwarg(target): compat.output_cache(out)}
     while True:
         tok = int(out.logits[0, -1].argmax())
         tokens.append(tok)
         if len(tokens) >= max_new_tokens:
             return tokens
         step = torch.tensor([[tok]], device=device)
-        out = target(input_ids=step, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = target(input_ids=step, use_cache=True, logits_to_keep=1, **cache)
 
 
 def check_draft_input_embedding(draft) -> None:
@@ -86,12 +90,14 @@ def check_draft_input_embedding(draft) -> None:
 
 
 @torch.no_grad()
-def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draft_tokens: int) -> SpecResult:
+def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draft_tokens: int,
+                         verify_mode: str | None = None) -> SpecResult:
     """Greedy draft-then-verify; the output equals :func:`greedy_generate` token for token whatever
     the draft does (a bad draft or KV map only lowers ``acceptance_rate``). The loop itself is
     :func:`surgery.hf.generate.speculative_decoding` (the transformers decoding method); this wrapper
     takes plain token lists and reports the round statistics. EOS does not stop it (like
-    :func:`greedy_generate`): exactly ``max_new_tokens`` tokens."""
+    :func:`greedy_generate`): exactly ``max_new_tokens`` tokens. ``verify_mode``: as for
+    ``speculative_decoding`` (bench/hf_round_profile.py compares them)."""
     from transformers import GenerationConfig
 
     from .generate import speculative_decoding
@@ -105,7 +111,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, num_draf
     start = time.perf_counter()
     config = GenerationConfig(max_length=ids.shape[1] + max_new_tokens, do_sample=False)
     speculative_decoding(target, ids, generation_config=config, assistant_model=draft,
-                         num_draft_tokens=num_draft_tokens)
+                         num_draft_tokens=num_draft_tokens, verify_mode=verify_mode)
     stats = speculative_decoding.last_stats
     return SpecResult(tokens=stats.tokens, drafted=stats.drafted, accepted=stats.accepted,
                       target_forwards=stats.target_forwards, draft_forwards=stats.draft_forwards,

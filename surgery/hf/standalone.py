@@ -115,7 +115,10 @@ def assisted_check(target, draft, prompts: list[list[int]], max_new_tokens: int,
     (:func:`_per_draft`). Returns the same keys as the MTP decoding check."""
     import torch
 
+    from .compat import check_assisted
+
     check_same_vocabulary(target, draft)
+    check_assisted(target)  # SRG436 where the release moved the candidate generator the counts are read from
     gc = draft.generation_config
     gc.num_assistant_tokens, gc.num_assistant_tokens_schedule = num_draft_tokens, "constant"
     identical, mismatches, per_draft = True, [], []
