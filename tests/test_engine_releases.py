@@ -268,7 +268,7 @@ def test_audit_reads_draft_lm_head_quantization(quantization, severity):
     proposer = NS(model=NS(lm_head=draft_head), vllm_config=NS(speculative_config=NS(
         draft_lm_head_quantization=quantization)))
     audit = Audit(plan)
-    _audit_modules(audit, proposer, NS(lm_head=target_head))
+    _audit_modules(audit, proposer, NS(modules={"lm_head": (draft_head, target_head)}))
     (stage, found), = audit.findings
     assert found.code == "SRG705" and found.severity == severity
 

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from testpaths import CONFIGS, E2B, E2B_ASSISTANT, ROOT  # noqa: E402
 from surgery import Runtime, load_recipe, read_facts, resolve  # noqa: E402
 from surgery.text.diagnostics import SurgeryError  # noqa: E402
-from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin, state  # noqa: E402
+from surgery.vllm import hooks, inspect as vinspect, live_apply, plugin, state, wiring  # noqa: E402
 from surgery.applier.core import prepare_op  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -261,10 +261,10 @@ def test_mtp_shared_head_path_is_filled_with_the_layer():
 def test_engine_hint_method_is_checked():
     plan = _plan("eagle3", "Llama-3.1-8B-Instruct.json", "EAGLE3-LLaMA3.1-Instruct-8B.json")
     proposer = types.SimpleNamespace(speculative_config=types.SimpleNamespace(method="mtp"))
-    problems = live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
+    problems = wiring.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
     assert [d.code for d in problems] == ["SRG324"] and "'eagle3'" in problems[0].message
     proposer.speculative_config.method = "eagle3"
-    assert live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
+    assert wiring.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
 
 
 def test_engine_hint_parallel_drafting_is_checked():
@@ -275,10 +275,10 @@ def test_engine_hint_parallel_drafting_is_checked():
     target = json.loads((ROOT / "surgery" / "data" / "pairs" / "llama-target" / "config.json").read_text())
     plan = resolve(load_recipe("peagle"), facts_from_config(cfg, "d"), facts_from_config(target, "t"), Runtime())
     proposer = types.SimpleNamespace(speculative_config=types.SimpleNamespace(method="eagle3"), parallel_drafting=False)
-    problems = live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
+    problems = wiring.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module())
     assert [d.code for d in problems] == ["SRG324"] and "parallel_drafting" in problems[0].message
     proposer.parallel_drafting = True
-    assert live_apply.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
+    assert wiring.hint_problems(plan, proposer, torch.nn.Module(), torch.nn.Module()) == []
 
 
 def test_capture_hidden_states_sets_vllm_aux_layers():

@@ -75,7 +75,7 @@ def run(label, target_dir, draft_dir, prompts, *, spec: bool, mode: str | None, 
             if audit is None and st.plan is not None:
                 # the recipe was applied: audit the live objects afterwards, as audit mode would have
                 audit = audit_mod.Audit(st.plan)
-                audit_mod.audit_after_load(audit, proposer, runner.model)
+                audit_mod.audit_after_load(audit, proposer, wiring.observed(proposer, runner.model))
                 audit_mod.audit_after_kv_cache(audit, proposer, runner.model)
                 res["audited_after_apply"] = True
             if audit is not None:

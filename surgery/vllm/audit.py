@@ -27,12 +27,12 @@ from typing import Any
 
 from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..live.values import plain_value, values_equal
-from ..live.vllm import aux_holder, embedding_capture_is_copied, target_language_model
+from ..live.vllm import aux_holder, embedding_capture_is_copied
 from ..options import CheckOptions
 from . import impl_copy, report, state
 from .log import get_logger
-from .selection import ENV_MODE, plan_from_config
-from .wiring import get_layer_maps, kv_cache_groups_of, role_module
+from .selection import ENV_MODE
+from .wiring import AUDITED_ROLES, get_layer_maps, kv_cache_groups_of
 from ..checks.kv_scales import engine_step
 from ..checks.catalogue3 import catalogue3_findings
 from ..checks.field import field_checks, normalise_method
@@ -105,10 +105,13 @@ class Audit:
                 "ok": not self.errors}
 
 
-def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
-    """Compare vLLM's stock wiring (right after the draft is loaded) with the plan."""
-    plan = audit.plan
-    maps = get_layer_maps(proposer, target_model)
+def audit_after_load(audit: Audit, proposer: Any, live: Any) -> None:
+    """Compare vLLM's stock wiring (right after the draft is loaded) with the plan: the attention layers and role
+    modules as the draft-load stage read them once (`live`, surgery/vllm/wiring.py `at_load`)."""
+    if live.unreadable is not None:
+        audit.na("after_load", live.unreadable)
+        return
+    plan, maps = audit.plan, live.maps
     for op in plan.ops("share_kv"):
         attn, tname = maps.draft.get(op.draft_layer), maps.target_names.get(op.target_layer)
         where = maps.draft_names.get(op.draft_layer, f"draft layer {op.draft_layer}")
@@ -130,9 +133,9 @@ def audit_after_load(audit: Audit, proposer: Any, target_model: Any) -> None:
             audit.count("impl_copy")
             if impl.kv_sharing_target_layer_name != got:
                 stale_impl_copy(audit, op.draft_layer, impl, got, where)
-    compare_scales(audit, "load", maps)
     own_scale_calculation(audit, proposer, maps)
-    _audit_modules(audit, proposer, target_model)
+    _audit_modules(audit, proposer, live)
+    compare_scales(audit, "load", maps)
 
 
 def stale_impl_copy(audit: Audit, draft_layer, impl: Any, got, where: str | None) -> None:
@@ -187,14 +190,14 @@ def own_scale_calculation(audit: Audit, proposer: Any, maps: Any) -> None:
               "cache_config.calculate_kv_scales", severity=None if quantized else WARNING)
 
 
-def _audit_modules(audit: Audit, proposer: Any, target_model: Any) -> None:
-    draft = proposer.model
-    target_lm = target_language_model(target_model)
+def _audit_modules(audit: Audit, proposer: Any, live: Any) -> None:
+    """SRG704 / SRG705: the draft's embeddings and lm_head against the recipe's share / keep (the modules as
+    `live`, surgery/vllm/wiring.py `at_load`, found them)."""
     plan = audit.plan
     for op in plan.ops("share_module") + plan.ops("keep"):
-        if op.layer is not None or op.role not in ("input_embeddings", "lm_head"):
+        if op.layer is not None or op.role not in AUDITED_ROLES:
             continue
-        mine, theirs = role_module(draft, op.role, "draft"), role_module(target_lm, op.role, "target")
+        mine, theirs = live.modules[op.role]
         if mine is None or theirs is None:
             audit.na(op.id, f"{op.role}: no such module on the live {'draft' if mine is None else 'target'}")
             continue
@@ -406,38 +409,46 @@ def _write(audit: Audit, stage: str) -> None:
                                                              "ok": not audit.errors})
 
 
-def after_draft_loaded(proposer: Any, target_model: Any) -> Audit | None:
-
-    try:
-        selection = plan_from_config(proposer.vllm_config, proposer.speculative_config)
-    except SurgeryError as exc:  # audit observes; a recipe that does not load is reported, not raised
+def _start(selected: Any) -> tuple[Audit | None, dict]:
+    """(the Audit of the selected plan, {}), or (None, what the report says instead): the recipe could not be
+    loaded or resolved, or none is selected; each said in vLLM's log. An audit never raises."""
+    exc = selected.failure
+    if isinstance(exc, SurgeryError):
         for d in exc.diagnostics:
             get_logger().error("spec-surgery audit: %s", d.render())
-        write_report(mode="audit", findings=exc.diagnostics,
-                     not_applicable=[{"check": "all", "reason": "the recipe could not be resolved"}])
-        return None
-    except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
+        return None, {"findings": exc.diagnostics,
+                      "not_applicable": [{"check": "all", "reason": "the recipe could not be resolved"}]}
+    if exc is not None:
         get_logger().error("spec-surgery audit: could not resolve the recipe against this engine: %s: %s",
-                       type(exc).__name__, exc)
-        write_report(mode="audit", not_applicable=[{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}])
-        return None
-    if selection is None:
+                           type(exc).__name__, exc)
+        return None, {"not_applicable": [{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}]}
+    if selected.selection is None:
         get_logger().warning("spec-surgery audit: %s=audit but no recipe selected (SURGERY_RECIPE or "
-                         "additional_config.surgery.recipe): nothing to compare vLLM's wiring with", ENV_MODE)
-        write_report(mode="audit", not_applicable=[{"check": "all", "reason": "no recipe selected"}])
-        return None
-    plan = selection.plan
-    audit = Audit(plan)
-    for d in plan.diagnostics:
+                             "additional_config.surgery.recipe): nothing to compare vLLM's wiring with", ENV_MODE)
+        return None, {"not_applicable": [{"check": "all", "reason": "no recipe selected"}]}
+    audit = Audit(selected.plan)
+    for d in selected.plan.diagnostics:
         if d.severity in (ERROR, WARNING):
             audit.findings.append(("load", d))  # the recipe does not fit this engine's configs / runtime
+    return audit, {}
+
+
+def after_draft_loaded(proposer: Any, target_model: Any, selected: Any, live: Any) -> Audit | None:
+    """Audit mode, the draft loaded: `selected` is the selection and `live` the live engine as the draft-load
+    stage read them once (surgery/vllm/selection.py `read`, surgery/vllm/wiring.py `at_load`). In order: what
+    can be compared (a recipe that does not load or resolve is reported, never raised), vLLM's stock wiring
+    against the plan, the config findings with the live method, the record on the proposer, the log and the
+    report."""
+    audit, instead = _start(selected)
+    if audit is None:
+        write_report(mode="audit", **instead)
+        return None
     try:
-        audit_after_load(audit, proposer, target_model)
+        audit_after_load(audit, proposer, live)
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
         audit.na("after_load", f"{type(exc).__name__}: {exc}")
-    config_findings(audit, proposer, selection)
-    st = state.of(proposer)
-    st.audit_started(audit, target_model)
+    config_findings(audit, proposer, selected.selection)
+    state.of(proposer).audit_started(audit, target_model)
     _log(audit, "load")
     _write(audit, "load")
     return audit

@@ -13,12 +13,13 @@ The lifecycle:
 
 0. configured (where vLLM builds its config): `startup_check` - `calculate_kv_scales` in the cache
    config with KV-shared draft layers is SRG514, which stops a strict start; with the fix selected
-   (`follow_target_selected`: SURGERY_KV_SCALES=follow_target or additional_config) it is SRG517, logged.
+   (surgery/vllm/selection.py `follow_target_selected`: SURGERY_KV_SCALES=follow_target or additional_config)
+   it is SRG517, logged.
 1. loaded (after the draft is loaded): the plan's copy_attrs ops copy the target's scales onto the draft
    (the applier), then here: `live_findings` (the same findings from the live cache config and the
    draft layers' own flags), `load_values` (the copied values and the flags right after the copy, which
-   stage 4 compares with) and, the fix selected, `stop_own_calculation` (fix part 1: each KV-shared draft
-   layer's `calculate_kv_scales` set False).
+   stage 4 compares with) and, the fix selected, `fix_at_load` / `stop_own_calculation` (fix part 1: each
+   KV-shared draft layer's `calculate_kv_scales` set False).
 2. KV bound: nothing happens to the scales (live_apply.kv_cache_checks checks the cache tensors).
 3. reloaded (vLLM's reload_weights re-runs process_weights_after_loading, which rewrites the target's
    scales): `refresh` copies every copied attribute again, in place where the shapes allow.
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any
 
 from ..applier.core import prepare_op
@@ -51,9 +51,7 @@ from ..live.prepared import Check, NotApplicable
 from ..live.values import plain_value, values_equal
 from . import state
 from .log import get_logger
-from .selection import strict, surgery_config
-
-ENV_KV_SCALES = "SURGERY_KV_SCALES"  # "follow_target": draft layers take the target's calculated KV scales
+from .selection import follow_target_selected, strict
 
 # KV-scale attributes on vllm.model_executor.layers.attention.Attention
 SCALE_TENSOR_ATTRS = ("_k_scale", "_v_scale")  # registered buffers (or nn.Parameter under quant)
@@ -63,14 +61,6 @@ SCALE_ATTRS = SCALE_TENSOR_ATTRS + SCALE_FLOAT_ATTRS + SCALE_CPU_ATTRS
 
 
 # --------------------------------------------------------------------------- settings
-
-
-def follow_target_selected(vllm_config: Any) -> bool:
-    """The calculate_kv_scales fix (surgery/checks/kv_scales.py): SURGERY_KV_SCALES=follow_target or
-    additional_config {"surgery": {"kv_scales": "follow_target"}} (additional_config wins)."""
-    sub = surgery_config(vllm_config)
-    value = sub.get("kv_scales") if sub.get("kv_scales") else os.environ.get(ENV_KV_SCALES)
-    return str(value or "").lower() == "follow_target"
 
 
 def engine_calculates(vllm_config: Any) -> bool:
@@ -115,48 +105,48 @@ def startup_check(vllm_config: Any, plan: Any) -> list[Diagnostic]:
 # --------------------------------------------------------------------------- 1. loaded
 
 
-def live_findings(proposer: Any, plan: Any, draft: Any, target: Any) -> list[Diagnostic]:
+def live_findings(vllm_config: Any, plan: Any, layers: list, follow_target: bool) -> list[Diagnostic]:
     """SRG514 (error) / SRG517 (info, the fix selected) from the live engine: the cache config says
-    calculate_kv_scales, or a KV-shared draft layer still has the flag (the release has the option)."""
-    vc = proposer.vllm_config
-    calculate = engine_calculates(vc) or any(getattr(d, "calculate_kv_scales", False) is True
-                                             for _, d, _ in kv_layers(plan, draft, target))
-    return kv_scales_findings(plan, calculate=calculate, version=None, follow_target=follow_target_selected(vc),
-                              kv_cache_dtype=_cache_dtype(vc), source="cache_config", version_known=False)
+    calculate_kv_scales, or a KV-shared draft layer (`layers`, kv_layers') still has the flag (the release
+    has the option)."""
+    calculate = engine_calculates(vllm_config) or any(getattr(d, "calculate_kv_scales", False) is True
+                                                      for _, d, _ in layers)
+    dtype = _cache_dtype(vllm_config)
+    return kv_scales_findings(plan, calculate=calculate, version=None, follow_target=follow_target,
+                              kv_cache_dtype=dtype, source="cache_config", version_known=False)
 
 
-def load_values(plan: Any, draft: Any, target: Any, context: Any) -> dict:
+def load_values(plan: Any, layers: list, context: Any, draft: Any, target: Any) -> dict:
     """The copied values right after apply, per copy_attrs op (draft, target): what the warmed stage
     compares with to say which side changed; plus each KV-shared layer's calculate_kv_scales flag."""
-    out: dict = {"values": {}, "calculate": {}}
+    out: dict = {"values": {}, "calculate": {op.id: (getattr(d, "calculate_kv_scales", None),
+                                                     getattr(t, "calculate_kv_scales", None)) for op, d, t in layers}}
     for op in plan.ops("copy_attrs"):
         try:
             d, t = context.attention_pair(op, draft, target)
             out["values"][op.id] = (plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None)))
         except Exception:  # noqa: BLE001 - not applicable here; the verification said so
             continue
-    for op, d, t in kv_layers(plan, draft, target):
-        out["calculate"][op.id] = (getattr(d, "calculate_kv_scales", None), getattr(t, "calculate_kv_scales", None))
     return out
 
 
-def stop_own_calculation(plan: Any, draft: Any, target: Any, st: state.PluginState) -> dict:
-    """The fix, part 1 (at load): each KV-shared draft layer stops computing its own scales in its first
-    forward (`calculate_kv_scales = False`, a reversible change kept on `st`); part 2 runs after the
-    warm-up (`follow_target`)."""
+def stop_own_calculation(layers: list, st: state.PluginState) -> dict:
+    """The fix, part 1 (at load): each KV-shared draft layer (`layers`, kv_layers') stops computing its own
+    scales in its first forward (`calculate_kv_scales = False`, a reversible change kept on `st`); part 2 runs
+    after the warm-up (`follow_target`)."""
     stopped = []
-    for op, d, _ in kv_layers(plan, draft, target):
+    for op, d, _ in layers:
         if getattr(d, "calculate_kv_scales", False) is True:
             st.change([SetAttr(f"{op.id}:calculate_kv_scales", d, "calculate_kv_scales", False, kind="attribute")])
             stopped.append(op.draft_layer)
     return {"stopped": stopped, "recopied": None, "targets_calculated": None}
 
 
-def loaded(st: state.PluginState, findings: list[Diagnostic], draft: Any) -> None:
+def fix_at_load(st: state.PluginState, findings: list[Diagnostic], layers: list) -> None:
     """After a verified apply: with the fix selected (SRG517 among `findings`) the draft layers stop
     their own calculation; the record goes on `st.kv_scales_fix`."""
     if any(d.code == "SRG517" for d in findings):
-        st.kv_scales_fixed(stop_own_calculation(st.plan, draft, st.target_lm, st))
+        st.kv_scales_fixed(stop_own_calculation(layers, st))
 
 
 # --------------------------------------------------------------------------- 3. reloaded

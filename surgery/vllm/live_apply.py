@@ -33,107 +33,61 @@ from ..engine.cards import card
 from ..live.mutations import SetAttr
 from ..live.paths import attention_path, get_path, role_path
 from ..live.prepared import Check
-from ..live.vllm import aux_holder, target_language_model
-from . import audit, kv_scales, state
+from ..live.vllm import aux_holder
+from . import audit, kv_scales, selection, state, wiring
 from .hooks import installed_targets
 from .log import APPLIED, KV_BOUND, REFRESHED, WARMED, get_logger
-from .report import write_for_proposer
-from .selection import audit_mode, load_format, plan_from_config, selected_recipe, strict
+from .report import write_for_proposer, write_state
+from .selection import audit_mode, selected_recipe, strict
 from .wiring import kv_cache_groups_of
 
 
-def plan_for(proposer: Any):
-    """Resolve the selected recipe against the live engine; None when no recipe is selected."""
-    selection = plan_from_config(proposer.vllm_config, proposer.speculative_config)
-    return None if selection is None else selection.plan
-
-
-def hint_problems(plan: Any, proposer: Any, draft: Any, target: Any) -> list:
-    """The recipe's vLLM `engine:` hints checked against the live engine (SRG324)."""
-    hints = plan.engine_hints.get("vllm") or {}
-    problems = []
-    method = getattr(getattr(proposer, "speculative_config", None), "method", None)
-    if "method" in hints and method is not None and method != hints["method"]:
-        problems.append(diag("SRG324", f"recipe {plan.recipe} is for vLLM method {hints['method']!r} but the engine "
-                             f"runs speculative_config.method {method!r}"))
-    if hints.get("attention_backend") == "inherit_target":
-        def backends(model):
-            return {getattr(m, "attn_backend", None) for _, m in model.named_modules()
-                    if getattr(m, "attn_backend", None) is not None} if hasattr(model, "named_modules") else set()
-
-        d, t = backends(draft), backends(target)
-        if d and t and not d <= t:
-            problems.append(diag("SRG324", "attention_backend: inherit_target, but the draft's attention backend "
-                                 f"({', '.join(sorted(getattr(b, '__name__', str(b)) for b in d))}) is not the "
-                                 f"target's ({', '.join(sorted(getattr(b, '__name__', str(b)) for b in t))})"))
-    if "advance_draft_positions" in hints:
-        constant = getattr(proposer, "constant_draft_positions", None)
-        if isinstance(constant, bool) and constant == hints["advance_draft_positions"]:
-            problems.append(diag("SRG324", f"advance_draft_positions: {hints['advance_draft_positions']}, but the "
-                                 f"proposer {type(proposer).__name__} has constant_draft_positions={constant}"))
-    if "parallel_drafting" in hints:
-        live = getattr(proposer, "parallel_drafting", None)
-        if isinstance(live, bool) and live != hints["parallel_drafting"]:
-            problems.append(diag("SRG324", f"parallel_drafting: {hints['parallel_drafting']}, but the proposer "
-                                 f"{type(proposer).__name__} has parallel_drafting={live} (speculative_config."
-                                 "parallel_drafting; a P-EAGLE head needs it, a speculators `peagle` file sets it)"))
-    return problems
-
-
 def after_draft_loaded(proposer: Any, target_model: Any) -> None:
-    if audit_mode(proposer.vllm_config):
-        audit.after_draft_loaded(proposer, target_model)
+    """The draft is loaded (vLLM's own wiring done). The selection is read once (surgery/vllm/selection.py
+    `read`), then each stage runs once, in order: audit mode observes (surgery/vllm/audit.py); apply mode
+    checks the live engine against the plan (engine hints SRG324, the KV-scale rule SRG514 / SRG517), applies,
+    verifies (rolled back on failure), keeps the copied values the warmed stage compares with, records the
+    stage on the proposer's state, writes the report and says it in one log line."""
+    selected = selection.read(proposer.vllm_config, proposer.speculative_config)
+    live = wiring.at_load(proposer, target_model, selected)
+    if selected.audit:
+        audit.after_draft_loaded(proposer, target_model, selected, live)
         return
-    plan = plan_for(proposer)
+    plan = selected.plan
     if plan is None:
         return
-    if not plan.ok:
-        raise SurgeryError(plan.errors)
-    target_lm = target_language_model(target_model)
-    draft = proposer.model
-    is_strict = strict(proposer.vllm_config)
-    problems = hint_problems(plan, proposer, draft, target_lm)
-    if problems and is_strict:
-        raise SurgeryError(problems)
-    scale_findings = kv_scales.live_findings(proposer, plan, draft, target_lm)
-    if any(d.severity == "error" for d in scale_findings) and is_strict:  # SRG514; non-strict: the warmed stage says
-        raise SurgeryError([d for d in scale_findings if d.severity == "error"])
-    info = load_info(proposer.vllm_config)
     st = state.of(proposer)
-    st.load_format(info)
+    st.load_format(selected.load_info)
     context = st.engine_context(proposer)  # built once; every later stage uses it
-    report = applier.apply_plan(plan, draft, target_lm, context, strict=is_strict)
+    draft, target_lm, problems = live.draft, live.target_lm, live.hint_problems
+    if problems and selected.strict:
+        raise SurgeryError(problems)
+    layers = kv_scales.kv_layers(plan, draft, target_lm)  # the KV-shared attention pairs, found once
+    scale_findings = kv_scales.live_findings(proposer.vllm_config, plan, layers, selected.follow_target)
+    if any(d.severity == "error" for d in scale_findings) and selected.strict:  # SRG514; else the warmed stage says
+        raise SurgeryError([d for d in scale_findings if d.severity == "error"])
+    applied = applier.apply_plan(plan, draft, target_lm, context, strict=selected.strict)
     t0 = time.perf_counter()
-    verification = applier.verify_plan(plan, draft, target_lm, context, report=report)
-    info["verify_seconds"] = time.perf_counter() - t0
-    if not verification.ok:
-        applier.rollback(report)  # never leave a wiring that failed its own checks in place
-    st.loaded(plan, report, verification, target_lm, problems, info,
-              kv_scales.load_values(plan, draft, target_lm, context) if verification.ok else None)
-    if verification.ok:  # the fix selected (SRG517): the draft layers stop their own calculation
-        kv_scales.loaded(st, scale_findings, draft)
-    write_for_proposer(proposer)
+    verification = applier.verify_plan(plan, draft, target_lm, context, report=applied)
+    info = dict(selected.load_info, verify_seconds=time.perf_counter() - t0)
+    values = None
+    if verification.ok:
+        values = kv_scales.load_values(plan, layers, context, draft, target_lm)
+        kv_scales.fix_at_load(st, scale_findings, layers)  # the fix selected (SRG517): draft layers stop their own
+    else:
+        applier.rollback(applied)  # never leave a wiring that failed its own checks in place
+    st.loaded(plan, applied, verification, target_lm, problems, info, values)
+    write_state(st)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     get_logger().info(
-        APPLIED.fmt, plan.recipe, len(report.applied), maps, len(plan.skipped), report.summary(),
+        APPLIED.fmt, plan.recipe, len(applied.applied), maps, len(plan.skipped), applied.summary(),
         "PASS" if verification.ok else "FAIL, rolled back", len(verification.checks), info["said"],
         "" if verification.ok else ": " + "; ".join(f"{c.op_id} {c.name} ({c.detail})" for c in verification.failed[:5]),
         "" if not problems and not scale_findings else "; " + "; ".join(f"{d.code} {d.message}"
                                                                         for d in [*problems, *scale_findings]))
-    if not verification.ok and is_strict:
+    if not verification.ok and selected.strict:
         raise SurgeryError(diag("SRG501", "; ".join(f"{c.op_id}: {c.name} ({c.detail})" for c in verification.failed)
                                 + " (the wiring was rolled back)"))
-
-
-def load_info(vllm_config: Any) -> dict:
-    """How the engine loads weights, and where the plugin's "has own weights" answer comes from."""
-    fmt = load_format(vllm_config)
-    dummy = fmt == "dummy"
-    said = ("SRG512 load_format=dummy: has own weights = yes for every role the draft declares (every declared "
-            "parameter is present, random)" if dummy else
-            f"load_format={fmt}: has own weights from the checkpoint's names (vLLM's has-own flags)")
-    return {"load_format": fmt, "dummy": dummy, "has_own_weights": "every declared parameter (dummy load)" if dummy
-            else "from the checkpoint's weight names", "said": said}
 
 
 def kv_cache_checks(proposer: Any, kv_cache_config: Any = None) -> list:

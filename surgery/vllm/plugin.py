@@ -15,7 +15,7 @@ import importlib.util
 import os
 
 from ..text.diagnostics import SurgeryError, diag
-from . import guard, hooks, lazy, startup
+from . import hooks, lazy, startup
 from .log import get_logger
 
 
@@ -34,12 +34,21 @@ def register() -> None:
     lazy.when_imported(modules, install_hooks)
     lazy.when_imported(worker_modules(), install_warm_up_hooks)
     # the acceptance guard reads the scheduler's spec-decode counts (engine-core process only)
-    lazy.when_imported([guard.TARGET[0]], guard.install)
+    lazy.when_imported([GUARD_MODULE], install_guard)
     # the start-up canary (guard.canary) runs where the engine core is built (surgery/vllm/canary.py)
     lazy.when_imported([CANARY_MODULE], install_canary)
 
 
+GUARD_MODULE = "vllm.v1.core.sched.scheduler"  # surgery/vllm/guard.py TARGET's module
 CANARY_MODULE = "vllm.v1.engine.core"  # surgery/vllm/canary.py TARGET's module
+
+
+def install_guard(module: str = "") -> None:
+    """Wrap vLLM's scheduler for the acceptance guard (surgery/vllm/guard.py), imported here, where vLLM's scheduler
+    module is: the guard's package (surgery/guard/) stays out of the processes that never schedule."""
+    from . import guard
+
+    guard.install(module)
 
 
 def install_canary(module: str = "") -> None:

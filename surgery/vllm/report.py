@@ -147,8 +147,13 @@ def write(data: dict, path: Path | None) -> Path | None:
 def write_for_proposer(proposer: Any, rank: int | None = None) -> Path | None:
     """Write the report of the plan stored on a live proposer (by the plugin); keeps findings
     already recorded for it."""
+    return write_state(state.get(proposer), rank)
+
+
+def write_state(st: state.PluginState | None, rank: int | None = None) -> Path | None:
+    """Write the report of a plugin state (the draft-load stage hands its own); keeps the guard's record
+    already in the file."""
     path = report_path(worker_rank() if rank is None else rank)
-    st = state.get(proposer)
     if path is None or st is None or st.plan is None:
         return None
     data = build_report(st.plan, st.report, st.verification, st.kv_checks, None, st.warmed, st.load_info)

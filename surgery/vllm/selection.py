@@ -8,7 +8,9 @@ instead of failing on operations vLLM cannot perform.
 The plugin (worker, after the draft is loaded), the start-up check (where vLLM builds its
 config) and the audit all need the recipe, both models' facts and the plan. They get them from
 `plan_from_config`, which reads each checkpoint's config.json once per process (keyed by the file
-and its modification) and resolves once per runtime.
+and its modification) and resolves once per runtime. The draft-load stage reads all of it at once
+(`read`: mode, strictness, load format, the KV-scale fix, the plan), so every later step of that stage
+works from one `Selected` and no step reads the selection again.
 """
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ from ..facts import facts_from_config, read_facts
 from ..modelfiles.source import is_hub_ref
 from ..plan import Runtime
 from ..recipe import find_recipe, load_recipe
+from ..text.diagnostics import SurgeryError
 from ..resolver import resolve
 
 ENV_RECIPE = "SURGERY_RECIPE"
 ENV_STRICT = "SURGERY_STRICT"  # "0": report (not fail on) operations vLLM cannot perform and failed verification
 ENV_MODE = "SURGERY_MODE"
+ENV_KV_SCALES = "SURGERY_KV_SCALES"  # "follow_target": draft layers take the target's calculated KV scales
 
 _facts_cache: dict[tuple, Any] = {}
 _recipe_cache: dict[tuple, Any] = {}
@@ -44,36 +48,63 @@ def surgery_config(vllm_config: Any) -> dict:
     return _surgery_config(vllm_config)
 
 
+def _recipe_of(sub: dict) -> str | None:
+    return str(sub["recipe"]) if sub.get("recipe") else os.environ.get(ENV_RECIPE) or None
+
+
+def _strict_of(sub: dict) -> bool:
+    return sub.get("strict") is not False and os.environ.get(ENV_STRICT, "1") != "0"
+
+
+def _mode_of(sub: dict) -> str:
+    return str(sub["mode"]).lower() if sub.get("mode") else (os.environ.get(ENV_MODE) or "apply").lower()
+
+
+def _follow_target_of(sub: dict) -> bool:
+    value = sub.get("kv_scales") if sub.get("kv_scales") else os.environ.get(ENV_KV_SCALES)
+    return str(value or "").lower() == "follow_target"
+
+
 def selected_recipe(vllm_config: Any) -> str | None:
-    sub = _surgery_config(vllm_config)
-    if sub.get("recipe"):
-        return str(sub["recipe"])
-    return os.environ.get(ENV_RECIPE) or None
+    return _recipe_of(_surgery_config(vllm_config))
 
 
 def strict(vllm_config: Any) -> bool:
     """Strict unless the user opts out: SURGERY_STRICT=0 or additional_config {"surgery": {"strict": false}}."""
-    if _surgery_config(vllm_config).get("strict") is False:
-        return False
-    return os.environ.get(ENV_STRICT, "1") != "0"
+    return _strict_of(_surgery_config(vllm_config))
 
 
 def selected_mode(vllm_config: Any) -> str:
     """"audit" or "apply" (the default). additional_config wins over the environment."""
-    sub = _surgery_config(vllm_config)
-    if sub.get("mode"):
-        return str(sub["mode"]).lower()
-    return (os.environ.get(ENV_MODE) or "apply").lower()
+    return _mode_of(_surgery_config(vllm_config))
 
 
 def audit_mode(vllm_config: Any) -> bool:
     return selected_mode(vllm_config) == "audit"
 
 
+def follow_target_selected(vllm_config: Any) -> bool:
+    """The calculate_kv_scales fix (surgery/checks/kv_scales.py, surgery/vllm/kv_scales.py):
+    SURGERY_KV_SCALES=follow_target or additional_config {"surgery": {"kv_scales": "follow_target"}}
+    (additional_config wins)."""
+    return _follow_target_of(_surgery_config(vllm_config))
+
+
 def load_format(vllm_config: Any) -> str:
     """The engine's load format ("auto", "dummy", ...), as a string."""
     value = getattr(getattr(vllm_config, "load_config", None), "load_format", None)
     return str(getattr(value, "value", value) or "auto")
+
+
+def load_info(vllm_config: Any) -> dict:
+    """How the engine loads weights, and where the plugin's "has own weights" answer comes from."""
+    fmt = load_format(vllm_config)
+    dummy = fmt == "dummy"
+    said = ("SRG512 load_format=dummy: has own weights = yes for every role the draft declares (every declared "
+            "parameter is present, random)" if dummy else
+            f"load_format={fmt}: has own weights from the checkpoint's names (vLLM's has-own flags)")
+    return {"load_format": fmt, "dummy": dummy, "has_own_weights": "every declared parameter (dummy load)" if dummy
+            else "from the checkpoint's weight names", "said": said}
 
 
 def _file_key(path: Path) -> tuple | None:
@@ -163,13 +194,54 @@ def plan_from_config(vllm_config: Any, speculative_config: Any = None) -> Select
     ref = selected_recipe(vllm_config)
     if ref is None:
         return None
+    runtime = runtime_of(vllm_config)
     recipe = load_selected_recipe(ref)
     spec = speculative_config if speculative_config is not None else vllm_config.speculative_config
     draft_cfg, target_cfg = spec.draft_model_config, vllm_config.model_config
     draft = model_facts(draft_cfg.model, draft_cfg.hf_config, "draft", getattr(draft_cfg, "revision", None))
     target = model_facts(target_cfg.model, target_cfg.hf_config, "target", getattr(target_cfg, "revision", None))
-    runtime = runtime_of(vllm_config)
     key = (id(recipe), id(draft), id(target), runtime)
     if key not in _plan_cache:
         _plan_cache[key] = resolve(recipe, draft, target, runtime)
     return Selection(recipe, draft, target, _plan_cache[key])
+
+
+@dataclass(frozen=True)
+class Selected:
+    """What the draft-load stage reads of the user's selection, once: the mode, how strictly, how the engine loads
+    weights (`load_info`), whether the calculate_kv_scales fix is selected, and the recipe's `Selection` (None
+    without a recipe). `failure`: in audit mode, why the recipe could not be loaded or resolved (apply mode
+    raises it instead: an engine never serves a recipe it could not read)."""
+
+    mode: str
+    strict: bool
+    follow_target: bool
+    load_info: dict
+    selection: Selection | None = None
+    failure: BaseException | None = None
+
+    @property
+    def audit(self) -> bool:
+        return self.mode == "audit"
+
+    @property
+    def plan(self) -> Any:
+        return self.selection.plan if self.selection is not None else None
+
+
+def read(vllm_config: Any, speculative_config: Any = None) -> Selected:
+    """The selection as the draft-load stage needs it, read once (`Selected`). Apply mode raises SurgeryError
+    when the recipe does not load or its plan has errors for this engine; audit mode keeps the failure (the plan's
+    errors are the audit's findings)."""
+    sub = _surgery_config(vllm_config)
+    mode, is_strict, follow = _mode_of(sub), _strict_of(sub), _follow_target_of(sub)
+    info = load_info(vllm_config)
+    try:
+        selection = plan_from_config(vllm_config, speculative_config)
+    except Exception as exc:  # noqa: BLE001 - the audit reports what it cannot compare; apply mode stops
+        if mode != "audit":
+            raise
+        return Selected(mode, is_strict, follow, info, failure=exc)
+    if mode != "audit" and selection is not None and not selection.plan.ok:
+        raise SurgeryError(selection.plan.errors)  # before any live object is touched
+    return Selected(mode, is_strict, follow, info, selection)

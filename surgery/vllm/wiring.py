@@ -13,11 +13,14 @@ from typing import Any
 
 from ..live.paths import get_path, role_paths
 from ..live.vllm import kv_sharing_mutations, target_language_model
+from ..text.diagnostics import diag
 from .hooks import target_model_of
 from .kv_scales import SCALE_CPU_ATTRS, SCALE_FLOAT_ATTRS, SCALE_TENSOR_ATTRS, scale_info
 
 __all__ = ["LayerMaps", "SCALE_TENSOR_ATTRS", "SCALE_FLOAT_ATTRS", "SCALE_CPU_ATTRS", "get_layer_maps",
-           "set_kv_sharing_target", "describe_wiring", "role_module", "find_live_runner", "find_live_drafter"]
+           "set_kv_sharing_target", "describe_wiring", "role_module", "find_live_runner", "find_live_drafter",
+           "AtLoad", "at_load", "observed", "hint_problems"]
+AUDITED_ROLES = ("input_embeddings", "lm_head")  # the roles whose module the audit compares (surgery/vllm/audit.py)
 
 # the KV-scale attributes on vllm.model_executor.layers.attention.Attention, named in
 # surgery/vllm/kv_scales.py (the scales' lifecycle) and re-exported here as before
@@ -62,7 +65,8 @@ def _attention_modules(module) -> dict[str, Any]:
 
 
 def get_layer_maps(proposer, target_model=None) -> LayerMaps:
-    """Draft and target attention layers of a live drafter (after its load_model).
+    """Draft and target attention layers of a live drafter (after its load_model); without `target_model`, every
+    attention layer the engine registered that is not the draft's.
 
     Names are the ``Attention.layer_name`` strings (= ``static_forward_context``
     keys): target ``model.layers.{i}.self_attn.attn`` (``Gemma4ForCausalLM``) or
@@ -74,8 +78,6 @@ def get_layer_maps(proposer, target_model=None) -> LayerMaps:
 
     sfc = proposer.vllm_config.compilation_config.static_forward_context
     draft_layers = _attention_modules(proposer.model)
-    if target_model is None:
-        target_model = target_model_of(proposer)
     if target_model is not None:
         target_layers = _attention_modules(target_model)
     else:  # everything registered that is not the draft's
@@ -135,6 +137,85 @@ def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=N
         m.apply()
 
 
+# --------------------------------------------------------------------------- at draft load
+
+
+@dataclass
+class AtLoad:
+    """What the draft-load stage needs of the live engine, found once (surgery/vllm/live_apply.py
+    `after_draft_loaded`) and handed to its stages: the draft and the target's language model; in apply mode
+    the recipe's engine hints checked against the live engine (SRG324); in audit mode the attention layer maps
+    and the modules of the roles the audit compares (`unreadable`: why the maps could not be read)."""
+
+    draft: Any
+    target_lm: Any
+    hint_problems: list = field(default_factory=list)
+    maps: LayerMaps | None = None
+    modules: dict = field(default_factory=dict)  # role -> (draft's module, target's module), AUDITED_ROLES
+    unreadable: str | None = None
+
+
+def at_load(proposer: Any, target_model: Any, selected: Any) -> AtLoad:
+    """The live engine as the draft-load stage's steps need it, read once (`selected`: surgery/vllm/selection.py
+    `read`). Nothing is read without a plan; audit mode reads what the audit compares, apply mode checks the
+    hints (the applier finds its own paths through the engine context)."""
+    plan = selected.plan
+    if plan is not None and selected.audit:
+        return observed(proposer, target_model)
+    draft, target_lm = proposer.model, target_language_model(target_model)
+    live = AtLoad(draft, target_lm)
+    if plan is not None:
+        live.hint_problems = hint_problems(plan, proposer, draft, target_lm)
+    return live
+
+
+def observed(proposer: Any, target_model: Any) -> AtLoad:
+    """What the audit compares with the plan, read from the live engine: the attention layer maps and the modules
+    of AUDITED_ROLES on both sides. An audit must never stop the engine it observes: maps that cannot be read
+    are said in `unreadable` (not applicable)."""
+    draft, target_lm = proposer.model, target_language_model(target_model)
+    live = AtLoad(draft, target_lm)
+    try:
+        live.maps = get_layer_maps(proposer, target_model)
+    except Exception as exc:  # noqa: BLE001
+        live.unreadable = f"{type(exc).__name__}: {exc}"
+    live.modules = {role: (role_module(draft, role, "draft"), role_module(target_lm, role, "target"))
+                    for role in AUDITED_ROLES}
+    return live
+
+
+def hint_problems(plan: Any, proposer: Any, draft: Any, target: Any) -> list:
+    """The recipe's vLLM `engine:` hints checked against the live engine (SRG324)."""
+    hints = plan.engine_hints.get("vllm") or {}
+    problems = []
+    method = getattr(getattr(proposer, "speculative_config", None), "method", None)
+    if "method" in hints and method is not None and method != hints["method"]:
+        problems.append(diag("SRG324", f"recipe {plan.recipe} is for vLLM method {hints['method']!r} but the engine "
+                             f"runs speculative_config.method {method!r}"))
+    if hints.get("attention_backend") == "inherit_target":
+        def backends(model):
+            return {getattr(m, "attn_backend", None) for _, m in model.named_modules()
+                    if getattr(m, "attn_backend", None) is not None} if hasattr(model, "named_modules") else set()
+
+        d, t = backends(draft), backends(target)
+        if d and t and not d <= t:
+            problems.append(diag("SRG324", "attention_backend: inherit_target, but the draft's attention backend "
+                                 f"({', '.join(sorted(getattr(b, '__name__', str(b)) for b in d))}) is not the "
+                                 f"target's ({', '.join(sorted(getattr(b, '__name__', str(b)) for b in t))})"))
+    if "advance_draft_positions" in hints:
+        constant = getattr(proposer, "constant_draft_positions", None)
+        if isinstance(constant, bool) and constant == hints["advance_draft_positions"]:
+            problems.append(diag("SRG324", f"advance_draft_positions: {hints['advance_draft_positions']}, but the "
+                                 f"proposer {type(proposer).__name__} has constant_draft_positions={constant}"))
+    if "parallel_drafting" in hints:
+        live = getattr(proposer, "parallel_drafting", None)
+        if isinstance(live, bool) and live != hints["parallel_drafting"]:
+            problems.append(diag("SRG324", f"parallel_drafting: {hints['parallel_drafting']}, but the proposer "
+                                 f"{type(proposer).__name__} has parallel_drafting={live} (speculative_config."
+                                 "parallel_drafting; a P-EAGLE head needs it, a speculators `peagle` file sets it)"))
+    return problems
+
+
 # --------------------------------------------------------------------------- describe
 
 
@@ -158,9 +239,9 @@ def describe_wiring(proposer, target_model=None) -> dict[str, Any]:
     """
     import torch
 
-    maps = get_layer_maps(proposer, target_model)
     if target_model is None:
         target_model = target_model_of(proposer)
+    maps = get_layer_maps(proposer, target_model)
     sfc = maps.static_forward_context
     target_name_to_idx = {n: i for i, n in maps.target_names.items()}
 

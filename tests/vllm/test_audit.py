@@ -238,7 +238,7 @@ def shipped_plan(target, draft, kv_cache_dtype="auto"):
 
 def run_audit(plan, proposer, target_model, kv: bool, kv_cache_config=None):
     a = vaudit.Audit(plan)
-    vaudit.audit_after_load(a, proposer, target_model)
+    vaudit.audit_after_load(a, proposer, wiring.observed(proposer, target_model))
     if kv:
         vaudit.audit_after_kv_cache(a, proposer, target_model, kv_cache_config)
     return a

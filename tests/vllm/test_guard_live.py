@@ -52,6 +52,14 @@ def test_vllm_counts_drafts_where_the_guard_reads_them():
         assert name in Scheduler.__dict__, name
 
 
+def test_the_plugin_installs_the_guard_where_vllm_imports_its_scheduler():
+    """register() wraps the scheduler when vLLM imports its module (surgery/vllm/plugin.py install_guard), and
+    imports the guard's package only then: processes that never schedule do not load it."""
+    from surgery.vllm import plugin
+
+    assert plugin.GUARD_MODULE == vguard.TARGET[0]
+
+
 # ---- the plumbing on a stand-in scheduler (tests/vllm/standin.py; the log lines: conftest.py `captured`)
 
 

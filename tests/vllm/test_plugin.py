@@ -8,7 +8,7 @@ Engine starts in this module (each ~3-10 s on 2 cores):
   vLLM's own wiring (differential oracle) and live objects for the atomicity test;
 - 3 generated layouts, each stopped right after the draft is wired (differential oracle);
 - 2 engines that must fail to start (SRG309, SRG303).
-Plus no-engine tests: pp=2 through live_apply.plan_for, adapter static checks, fault injection.
+Plus no-engine tests: pp=2 through selection.plan_from_config, adapter static checks, fault injection.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from surgery.facts import read_facts  # noqa: E402
 from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
-from surgery.vllm import hooks, live_apply, plugin, state, wiring  # noqa: E402
+from surgery.vllm import hooks, live_apply, plugin, selection, state, wiring  # noqa: E402
 from surgery.vllm import inspect as vinspect  # noqa: E402
 from surgery.live.vllm import VLLMContext  # noqa: E402
 
@@ -418,7 +418,7 @@ def _stand_in_proposer(target, draft, recipe, pp_size=2):
 
 def test_pp2_plan_refuses(tiny_pair):
     proposer = _stand_in_proposer(*tiny_pair, RECIPE, pp_size=2)
-    plan = live_apply.plan_for(proposer)
+    plan = selection.plan_from_config(proposer.vllm_config, proposer.speculative_config).plan
     assert plan.runtime.pp_size == 2 and not plan.ok
     codes = {d.code for d in plan.errors}
     assert {"SRG311", "SRG316"} <= codes, codes
@@ -428,7 +428,8 @@ def test_pp2_plan_refuses(tiny_pair):
         live_apply.after_draft_loaded(proposer, target_model=None)  # stops before touching any model
     assert "SRG311" in str(ei.value) and "SRG316" in str(ei.value)
     # pp=1: the same stand-in resolves cleanly
-    assert live_apply.plan_for(_stand_in_proposer(*tiny_pair, RECIPE, pp_size=1)).ok
+    one = _stand_in_proposer(*tiny_pair, RECIPE, pp_size=1)
+    assert selection.plan_from_config(one.vllm_config, one.speculative_config).plan.ok
 
 
 def _draft_state(draft_module, maps):
