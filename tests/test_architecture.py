@@ -88,6 +88,13 @@ def _defined_private_names() -> dict[str, set[str]]:
                 for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                     if isinstance(target, ast.Name) and _private(target.id):
                         names.add(target.id)
+                    # an instance attribute the module's own classes set (`self._codes = ...`) is its own too
+                    elif isinstance(target, ast.Attribute) and _private(target.attr) \
+                            and isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"):
+                        names.add(target.attr)
+                    elif isinstance(target, ast.Name) and target.id == "__slots__":
+                        names |= {e.value for e in ast.walk(node.value)
+                                  if isinstance(e, ast.Constant) and isinstance(e.value, str) and _private(e.value)}
         out[name] = names
     return out
 
