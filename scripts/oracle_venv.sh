@@ -36,21 +36,7 @@ if [ -z "$WHEEL" ]; then
 fi
 pip_ install -q $TORCH
 # the wheel's own requirements, up to numba (the CUDA kernel packages follow it); markers kept for pip
-"$DIR/bin/python" - "$WHEEL" > "$DIR/requirements.txt" <<'PYEOF'
-import sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-for line in z.read(meta).decode().splitlines():
-    if not line.startswith("Requires-Dist:") or "extra ==" in line:
-        continue
-    req = line.split(":", 1)[1].strip()
-    name = req.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("!")[0].strip().lower()
-    if name in ("torch", "torchvision", "torchaudio", "torchcodec"):
-        continue
-    print(req)
-    if name == "numba":
-        break
-PYEOF
+"$DIR/bin/python" scripts/wheel_requirements.py "$WHEEL" --until numba > "$DIR/requirements.txt"
 pip_ install -q -r "$DIR/requirements.txt" $TORCH
 pip_ install -q --no-deps "$WHEEL"
 [ -z "$PLATFORM" ] || pip_ install -q --no-deps "./$PLATFORM"

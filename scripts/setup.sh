@@ -41,34 +41,22 @@ if [ "${1:-}" = "--test" ]; then
     [ -n "$(ls .cache/sglang/sglang-$ver-*.whl 2>/dev/null)" ] || \
       quiet_pip download -q --no-deps -d .cache/sglang sglang==$ver
   done
-  # The release oracles (issue 53): each judged release's own config layer, in its own venv under
-  # .cache/oracles (kept while its recipe stamp matches). A build that fails is not fatal here: its log
-  # stays beside the venv and tests/release_oracle reports that release as skipped, with the log's tail.
-  # The two builds run side by side (mostly downloads and unpacking).
-  for ver in 0.26.0 0.34.0; do
-    ( if bash scripts/oracle_venv.sh "$ver" > ".cache/oracles/vllm-$ver.log" 2>&1; then
-        tail -n 1 ".cache/oracles/vllm-$ver.log"
+  # The oracle venvs, side by side in the background (mostly downloads and unpacking), each in its own venv
+  # under .cache/oracles (kept while its recipe stamp matches). A build that fails is not fatal here: its
+  # log stays beside the venv and the tests that need it skip with the log's tail.
+  #   vLLM 0.26.0 / 0.34.0: each judged release's own config layer (issue 53; tests/release_oracle)
+  #   transformers 5.25.0: the newest release CI runs the HF tests on (issue 69; tests/hf/test_transformers_range.py)
+  #   SGLang 0.5.23: its parser, server-argument resolution, model configs and classes (issue 65; tests/sglang_oracle)
+  build_venv() {  # label script version log-name
+    ( if bash "scripts/$2" "$3" > ".cache/oracles/$4.log" 2>&1; then
+        tail -n 1 ".cache/oracles/$4.log"
       else
-        echo "oracle venv vLLM $ver: build failed (the tests skip it; see .cache/oracles/vllm-$ver.log)"
+        echo "$1 $3: build failed (the tests skip it; see .cache/oracles/$4.log)"
       fi ) &
-  done
-  # the newest transformers CI runs the HF tests on (issue 69; tests/hf/test_transformers_range.py), beside them
-  for ver in 5.25.0; do
-    ( if bash scripts/hf_venv.sh "$ver" > ".cache/oracles/hf-transformers-$ver.log" 2>&1; then
-        tail -n 1 ".cache/oracles/hf-transformers-$ver.log"
-      else
-        echo "HF venv transformers $ver: build failed (the tests skip it; see .cache/oracles/hf-transformers-$ver.log)"
-      fi ) &
-  done
-  # SGLang's own oracle (issue 65): its parser, server-argument resolution, model configs and classes
-  # (tests/sglang_oracle, surgery/engine/ask/sglang_runner.py), beside the vLLM builds
-  for ver in 0.5.23; do
-    ( if bash scripts/sglang_oracle_venv.sh "$ver" > ".cache/oracles/sglang-$ver.log" 2>&1; then
-        tail -n 1 ".cache/oracles/sglang-$ver.log"
-      else
-        echo "oracle venv SGLang $ver: build failed (the tests skip it; see .cache/oracles/sglang-$ver.log)"
-      fi ) &
-  done
+  }
+  for ver in 0.26.0 0.34.0; do build_venv "oracle venv vLLM" oracle_venv.sh "$ver" "vllm-$ver"; done
+  build_venv "HF venv transformers" hf_venv.sh 5.25.0 hf-transformers-5.25.0
+  build_venv "oracle venv SGLang" sglang_oracle_venv.sh 0.5.23 sglang-0.5.23
   wait
 else
   quiet_pip install -q -e '.[apply]'

@@ -40,19 +40,7 @@ if [ -z "$WHEEL" ]; then
   WHEEL=$(ls .cache/sglang/sglang-$VER-*.whl | head -1)
 fi
 pip_ install -q $TORCH
-SKIP="$SKIP" "$DIR/bin/python" - "$WHEEL" > "$DIR/requirements.txt" <<'PYEOF'
-import os, sys, zipfile
-skip = set(os.environ["SKIP"].split())
-z = zipfile.ZipFile(sys.argv[1])
-meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-for line in z.read(meta).decode().splitlines():
-    if not line.startswith("Requires-Dist:") or "extra ==" in line:
-        continue
-    req = line.split(":", 1)[1].strip()
-    name = req.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("!")[0].strip().lower()
-    if name not in skip:
-        print(req)
-PYEOF
+"$DIR/bin/python" scripts/wheel_requirements.py "$WHEEL" --skip $SKIP > "$DIR/requirements.txt"
 pip_ install -q -r "$DIR/requirements.txt" $EXTRA $TORCH
 pip_ install -q --no-deps "$WHEEL"
 CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -W ignore -c \
