@@ -115,6 +115,8 @@ def one_run(recipe: str, kind: str, args, done) -> dict:
                         for t in record.get("trips") or []]
         row["registry_trips"] = {k: reg1[k] - reg0.get(k, 0.0) for k in reg1}
         row["log_lines"] = sv.trip_lines(lines.text)
+        # the guard said it failed and turned itself off (SRG476): the row measured nothing
+        row["guard_failed"] = [x for x in lines.lines if "SRG476" in x][:1] or None
         row["guard_drafts_seen"] = ((record.get("streams") or {}).get("all") or {}).get("drafts_seen")
         if at is None:
             row["false_trips"] = len(row["trips"])
@@ -223,7 +225,7 @@ def main(argv=None) -> int:
             f.write(json.dumps(row) + "\n")
         result["rows"].append(row)
         path.write_text(json.dumps(result, indent=1) + "\n")
-        brief = {k: row.get(k) for k in ("pair", "kind", "first_trip_after_collapse", "false_trips", "registry_trips",
+        brief = {k: row.get(k) for k in ("pair", "kind", "guard_failed", "first_trip_after_collapse", "false_trips", "registry_trips",
                                          "registry_first_seen_after")}
         print("ROW", json.dumps(brief), flush=True)
 
