@@ -315,3 +315,24 @@ def test_pure_module_imports_no_engine():
             "bad = [m for m in ('vllm', 'torch', 'sglang', 'transformers') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_step_as_a_histogram_makes_the_buckets_and_trips_of_its_totals():
+    """vLLM's scheduler hands the guard each step as {(drafted, accepted): n} (surgery/vllm/guard.py), the API
+    server's stat logger the same step as per-position totals: both feeds judge the same windows, so the engine
+    core and /metrics say the same trips (healthy, then a collapse, in steps of 1 to 40 drafts, bands on)."""
+    import random
+
+    rng = random.Random(0)
+    by_hist, by_totals = (Guard(cfg(bands=[4, 16]), num_spec=3) for _ in range(2))
+    for pattern in (HEALTHY, COLLAPSED, HEALTHY):
+        for _ in range(40):
+            drafts = [rng.choice(pattern) for _ in range(rng.randint(1, 40))]
+            hist: dict = {}
+            for d in drafts:
+                hist[d] = hist.get(d, 0) + 1
+            a = by_hist.observe_step(hist)
+            b = by_totals.observe_counts(Counts.from_histogram(hist, 3))
+            assert a == b
+    assert [t.kind for t in by_hist.trips] == [t.kind for t in by_totals.trips] and by_hist.trips
+    assert by_hist.to_dict() == by_totals.to_dict()

@@ -34,6 +34,15 @@ class Counts:
         for i in range(num_accepted):
             self.accepted[i] += 1
 
+    @classmethod
+    def from_histogram(cls, hist: dict, positions: int) -> Counts:
+        """One step's drafts given as {(drafted, accepted): n} (surgery/vllm/guard.py `step_drafts`) as
+        per-position counts: `observe` once per draft, n at a time."""
+        out = cls.sized(positions)
+        for (drafted, accepted), n in hist.items():
+            out.observe_n(drafted, accepted, n)
+        return out
+
     def observe_n(self, num_draft_tokens: int, num_accepted: int, n: int) -> None:
         """`n` drafts alike (one step's histogram, surgery/vllm/guard.py): `observe` n times over."""
         self._fit(max(num_draft_tokens, num_accepted))

@@ -4,8 +4,9 @@ Why: every other check looks at configs, headers or live wiring before the first
 remaining failures show only while serving (acceptance 1.2 % instead of 58.9 %, vllm#50170; a decay
 to 0, vllm-ascend#13523; a cliff at position 1, vllm#42004). The engines count drafts and accepted
 tokens per position but nothing reads those counts against an expectation. This module does, for any
-engine: an integration feeds it the engine's own per-draft counts (vLLM: the scheduler's
-`make_spec_decoding_stats`, surgery/vllm/guard.py) and logs / records / acts on what it returns.
+engine: an integration feeds it the engine's own counts (vLLM: each step's drafts from the scheduler's per-step
+data, surgery/vllm/guard.py; SGLang: each verify's accept count, surgery/sglang/guard.py) and logs / records / acts
+on what it returns.
 
 It is pure (no vLLM, no torch, no time) so that every rule is tested on synthetic counter streams:
 decisions depend on counts only (drafts in the window, accepted per position), never on seconds.
@@ -122,13 +123,37 @@ class Stream:
             self.drafted_hist[num_draft_tokens] += 1
             self.accepted_hist[num_accepted] += 1
         except IndexError:  # more tokens than the engine said it drafts: count it the slow way
-            need = max(num_draft_tokens, num_accepted) + 1
-            self.drafted_hist.extend([0] * (need - len(self.drafted_hist)))
-            self.accepted_hist.extend([0] * (need - len(self.accepted_hist)))
+            self._grow(max(num_draft_tokens, num_accepted))
             self.drafted_hist[num_draft_tokens] += 1
             self.accepted_hist[num_accepted] += 1
         self.seen += 1
         self.pending += 1
+        if self.pending < self.config.check_every:
+            return NOTHING
+        return self._close()
+
+    def _grow(self, tokens: int) -> None:
+        """Room in the bucket's histograms for drafts of up to `tokens` tokens."""
+        need = tokens + 1
+        self.drafted_hist.extend([0] * (need - len(self.drafted_hist)))
+        self.accepted_hist.extend([0] * (need - len(self.accepted_hist)))
+
+    def observe_step(self, hist: dict, drafts: int) -> list[Trip | Ended]:
+        """One engine step's `drafts` drafts as {(drafted, accepted): n} (surgery/vllm/guard.py step_drafts): each
+        counted as `observe` counts a draft, the bucket closed at the end of the step as `observe_counts` closes
+        it, so the same steps give the same buckets and decisions either way (the API server's stat logger gets
+        them as totals, surgery/vllm/statlogger.py)."""
+        if drafts <= 0:
+            return NOTHING
+        drafted_hist, accepted_hist = self.drafted_hist, self.accepted_hist
+        for (drafted, accepted), n in hist.items():
+            if drafted >= len(drafted_hist) or accepted >= len(accepted_hist):
+                self._grow(max(drafted, accepted))
+                drafted_hist, accepted_hist = self.drafted_hist, self.accepted_hist
+            drafted_hist[drafted] += n
+            accepted_hist[accepted] += n
+        self.seen += drafts
+        self.pending += drafts
         if self.pending < self.config.check_every:
             return NOTHING
         return self._close()
@@ -371,6 +396,19 @@ class Guard:
         batch = counts.drafts if batch is None else batch
         if self.config.bands and batch:
             more = self._band(batch).observe_counts(counts)
+            if more:
+                out = out + more
+        if out:
+            self.trips.extend(t for t in out if isinstance(t, Trip))
+        return out
+
+    def observe_step(self, hist: dict) -> list[Trip | Ended]:
+        """One engine step's drafts as {(drafted, accepted): n} (vLLM's scheduler, surgery/vllm/guard.py): the same
+        buckets and decisions as `observe_counts` of the step's totals; the bands' batch is the step's drafts."""
+        drafts = sum(hist.values())
+        out = self.streams["all"].observe_step(hist, drafts)
+        if self.config.bands and drafts:
+            more = self._band(drafts).observe_step(hist, drafts)
             if more:
                 out = out + more
         if out:

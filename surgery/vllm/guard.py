@@ -1,27 +1,27 @@
-"""The live acceptance guard in a vLLM engine: the scheduler's own spec-decode counts, read where vLLM
-makes them, judged by surgery/guard/judge.py.
+"""The live acceptance guard in a vLLM engine: the scheduler's own per-step data, read once per step, judged by
+surgery/guard/ (an adapter: where the counts come from, where a trip is said).
 
-Where vLLM 0.32 counts (vllm/v1/core/sched/scheduler.py): `Scheduler.update_from_output` walks the
-step's requests; for each one that had draft tokens scheduled it calls
-`make_spec_decoding_stats(stats, num_draft_tokens=, num_accepted_tokens=, num_invalid_spec_tokens=,
-request_id=)`, which feeds `SpecDecodingStats.observe_draft` (drafts, accepted per position) and goes to
-the front-end's loggers and Prometheus. It is called for every draft whether or not stats are logged
-(`LLM(...)` runs with `disable_log_stats=True` by default: then it returns None and vLLM counts
-nothing, but the call and its arguments are there). So the guard wraps it: the arguments are exactly
-what vLLM would count (grammar-invalidated tokens taken off the drafted count, as vLLM does), in
-`LLM(...)` and in the server alike, with or without --disable-log-stats.
+Where vLLM counts (vllm/v1/core/sched/scheduler.py, 0.32 and 0.34): `Scheduler.update_from_output` walks the
+step's requests; for each one that had draft tokens scheduled (`scheduler_output.scheduled_spec_decode_tokens`)
+and is still running, it takes the accepted count from the sampled ids (`len(sampled) -
+num_sampled_tokens_per_step`) and calls `make_spec_decoding_stats`, which feeds `SpecDecodingStats.observe_draft`
+(grammar-invalidated tokens, `scheduler_output.num_invalid_spec_tokens`, off the drafted count). The guard reads
+the same per-step data once per step, before vLLM's own pass changes the requests' state: no wrapper per request
+(at batch 32 on the H100 miniature one was half of the guard's ~100 us per step, issue 70). A request vLLM skips
+is skipped here by the same tests: gone or finished (aborted while the step ran), its stale output dropped
+(preempted and resumed in one step), nothing sampled. A request whose KV load failed is in its (remote) prefill
+and has no draft scheduled. In `LLM(...)` and the server alike, with or without --disable-log-stats.
 
-Three wrappers on `Scheduler` (AsyncScheduler inherits them):
+Two wrappers on `Scheduler` (AsyncScheduler inherits them):
 - `__init__`: reads `additional_config.surgery.guard` over the selected recipe's `guard:` (`guard_config`;
   SRG475 stops the start), decides whether the guard is on (a recipe selected, or `enabled: true`), builds
   the `Guard` for the engine's method and k;
-- `make_spec_decoding_stats`: one `Guard.observe` per draft (a few integer additions; the rules are
-  judged every `check_every` drafts, never per token);
-- `update_from_output`: notes the step's batch size (for batch-size bands) and, after vLLM's own
-  processing of the step, emits what the rules produced: the coded log line, the Prometheus counters
-  and gauges, the `guard` record of the SURGERY_REPORT file; with `action: fail` it then raises the
-  trip's code, which stops the engine (in `LLM(...)` the caller's generate() raises it; in the server
-  the engine core dies with it and the server shuts down).
+- `update_from_output`: the step's drafts as one histogram {(drafted, accepted): n} (`step_drafts`), then
+  vLLM's own processing of the step, then the step's drafts judged together (`Guard.observe_counts`; the
+  rules are judged every `check_every` drafts, never per token) and what the rules produced emitted: the
+  coded log line, the Prometheus counters and gauges, the `guard` record of the SURGERY_REPORT file; with
+  `action: fail` it then raises the trip's code, which stops the engine (in `LLM(...)` the caller's generate()
+  raises it; in the server the engine core dies with it and the server shuts down).
 
 The scheduler runs in the engine-core process (in-process with VLLM_ENABLE_V1_MULTIPROCESSING=0), so
 the metrics live in that process's Prometheus registry: visible to `LLM(...)` callers and in-process
@@ -34,8 +34,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 import logging
+import operator
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +53,7 @@ from .log import (DIAGNOSTIC, GUARD_BREAK_EVEN, GUARD_COLLAPSE, GUARD_DRIFT, GUA
                   GUARD_ON, GUARD_SHAPE, get_logger)
 
 TARGET = ("vllm.v1.core.sched.scheduler", "Scheduler")
-METHODS = ("__init__", "make_spec_decoding_stats", "update_from_output")
+METHODS = ("__init__", "update_from_output")
 _MARK = "__surgery_guard__"
 # the line each trip kind logs (surgery/vllm/log.py): its format and the names of its fields, which are
 # the keys of the trip's numbers (surgery/guard/judge.py), the stream first
@@ -64,8 +67,6 @@ class GuardRun:
     """The guard of one scheduler (one engine): the decisions, plus what the step wrapper needs."""
 
     guard: Guard | None
-    batch: int = 0  # requests in the step being processed
-    step: dict | None = None  # the step's drafts, {(drafted, accepted): n}, judged at its end (_step_wrapper)
     paused: bool = False  # the start-up canary's drafts are judged on their own (surgery/vllm/canary.py)
     pending: list = field(default_factory=list)  # trips / episode ends not yet emitted
     last_numbers: Any = None  # the evaluation the gauges show
@@ -141,48 +142,110 @@ def _init_wrapper(orig):
     return __init__
 
 
-def _observe_wrapper(orig):
-    @functools.wraps(orig)
-    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
-                                 num_invalid_spec_tokens=None, request_id=None, *args, **kwargs):
-        result = orig(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens,
-                      request_id, *args, **kwargs)
-        run = guard_run(self)
-        if run is not None and num_draft_tokens and run.step is not None:
-            # per request only a histogram bump: the per-position counts are made once per step
-            # (at batch 32 on a miniature, per-request Counts.observe was ~1 % of a GPU decode step)
-            if num_invalid_spec_tokens:
-                num_draft_tokens -= num_invalid_spec_tokens.get(request_id, 0)
-            key = (num_draft_tokens, num_accepted_tokens)
-            run.step[key] = run.step.get(key, 0) + 1
-        return result
+def step_drafts(scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> dict:
+    """One step's drafts as {(drafted, accepted): n}, from vLLM's own per-step data, read before its
+    update_from_output changes the requests: what that method hands make_spec_decoding_stats, request by request
+    (module docstring). The accepted count is the sampled ids past the tokens a step always samples; the
+    drafted count leaves out the tokens a grammar invalidated.
 
-    setattr(make_spec_decoding_stats, _MARK, orig)
-    return make_spec_decoding_stats
+    The usual step (every request with drafts still running, none finished or aborted since it was scheduled,
+    no stale output, each sampled, no grammar) is counted in C loops (map, zip, Counter: ~0.1 us a request);
+    any other step request by request, with vLLM's own tests (`_step_drafts_each`)."""
+    scheduled = scheduler_output.scheduled_spec_decode_tokens
+    if not scheduled:
+        return {}
+    always = scheduler.num_sampled_tokens_per_step
+    finished = scheduler.finished_req_ids  # every request freed since this step was scheduled (_free_request)
+    if (not always or getattr(scheduler_output, "num_invalid_spec_tokens", None)
+            or (finished and not finished.isdisjoint(scheduled))):
+        return _step_drafts_each(scheduler, scheduler_output, model_runner_output)
+    try:
+        stale = any(map(_STALE, map(scheduler.requests.__getitem__, scheduled)))
+    except (KeyError, AttributeError):  # a request gone, or a release without stale outputs (0.26): one by one
+        stale = True
+    if stale:
+        return _step_drafts_each(scheduler, scheduler_output, model_runner_output)
+    drafted = set(map(len, scheduled.values()))
+    if len(drafted) == 1 and len(scheduled) == len(model_runner_output.req_ids):
+        # every row drafted the same k (the usual decode step): the histogram is the sampled lengths' alone
+        (k,), sampled = drafted, _lengths(model_runner_output.sampled_token_ids)
+        if k and sampled is not None and (0 not in sampled or not always):
+            return {(k, n - always): sampled.count(n) for n in set(sampled)}
+    # the batch's rows in order: each request's drafted tokens (none: not a draft) beside its sampled ids
+    hist = Counter(zip(map(len, map(scheduled.get, model_runner_output.req_ids, _NONE)),
+                       map(len, model_runner_output.sampled_token_ids)))
+    out = {(drafted, n_sampled - always): n for (drafted, n_sampled), n in hist.items() if drafted}
+    if len(out) < len(hist) and any(drafted and not n_sampled for drafted, n_sampled in hist):
+        # a request with drafts that sampled nothing is not counted (vLLM's own test): request by request
+        return _step_drafts_each(scheduler, scheduler_output, model_runner_output)
+    return out
+
+
+_NONE = itertools.repeat(())
+
+
+def _lengths(rows: list) -> bytes | None:
+    """The rows' lengths as bytes (a C loop; `count` is one too); None past 255 tokens in a row."""
+    try:
+        return bytes(map(len, rows))
+    except ValueError:
+        return None
+_STALE = operator.attrgetter("num_stale_output_tokens")
+
+
+def _index(model_runner_output: Any) -> dict:
+    """Request id -> its row of the sampled ids (0.32 hands it; 0.34 hands the ids in batch order)."""
+    index = getattr(model_runner_output, "req_id_to_index", None)
+    if index is None:
+        ids = model_runner_output.req_ids
+        index = dict(zip(ids, range(len(ids))))
+    return index
+
+
+def _step_drafts_each(scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> dict:
+    """`step_drafts` request by request, with the tests update_from_output applies before it counts a draft: the
+    request gone or finished (aborted while the step ran), its stale output dropped (preempted and resumed in one
+    step), nothing sampled; grammar-invalidated tokens off the drafted count."""
+    sampled = model_runner_output.sampled_token_ids
+    index = _index(model_runner_output)
+    invalid = getattr(scheduler_output, "num_invalid_spec_tokens", None) or {}
+    always = scheduler.num_sampled_tokens_per_step
+    requests = scheduler.requests
+    hist: dict = {}
+    for req_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
+        request = requests.get(req_id)
+        if not tokens or request is None or request.is_finished() or (
+                getattr(request, "num_stale_output_tokens", 0) and request.drop_stale_output):
+            continue
+        generated = sampled[index[req_id]] if sampled else ()
+        if not generated and always:
+            continue
+        key = (len(tokens) - invalid.get(req_id, 0), max(len(generated) - always, 0))
+        hist[key] = hist.get(key, 0) + 1
+    return hist
 
 
 def _step_wrapper(orig):
     @functools.wraps(orig)
-    def update_from_output(self, scheduler_output, *args, **kwargs):
+    def update_from_output(self, scheduler_output, model_runner_output, *args, **kwargs):
         run = guard_run(self)
         if run is None or run.guard is None:
-            return orig(self, scheduler_output, *args, **kwargs)
-        run.batch = len(getattr(scheduler_output, "num_scheduled_tokens", None) or ())
-        run.step = {}
+            return orig(self, scheduler_output, model_runner_output, *args, **kwargs)
         try:
-            result = orig(self, scheduler_output, *args, **kwargs)
-        finally:
-            hist, run.step = run.step, None
+            hist = step_drafts(self, scheduler_output, model_runner_output)
+        except Exception as exc:  # noqa: BLE001 - the guard never breaks serving
+            disable(run, exc)
+            return orig(self, scheduler_output, model_runner_output, *args, **kwargs)
+        result = orig(self, scheduler_output, model_runner_output, *args, **kwargs)
         try:
-            step = step_counts(hist, run.guard.num_spec) if hist else None
-            if step is not None and run.paused:  # the canary's drafts: its own counts, not the live window
+            if hist and run.paused:  # the canary's drafts: its own counts, not the live window
                 if run.canary_counts is not None:
-                    run.canary_counts.add(step)
-            elif step is not None:
+                    run.canary_counts.add(Counts.from_histogram(hist, run.guard.num_spec))
+            elif hist:
                 # the step's drafts judged together, as the API server's stat logger gets them
                 # (SchedulerStats.spec_decoding_stats): both feeds make the same buckets and decisions;
                 # the bands' batch is the step's drafts, which both sides know
-                events = run.guard.observe_counts(step, step.drafts)
+                events = run.guard.observe_step(hist)
                 if events:
                     run.pending.extend(events)
             last = run.guard.streams["all"].last
@@ -201,16 +264,7 @@ def _step_wrapper(orig):
     return update_from_output
 
 
-def step_counts(hist: dict, num_spec: int) -> Counts:
-    """One step's drafts as per-position counts, from {(drafted, accepted): n}."""
-    step = Counts.sized(num_spec)
-    for (drafted, accepted), n in hist.items():
-        step.observe_n(drafted, accepted, n)
-    return step
-
-
-WRAPPERS = {"__init__": _init_wrapper, "make_spec_decoding_stats": _observe_wrapper,
-            "update_from_output": _step_wrapper}
+WRAPPERS = {"__init__": _init_wrapper, "update_from_output": _step_wrapper}
 
 
 def _scheduler_class():
@@ -324,6 +378,7 @@ class Metrics:
                                      "costs throughput (the break-even rule's threshold; NaN: rule off)", **kw)
         for kind in CODES:  # every kind shows 0 before its first trip (a rate() over it needs the series)
             self.trips.labels(kind=kind, stream="all")
+        self.positions: dict = {}  # position -> its acceptance gauge
 
     def trip(self, t: Trip) -> None:
         self.trips.labels(kind=t.kind, stream=t.stream).inc()
@@ -332,7 +387,10 @@ class Metrics:
         if not numbers:
             return
         for i, rate in enumerate(numbers["per_position"]):
-            self.acceptance.labels(position=str(i)).set(rate)
+            gauge = self.positions.get(i)
+            if gauge is None:  # one labelled child per position, looked up once
+                gauge = self.positions[i] = self.acceptance.labels(position=str(i))
+            gauge.set(rate)
         self.mean_length.set(numbers["mean_length"])
         self.break_even.set(float("nan") if break_even is None else break_even)
 

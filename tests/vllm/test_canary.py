@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from standin import GuardedScheduler, config  # noqa: E402
+from standin import GuardedScheduler, config, step  # noqa: E402
 
 from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import canary  # noqa: E402
@@ -37,7 +37,7 @@ class EngineCore:
 
     def step_fn(self):
         outs = self.scheduler.queue.pop(0)
-        self.scheduler.update_from_output(SimpleNamespace(num_scheduled_tokens=dict.fromkeys(outs, 4)), outs)
+        step(self.scheduler, outs)
         return {}, True
 
     def post_step(self, executed):

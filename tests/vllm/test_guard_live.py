@@ -22,8 +22,9 @@ import pytest
 pytest.importorskip("vllm")
 
 from procenv import env, exception_text  # noqa: E402
-from standin import GuardedScheduler, LogCapture, config  # noqa: E402
+from standin import GuardedScheduler, LogCapture, Request, config, step  # noqa: E402
 
+from surgery.guard.counts import Counts  # noqa: E402
 from surgery.text.diagnostics import SurgeryError  # noqa: E402
 from surgery.vllm import guard as vguard  # noqa: E402
 from surgery.vllm import state  # noqa: E402
@@ -39,13 +40,16 @@ pytestmark = pytest.mark.vllm
 
 
 def test_vllm_counts_drafts_where_the_guard_reads_them():
+    """update_from_output counts a request's draft from the per-step data the guard reads once per step
+    (surgery/vllm/guard.py step_drafts), with the tests the guard repeats: a release that changes them fails here."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    params = list(inspect.signature(Scheduler.make_spec_decoding_stats).parameters)
-    assert params == ["self", "spec_decoding_stats", "num_draft_tokens", "num_accepted_tokens",
-                      "num_invalid_spec_tokens", "request_id"]
     src = inspect.getsource(Scheduler.update_from_output)
-    assert "self.make_spec_decoding_stats(" in src  # per request, whether or not stats are logged
+    for read in ("scheduler_output.scheduled_spec_decode_tokens.get(req_id)", "sampled_token_ids[req_index]",
+                 "request is None or request.is_finished()", "output_is_stale and request.drop_stale_output",
+                 "self.num_sampled_tokens_per_step == 0",
+                 "max(len(generated_token_ids) - num_sampled, 0)", "self.make_spec_decoding_stats("):
+        assert read in src, read
     body = inspect.getsource(Scheduler.make_spec_decoding_stats)
     assert "observe_draft(" in body and "num_invalid_spec_tokens.get(request_id" in body
     for name in vguard.METHODS:
@@ -67,7 +71,7 @@ def steps(sched, pattern, n, batch=4):
     """n drafts in steps of `batch` requests, cycling through pattern [(drafted, accepted)]."""
     for start in range(0, n, batch):
         outs = {f"r{i}": pattern[(start + i) % len(pattern)] for i in range(min(batch, n - start))}
-        sched.update_from_output(SimpleNamespace(num_scheduled_tokens=dict.fromkeys(outs, 4), invalid=None), outs)
+        step(sched, outs)
 
 
 SMALL = {"min_drafts": 40, "window": 80, "check_every": 20}
@@ -161,10 +165,42 @@ def test_each_trip_kind_has_its_line(captured):
 
 def test_invalid_spec_tokens_leave_the_drafted_count_as_vllm_does():
     s = GuardedScheduler(config(guard=SMALL))
-    outs = {"r0": (3, 1)}
-    s.update_from_output(SimpleNamespace(num_scheduled_tokens={"r0": 4}, invalid={"r0": 2}), outs)
+    step(s, {"r0": (3, 1)}, invalid={"r0": 2})
     counts = state.get(s).guard.guard.streams["all"].open_bucket()
     assert counts.drafted == [1, 0, 0] and counts.accepted == [1, 0, 0]
+
+
+def test_a_step_counts_the_drafts_vllm_counts():
+    """vLLM skips a request that finished while the step ran, one whose stale output is dropped and one that
+    sampled nothing; the guard's per-step count skips the same, and counts the rest once each."""
+    s = GuardedScheduler(config(guard=SMALL))
+    outs = {"r0": (3, 2), "r1": (3, 3), "gone": (3, 3), "stale": (3, 3), "kept": (3, 1), "none": (3, 0),
+            "nothing": (3, None)}
+    step(s, outs, requests={"gone": Request(finished=True), "stale": Request(stale=4, drop=True),
+                            "kept": Request(stale=4, drop=False)})
+    counts = state.get(s).guard.guard.streams["all"].open_bucket()
+    assert counts.drafts == 4 and counts.drafted == [4, 4, 4] and counts.accepted == [3, 2, 1]
+
+
+def test_a_step_counts_each_draft_once_whatever_its_shape():
+    """Steps where every request drafted k tokens, steps of mixed lengths and with rows that drafted nothing (a
+    prefill in the batch): the guard's histogram is the drafts' own, counted once each."""
+    import random
+
+    rng = random.Random(0)
+    s = GuardedScheduler(config(guard={**SMALL, "min_drafts": 10_000, "window": 10_000, "check_every": 10_000}))
+    expected = Counts.sized(3)
+    for _ in range(200):
+        outs = {f"r{i}": (rng.choice([3, 3, 3, 2, 1, 0]), None) for i in range(rng.randint(1, 40))}
+        outs = {rid: (d, rng.randint(0, d)) for rid, (d, _) in outs.items()}
+        if rng.random() < 0.5:  # the usual decode step: every row drafted k
+            outs = {rid: (3, min(a, 3)) for rid, (_, a) in outs.items()}
+        step(s, outs)
+        for d, a in outs.values():
+            if d:
+                expected.observe(d, a)
+    stream = state.get(s).guard.guard.streams["all"]
+    assert stream.open_bucket() == expected and stream.seen == expected.drafts
 
 
 def test_action_fail_stops_with_the_code(captured):
@@ -258,6 +294,14 @@ def test_live_healthy_pair_never_trips(live):
     assert last is not None and last["drafts"] >= LIVE_GUARD["min_drafts"]  # the rules were judged
     assert last["per_position"][0] > 0.5
     assert h["guard"].streams["all"].seen == h["counters"]["num_drafts"]  # the guard saw what vLLM counted
+    # ... draft by draft: every drafted and accepted token per position (all of them in the window and the open
+    # bucket: fewer drafts than the window), as vLLM's own SpecDecodingStats counted them
+    stream = h["guard"].streams["all"]
+    total = stream.open_bucket()
+    total.add(stream.window)
+    assert total.drafts == h["counters"]["num_drafts"] < LIVE_GUARD["window"]
+    assert total.accepted == h["counters"]["num_accepted_tokens_per_pos"]
+    assert sum(total.drafted) == h["counters"]["num_draft_tokens"]
     assert h["report"]["stage"] == "warmed" and not (h["report"].get("guard") or {}).get("trips")
 
 
@@ -313,7 +357,7 @@ def test_a_failing_guard_is_said_and_off_never_a_stopped_engine(captured, monkey
     def broken(*a, **kw):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(run.guard, "observe_counts", broken)
+    monkeypatch.setattr(run.guard, "observe_step", broken)
     steps(s, HEALTHY, 8)  # the step completes
     assert run.guard is None
     lines = [x["diagnostic"] for x in DIAGNOSTIC.find(captured.text)]
