@@ -272,8 +272,9 @@ def verdict(head: Head, result: dict) -> str:
     return "recovered" if all(t in said for t in truths(head)) else "WRONG"
 
 
-def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3) -> dict:
-    """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts."""
+def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3, expected: bool = True) -> dict:
+    """The probe on one head, in this process, on the head's engine, with the pair's held-out prompts and (with
+    `expected`) the pair's recorded expectation, a 48-token figure: a shorter decode reads under it (SRG503)."""
     from surgery.tinymodels.bytevocab import encode
     from surgery.pairs import builtin_pair, held_out_prompts
     from surgery.commands.probe import engine_device, validate_findings
@@ -299,5 +300,11 @@ def run(head: Head, folder: Path, prompts: int = 8, tokens: int = 48, k: int = 3
                      validate_findings(recipe, folder, head.target, device),
                      validate=lambda f: validate_findings(recipe, f, head.target, device),
                      method=pair.method if pair is not None else None,
-                     expected=expected_for(recipe, pair, head.engine))
+                     expected=expected_for(recipe, pair, head.engine) if expected else None)
     return probe(inp, measurer)
+
+
+def own_traceback(err: str) -> bool:
+    """A traceback the command printed (at a line's start); vLLM's logger quotes some of its own warnings'
+    tracebacks inside its log lines ("(MainProcess pid=...) WARNING ... Traceback"), which are not ours."""
+    return any(line.startswith("Traceback (most recent call last)") for line in err.splitlines())
