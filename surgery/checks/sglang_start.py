@@ -14,13 +14,12 @@ Every finding names SGLang's release, its message, and the file:line the release
 from __future__ import annotations
 
 import os
-from importlib import metadata
 from typing import Any
 
 from ..text.diagnostics import ERROR, WARNING, Diagnostic, Location, diag
 from ..engine.capture import sglang_aux_ids_read, sglang_layers_to_capture
 from ..engine.cards import card
-from ..engine.releases import Release, known, release
+from ..engine.releases import Release, installed_version, known, release
 from ..facts.fromconfig import family_defaults
 from ..formats.findings import format_of, trained_on
 from ..resources import load_data
@@ -66,10 +65,7 @@ def judged(version: str | None) -> tuple[Release | None, Diagnostic | None]:
 
 
 def installed_sglang() -> str | None:
-    try:
-        return metadata.version("sglang")
-    except metadata.PackageNotFoundError:
-        return None
+    return installed_version("sglang")
 
 
 def _int(value: Any) -> int | None:

@@ -17,8 +17,6 @@ from ..checks.sglang_start import sglang_start_check  # what SGLang refuses at s
 from ..checks.restated import drop_restated  # one fact, one line (codes.yaml restated_by)
 from ..checks.catalogue3 import cli_catalogue3  # RoPE whole, draft length per release, block vocabularies (SRG618-622)
 from ..checks.catalogue4 import cli_catalogue4  # the field's fourth catalogue (SRG800-805)
-from ..guard.precedence import recipe_note  # the recipe's own guard settings, one line (SRG480)
-from ..engine.ask.check import engine_check  # --engine-check: the engine asked itself (SRG760-SRG766)
 
 
 def run_checks(options: CheckOptions, recipe, draft, target, plan):
@@ -56,7 +54,10 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
                                    attention_backend=options.attention_backend, producer=options.producer)
     findings += cli_catalogue3(options, plan, recipe, draft, target)
     findings += cli_catalogue4(options, plan, recipe, draft, target)
-    findings += recipe_note(recipe)
+    if recipe.guard is not None:  # the recipe's own guard settings, one line (SRG480)
+        from ..guard.precedence import recipe_note
+
+        findings += recipe_note(recipe)
     if options.engine_check:
         findings += cli_engine_check(options, recipe, draft, target, plan, report)
     plan = with_findings(plan, findings)
@@ -81,6 +82,8 @@ def cli_engine_check(options: CheckOptions, recipe, draft, target, plan, report)
 
         headers = {role: {t.name: list(t.shape) for t in checkpoint_of(facts, ref).tensors.values()}
                    for role, facts, ref in (("target", target, options.target), ("draft", draft, options.draft))}
+    from ..engine.ask.check import engine_check  # the engine asked itself (SRG760-SRG766): --engine-check only
+
     rt = plan.runtime
     return engine_check(engine=options.engine, release=options.engine_version, python=options.engine_python,
                         draft_raw=draft.raw, target_raw=target.raw,

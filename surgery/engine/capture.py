@@ -5,15 +5,15 @@ from 0.5.22 0..L-1: engine card), so every reader (the plan-time SRG362 check, t
 surgery/sglang/rules.py and compare.py) must judge the same release the same way. The release judged is
 the one given (`--engine-version`), else the installed engine's, else the newest the card read; a
 release the card has no range for is judged with the nearest older one's and says so (SRG370), never
-silently with some default. No engine import: the installed version is read from package metadata.
+silently with some default. No engine import: the installed version is read from its dist-info folder's name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 
 from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .cards import ENGINES, card
+from . import releases
 from .releases import version_key
 
 #: span -> the first id it captures; every span ends at L-1 (L, the final pre-norm state, is past the loop)
@@ -43,11 +43,8 @@ class Judged:
 
 
 def installed_version(engine: str) -> str | None:
-    """The installed engine's version from its package metadata, without importing it."""
-    try:
-        return metadata.version(engine)
-    except metadata.PackageNotFoundError:
-        return None
+    """The installed engine's version, without importing it (surgery/engine/releases.py `installed_version`)."""
+    return releases.installed_version(engine)
 
 
 def spans(engine: str) -> dict:
