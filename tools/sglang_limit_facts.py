@@ -124,6 +124,21 @@ def where(tree, says: str, first: str | None = None) -> str | None:
     return None
 
 
+def in_file(tree, rel: str, says: str) -> str | None:
+    """"path:line" of `says` in that one file, or None where the release's file lacks it (or the file)."""
+    text = tree.read(rel) or ""
+    if says not in text:
+        return None
+    return f"{rel}:{text[:text.index(says)].count(chr(10)) + 1}"
+
+
+def catalogue4_facts(tree) -> dict[str, dict[str, str | None]]:
+    """Where each fix of surgery/data/catalogue4.yaml `sglang:` stands in this release (None: not there)."""
+    rows = yaml.safe_load((ROOT / "surgery" / "data" / "catalogue4.yaml").read_text(encoding="utf-8"))["sglang"]
+    return {name: {fix: in_file(tree, at["file"], at["says"]) for fix, at in row["fixed_by"].items()}
+            for name, row in rows.items()}
+
+
 def start_facts(tree) -> dict:
     rules = _rules()
     limits = {}
@@ -138,4 +153,5 @@ def start_facts(tree) -> dict:
             "attention_backends": parser_choices(tree, "attention_backend"),
             "architectures": architectures(tree),
             "single_stage_architectures": single_stage_classes(tree, rules["single_stage_target"]["says"]),
-            "limits": limits}
+            "limits": limits,
+            "catalogue4": catalogue4_facts(tree)}

@@ -11,11 +11,13 @@ report of ../shared/FIELD.md "Catalogue 4" marked C to the code that names it.
 - SRG804: DFlash / DSpark under decode context parallelism (--dcp; vllm#48381);
 - SRG805: MTP under pipeline parallelism, per release (vllm#44697, #44698, #52295, #46994);
 - SRG806: norm flags a speculators file sets that the release's reader does not carry (vllm#46488, #38111);
+- SRG807 / SRG808: SGLang's reports (sglang#32226 -> #32334, sglang#30456), in catalogue4_sglang.py;
 - RoPE facts that arrive another way (--hf-overrides, the theta transformers fills, rope_parameters-only
   exports) reach the RoPE comparison of catalogue3.py (SRG618, SpecForge#742, Automodel#3267);
 - the block drafter's own lm_head per release is SRG622 (catalogue3.py; vllm-ascend#9795, #11374, #9946).
 
-Every finding here is a vLLM finding: emitted only for `--engine vllm` (SGLang's code was not read for them).
+Every finding here is a vLLM finding: emitted only for `--engine vllm` (SGLang's code was not read for them);
+SGLang's reports of the catalogue are catalogue4_sglang.py's, emitted only for `--engine sglang`.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from ..engine.releases import release
 from ..formats import original_config  # the keys as the published file states them
 from ..resources import load_data
 from .catalogue3 import known_releases, release_of, served_method
+from .catalogue4_sglang import catalogue4_sglang_findings  # SGLang's reports (SRG807-SRG808)
 from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
 
@@ -282,7 +285,12 @@ def catalogue4_findings(draft, target, *, engine: str, method: str, version: str
 
 
 def cli_catalogue4(options, plan, recipe, draft, target) -> list[Diagnostic]:
-    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM."""
+    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM; for `--engine sglang`,
+    SGLang's own reports against the release sglang_start.py judges (catalogue4_sglang.py)."""
+    if options.engine == "sglang":
+        # check_options judges a release for vLLM only: SGLang's --engine-version is the plan's runtime's
+        return catalogue4_sglang_findings(draft, target, version=options.engine_version or plan.runtime.engine_version,
+                                          algorithm=options.algorithm)
     method, _ = served_method(options, recipe)
     version = options.engine_version or config_spelling.installed_vllm_version()
     return catalogue4_findings(draft, target, engine=options.engine, method=method, version=version,
