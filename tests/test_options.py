@@ -39,7 +39,7 @@ def test_the_plugin_builds_the_same_options_from_the_engine_config():
     """surgery audit / the plugin: the options come from vLLM's own config, not from flags."""
     from types import SimpleNamespace
 
-    from surgery.vllm.audit import engine_check_options
+    from surgery.vllm.audit_config import engine_check_options
 
     proposer = SimpleNamespace(
         speculative_config=SimpleNamespace(method="eagle3", num_speculative_tokens=3, kv_cache_dtype="fp8"),

@@ -180,3 +180,25 @@ def test_only_the_state_writes_its_fields():
                         state_call(t.value) or isinstance(t.value, ast.Name) and t.value.id in holders):
                     found.append(f"{path.name}:{node.lineno} assigns .{t.attr}")
     assert not found, "\n".join(found)
+
+
+def test_the_draft_load_reads_the_selection_and_the_live_engine_once(stand_in_attention, monkeypatch):  # noqa: F811
+    """after_draft_loaded (issue 70): the selection read once (one recipe resolution), the live engine read once
+    (one at_load), each stage entered once; the stage's record as before (verified, the fix's part 1 kept)."""
+    from surgery.vllm import kv_scales, selection, wiring
+
+    draft, target, proposer, runner = engine(monkeypatch)
+    calls: dict = {}
+    for module, name in ((selection, "plan_from_config"), (wiring, "at_load"), (kv_scales, "before_apply"),
+                         (kv_scales, "after_verify")):
+        real = getattr(module, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    live_apply.after_draft_loaded(proposer, target)
+    assert calls == {"plan_from_config": 1, "at_load": 1, "before_apply": 1, "after_verify": 1}
+    st = state.get(proposer)
+    assert st.verification.ok and st.context is not None and st.kv_scales_fix["stopped"]

@@ -77,6 +77,7 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
     or "differs" (the draft's own vs the target's; missing: unknown); `serving`: the other serving flags
     the second catalogue reads (hf_overrides, num_speculative_tokens, draft_kv_cache_dtype)."""
     out: list[Diagnostic] = []
+    accept, because = expected_methods(recipe, draft, target) if method_given else ([], "")
 
     # EAGLE-3 aux ids absent -> engine default
     for op in plan.ops("capture_hidden_states"):
@@ -113,7 +114,6 @@ def field_checks(plan, recipe, draft, target, *, method: str | None = None, meth
 
     # method mismatch
     if method_given:
-        accept, because = expected_methods(recipe, draft, target)
         got = normalise_method(method)
         if accept and got not in accept:
             shown = method if method else "none (vLLM runs it as draft_model)"

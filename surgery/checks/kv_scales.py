@@ -62,6 +62,7 @@ def kv_scales_findings(plan: Any, *, calculate: bool, version: str | None, follo
     (None: not known which; checked as if it had the option)."""
     if not calculate:
         return []
+    pairs = shared_layers(plan)
     where = Location(source, key_path="calculate_kv_scales")
     has = release_has_option(version)
     out: list[Diagnostic] = []
@@ -76,7 +77,6 @@ def kv_scales_findings(plan: Any, *, calculate: bool, version: str | None, follo
     dtype = str(kv_cache_dtype if kv_cache_dtype is not None else plan.runtime.kv_cache_dtype or "auto")
     if not dtype.startswith("fp8"):
         return out  # scales are computed but never used on an unquantised cache
-    pairs = shared_layers(plan)
     if not pairs:
         return out
     layers = ", ".join(f"{d}->{t}" for d, t in pairs)

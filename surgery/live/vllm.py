@@ -110,6 +110,13 @@ class VLLMContext(Context):
         self.method = method
         self.dummy_load = dummy_load
 
+    @classmethod
+    def of(cls, vllm_config: Any, dummy_load: bool = False) -> "VLLMContext":
+        """The context of a live engine: its static forward context and speculative method, from its config."""
+        sfc = getattr(getattr(vllm_config, "compilation_config", None), "static_forward_context", None)
+        spec = getattr(vllm_config, "speculative_config", None)
+        return cls(sfc, method=getattr(spec, "method", None), dummy_load=dummy_load)
+
     def static_checks(self, plan: Any, draft: Any, target: Any) -> list:
         problems = []
         for row_map in plan.layer_maps.values():

@@ -11,7 +11,7 @@ to compare with: `SURGERY_RECIPE` / `additional_config.surgery.recipe`). Twice p
   (calculate_kv_scales changes them after load: SRG711 at load says it will, SRG701 here shows it did).
 
 Every difference is a coded finding (SRG7xx; config findings of surgery/checks/field.py join them with
-the live speculative method), logged through a logger under `vllm.` (so it lands in vLLM's own log) and
+the live speculative method, surgery/vllm/audit_config.py), logged through a logger under `vllm.` (so it lands in vLLM's own log) and
 written as JSON to `SURGERY_REPORT=path` when set. Findings of severity `error` can change outputs or
 acceptance; `surgery audit` exits 1 on them. What could not be compared is listed under `not_applicable`,
 never passed over silently.
@@ -28,15 +28,12 @@ from typing import Any
 from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
 from ..live.values import plain_value, values_equal
 from ..live.vllm import aux_holder, embedding_capture_is_copied
-from ..options import CheckOptions
 from . import impl_copy, report, state
+from .audit_config import config_findings
 from .log import get_logger
 from .selection import ENV_MODE
 from .wiring import AUDITED_ROLES, get_layer_maps, kv_cache_groups_of
 from ..checks.kv_scales import engine_step
-from ..checks.catalogue3 import catalogue3_findings
-from ..checks.field import field_checks, normalise_method
-from ..checks.dspark_layout import audit_finding  # the DSpark speculator's own layout (SRG741, issue 58)
 from ..text.diagnostics import SurgeryError
 
 REPORT_FORMAT = 1
@@ -111,7 +108,8 @@ def audit_after_load(audit: Audit, proposer: Any, live: Any) -> None:
     if live.unreadable is not None:
         audit.na("after_load", live.unreadable)
         return
-    plan, maps = audit.plan, live.maps
+    plan = audit.plan
+    maps = live.maps
     for op in plan.ops("share_kv"):
         attn, tname = maps.draft.get(op.draft_layer), maps.target_names.get(op.target_layer)
         where = maps.draft_names.get(op.draft_layer, f"draft layer {op.draft_layer}")
@@ -329,64 +327,6 @@ def kv_groups(audit: Audit, plan: Any, maps: Any, kv_cache_config: Any) -> None:
                       f"({op.id})", dname)
 
 
-def engine_check_options(proposer: Any) -> CheckOptions:
-    """The checks' options read from the running engine's own config: what `surgery validate` builds from
-    its flags (surgery/options.py), so both callers hand the same checks the same named inputs."""
-    spec = proposer.speculative_config
-    target_config = proposer.vllm_config.model_config
-    overrides = getattr(target_config, "hf_overrides", None)
-    return CheckOptions(engine="vllm", method=getattr(spec, "method", None),
-                        max_model_len=getattr(target_config, "max_model_len", None),
-                        hf_overrides=overrides if isinstance(overrides, dict) else None,
-                        num_speculative_tokens=getattr(spec, "num_speculative_tokens", None),
-                        draft_kv_cache_dtype=getattr(spec, "kv_cache_dtype", None))
-
-
-def config_findings(audit: Audit, proposer: Any, selection: Any) -> None:
-    """Field checks of surgery/checks/field.py with what the engine really runs (its method), on
-    the facts the plan was resolved from."""
-
-    options = engine_check_options(proposer)
-    flags = {"hf_overrides": options.hf_overrides, "num_speculative_tokens": options.num_speculative_tokens,
-             "draft_kv_cache_dtype": options.draft_kv_cache_dtype}
-    for d in field_checks(audit.plan, selection.recipe, selection.draft, selection.target,
-                          method=options.method, method_given=True,  # the engine runs it: as if given
-                          max_model_len=options.max_model_len, serving_flags=flags):
-        audit.findings.append(("load", d))
-    from .hooks import engine_version
-
-    for d in catalogue3_findings(audit.plan, selection.recipe, selection.draft, selection.target,
-                                 method=normalise_method(options.method),
-                                 parallel=bool(getattr(proposer.speculative_config, "parallel_drafting", False)),
-                                 version=engine_version(), max_model_len=options.max_model_len):
-        audit.findings.append(("load", d))
-    from .config_check import draft_ids_misread  # the runner that serves reads other aux layers (SRG656)
-
-    for d in draft_ids_misread(proposer.vllm_config, selection):
-        audit.findings.append(("load", d))
-    found = audit_finding(proposer, selection.draft)
-    if found is not None:
-        audit.findings.append(("load", found))
-    drafter_length(audit, proposer)
-
-
-def drafter_length(audit: Audit, proposer: Any) -> None:
-    """SRG645 from the engine's own numbers: the draft's max_model_len gates the drafter
-    (gpu_model_runner._input_fits_in_drafter); below the target's, long sequences get token-0 drafts."""
-    spec = proposer.speculative_config
-    draft_config = getattr(spec, "draft_model_config", None)
-    target_len = getattr(proposer.vllm_config.model_config, "max_model_len", None)
-    draft_len = getattr(draft_config, "max_model_len", None)
-    if not isinstance(draft_len, int) or not isinstance(target_len, int):
-        audit.na("drafter_length", "this vLLM has no draft max_model_len to compare")
-        return
-    audit.count("drafter_length")
-    if draft_len < target_len:
-        k = getattr(spec, "num_speculative_tokens", None) or 1
-        audit.add("load", "SRG645", f"live engine: the draft's max_model_len is {draft_len}, the target's {target_len}: "
-                  f"past {draft_len - k} tokens the drafter is not run and its tokens are 0", "draft_model_config.max_model_len")
-
-
 # --------------------------------------------------------------------------- plugin entry points
 
 
@@ -409,28 +349,25 @@ def _write(audit: Audit, stage: str) -> None:
                                                              "ok": not audit.errors})
 
 
-def _start(selected: Any) -> tuple[Audit | None, dict]:
-    """(the Audit of the selected plan, {}), or (None, what the report says instead): the recipe could not be
-    loaded or resolved, or none is selected; each said in vLLM's log. An audit never raises."""
+def _unusable(selected: Any) -> dict | None:
+    """What the report says instead of a comparison when there is nothing to compare (said in vLLM's log too): the
+    recipe could not be loaded or resolved, or none is selected; None when there is a plan. An audit never
+    raises."""
     exc = selected.failure
     if isinstance(exc, SurgeryError):
         for d in exc.diagnostics:
             get_logger().error("spec-surgery audit: %s", d.render())
-        return None, {"findings": exc.diagnostics,
-                      "not_applicable": [{"check": "all", "reason": "the recipe could not be resolved"}]}
+        return {"findings": exc.diagnostics,
+                "not_applicable": [{"check": "all", "reason": "the recipe could not be resolved"}]}
     if exc is not None:
         get_logger().error("spec-surgery audit: could not resolve the recipe against this engine: %s: %s",
                            type(exc).__name__, exc)
-        return None, {"not_applicable": [{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}]}
+        return {"not_applicable": [{"check": "all", "reason": f"{type(exc).__name__}: {exc}"}]}
     if selected.selection is None:
         get_logger().warning("spec-surgery audit: %s=audit but no recipe selected (SURGERY_RECIPE or "
                              "additional_config.surgery.recipe): nothing to compare vLLM's wiring with", ENV_MODE)
-        return None, {"not_applicable": [{"check": "all", "reason": "no recipe selected"}]}
-    audit = Audit(selected.plan)
-    for d in selected.plan.diagnostics:
-        if d.severity in (ERROR, WARNING):
-            audit.findings.append(("load", d))  # the recipe does not fit this engine's configs / runtime
-    return audit, {}
+        return {"not_applicable": [{"check": "all", "reason": "no recipe selected"}]}
+    return None
 
 
 def after_draft_loaded(proposer: Any, target_model: Any, selected: Any, live: Any) -> Audit | None:
@@ -439,15 +376,19 @@ def after_draft_loaded(proposer: Any, target_model: Any, selected: Any, live: An
     can be compared (a recipe that does not load or resolve is reported, never raised), vLLM's stock wiring
     against the plan, the config findings with the live method, the record on the proposer, the log and the
     report."""
-    audit, instead = _start(selected)
-    if audit is None:
+    instead = _unusable(selected)
+    if instead is not None:
         write_report(mode="audit", **instead)
         return None
+    audit = Audit(selected.plan)
+    for d in audit.plan.diagnostics:
+        if d.severity in (ERROR, WARNING):
+            audit.findings.append(("load", d))  # the recipe does not fit this engine's configs / runtime
     try:
         audit_after_load(audit, proposer, live)
     except Exception as exc:  # noqa: BLE001 - an audit must never stop the engine it observes
         audit.na("after_load", f"{type(exc).__name__}: {exc}")
-    config_findings(audit, proposer, selected.selection)
+    config_findings(audit, proposer, selected.selection)  # surgery/vllm/audit_config.py
     state.of(proposer).audit_started(audit, target_model)
     _log(audit, "load")
     _write(audit, "load")

@@ -146,7 +146,7 @@ def check_engine_config(vllm_config: Any):
     misread = draft_ids_misread(vllm_config, selection)
     misread += dspark_layout_misread(vllm_config, selection)
     misread += patch_not_said(vllm_config, selection)
-    if misread and not audit_mode(vllm_config):  # the audit reports it (audit.config_findings)
+    if misread and not audit_mode(vllm_config):  # the audit reports it (audit_config.config_findings)
         _print_block_if_uncaught()
         raise SurgeryError(misread)
     scale_errors = kv_scales.startup_check(vllm_config, plan)  # calculate_kv_scales with KV-shared layers (SRG514)

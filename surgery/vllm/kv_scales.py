@@ -16,10 +16,10 @@ The lifecycle:
    (surgery/vllm/selection.py `follow_target_selected`: SURGERY_KV_SCALES=follow_target or additional_config)
    it is SRG517, logged.
 1. loaded (after the draft is loaded): the plan's copy_attrs ops copy the target's scales onto the draft
-   (the applier), then here: `live_findings` (the same findings from the live cache config and the
-   draft layers' own flags), `load_values` (the copied values and the flags right after the copy, which
-   stage 4 compares with) and, the fix selected, `fix_at_load` / `stop_own_calculation` (fix part 1: each
-   KV-shared draft layer's `calculate_kv_scales` set False).
+   (the applier); before it here `before_apply` (the same findings from the live cache config and the
+   draft layers' own flags), after it `after_verify` (the copied values and the flags right after the copy,
+   which stage 4 compares with, and, the fix selected, fix part 1: each KV-shared draft layer's
+   `calculate_kv_scales` set False, the changes handed to the state).
 2. KV bound: nothing happens to the scales (live_apply.kv_cache_checks checks the cache tensors).
 3. reloaded (vLLM's reload_weights re-runs process_weights_after_loading, which rewrites the target's
    scales): `refresh` copies every copied attribute again, in place where the shapes allow.
@@ -105,48 +105,40 @@ def startup_check(vllm_config: Any, plan: Any) -> list[Diagnostic]:
 # --------------------------------------------------------------------------- 1. loaded
 
 
-def live_findings(vllm_config: Any, plan: Any, layers: list, follow_target: bool) -> list[Diagnostic]:
-    """SRG514 (error) / SRG517 (info, the fix selected) from the live engine: the cache config says
-    calculate_kv_scales, or a KV-shared draft layer (`layers`, kv_layers') still has the flag (the release
-    has the option)."""
-    calculate = engine_calculates(vllm_config) or any(getattr(d, "calculate_kv_scales", False) is True
-                                                      for _, d, _ in layers)
-    dtype = _cache_dtype(vllm_config)
-    return kv_scales_findings(plan, calculate=calculate, version=None, follow_target=follow_target,
-                              kv_cache_dtype=dtype, source="cache_config", version_known=False)
+def before_apply(vllm_config: Any, plan: Any, draft: Any, target: Any, follow_target: bool) -> tuple[list, list]:
+    """Before the apply: (the KV-shared attention pairs, `kv_layers`, found once for this stage; SRG514 (error) /
+    SRG517 (info, the fix selected) from the live engine: the cache config says calculate_kv_scales, or a
+    KV-shared draft layer still has the flag (the release has the option))."""
+    calculate_config, dtype = engine_calculates(vllm_config), _cache_dtype(vllm_config)
+    layers = kv_layers(plan, draft, target)
+    calculate = calculate_config or any(getattr(d, "calculate_kv_scales", False) is True for _, d, _ in layers)
+    return layers, kv_scales_findings(plan, calculate=calculate, version=None, follow_target=follow_target,
+                                      kv_cache_dtype=dtype, source="cache_config", version_known=False)
 
 
-def load_values(plan: Any, layers: list, context: Any, draft: Any, target: Any) -> dict:
-    """The copied values right after apply, per copy_attrs op (draft, target): what the warmed stage
-    compares with to say which side changed; plus each KV-shared layer's calculate_kv_scales flag."""
-    out: dict = {"values": {}, "calculate": {op.id: (getattr(d, "calculate_kv_scales", None),
-                                                     getattr(t, "calculate_kv_scales", None)) for op, d, t in layers}}
+def after_verify(plan: Any, layers: list, findings: list[Diagnostic], context: Any, draft: Any,
+                 target: Any) -> tuple[dict, dict | None, list]:
+    """After a verified apply: (the values the warmed stage compares with, the fix's record or None, the fix's
+    reversible changes for the state to apply). The values: per copy_attrs op the copied (draft, target)
+    values, and each KV-shared layer's calculate_kv_scales flags as they were before the fix; the fix (part 1,
+    SRG517 among `findings`): each KV-shared draft layer stops computing its own scales in its first forward
+    (`calculate_kv_scales = False`); part 2 runs after the warm-up (`follow_target`)."""
+    values: dict = {"values": {}, "calculate": {op.id: (getattr(d, "calculate_kv_scales", None),
+                                                        getattr(t, "calculate_kv_scales", None))
+                                                for op, d, t in layers}}
+    fix, changes = None, []
+    if any(d.code == "SRG517" for d in findings):
+        stopped = [(op, d) for op, d, _ in layers if getattr(d, "calculate_kv_scales", False) is True]
+        changes = [SetAttr(f"{op.id}:calculate_kv_scales", d, "calculate_kv_scales", False, kind="attribute")
+                   for op, d in stopped]
+        fix = {"stopped": [op.draft_layer for op, _ in stopped], "recopied": None, "targets_calculated": None}
     for op in plan.ops("copy_attrs"):
         try:
             d, t = context.attention_pair(op, draft, target)
-            out["values"][op.id] = (plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None)))
+            values["values"][op.id] = (plain_value(getattr(d, op.attr, None)), plain_value(getattr(t, op.attr, None)))
         except Exception:  # noqa: BLE001 - not applicable here; the verification said so
             continue
-    return out
-
-
-def stop_own_calculation(layers: list, st: state.PluginState) -> dict:
-    """The fix, part 1 (at load): each KV-shared draft layer (`layers`, kv_layers') stops computing its own
-    scales in its first forward (`calculate_kv_scales = False`, a reversible change kept on `st`); part 2 runs
-    after the warm-up (`follow_target`)."""
-    stopped = []
-    for op, d, _ in layers:
-        if getattr(d, "calculate_kv_scales", False) is True:
-            st.change([SetAttr(f"{op.id}:calculate_kv_scales", d, "calculate_kv_scales", False, kind="attribute")])
-            stopped.append(op.draft_layer)
-    return {"stopped": stopped, "recopied": None, "targets_calculated": None}
-
-
-def fix_at_load(st: state.PluginState, findings: list[Diagnostic], layers: list) -> None:
-    """After a verified apply: with the fix selected (SRG517 among `findings`) the draft layers stop
-    their own calculation; the record goes on `st.kv_scales_fix`."""
-    if any(d.code == "SRG517" for d in findings):
-        st.kv_scales_fixed(stop_own_calculation(layers, st))
+    return values, fix, changes
 
 
 # --------------------------------------------------------------------------- 3. reloaded

@@ -56,27 +56,26 @@ def after_draft_loaded(proposer: Any, target_model: Any) -> None:
     plan = selected.plan
     if plan is None:
         return
-    st = state.of(proposer)
-    st.load_format(selected.load_info)
-    context = st.engine_context(proposer)  # built once; every later stage uses it
-    draft, target_lm, problems = live.draft, live.target_lm, live.hint_problems
+    draft, target_lm, context, problems = live.draft, live.target_lm, live.context, live.hint_problems
     if problems and selected.strict:
         raise SurgeryError(problems)
-    layers = kv_scales.kv_layers(plan, draft, target_lm)  # the KV-shared attention pairs, found once
-    scale_findings = kv_scales.live_findings(proposer.vllm_config, plan, layers, selected.follow_target)
+    layers, scale_findings = kv_scales.before_apply(proposer.vllm_config, plan, draft, target_lm, selected.follow_target)
     if any(d.severity == "error" for d in scale_findings) and selected.strict:  # SRG514; else the warmed stage says
         raise SurgeryError([d for d in scale_findings if d.severity == "error"])
     applied = applier.apply_plan(plan, draft, target_lm, context, strict=selected.strict)
     t0 = time.perf_counter()
     verification = applier.verify_plan(plan, draft, target_lm, context, report=applied)
     info = dict(selected.load_info, verify_seconds=time.perf_counter() - t0)
-    values = None
-    if verification.ok:
-        values = kv_scales.load_values(plan, layers, context, draft, target_lm)
-        kv_scales.fix_at_load(st, scale_findings, layers)  # the fix selected (SRG517): draft layers stop their own
+    values, fix, changes = None, None, []
+    if verification.ok:  # the values the warmed stage compares with; the fix selected (SRG517), its part 1
+        values, fix, changes = kv_scales.after_verify(plan, layers, scale_findings, context, draft, target_lm)
     else:
         applier.rollback(applied)  # never leave a wiring that failed its own checks in place
-    st.loaded(plan, applied, verification, target_lm, problems, info, values)
+    st = state.of(proposer)
+    st.change(changes)
+    if fix is not None:
+        st.kv_scales_fixed(fix)
+    st.loaded(plan, applied, verification, target_lm, problems, info, values, context)
     write_state(st)
     maps = "; ".join(f"{n}: " + ",".join(f"{r.draft}->{r.target}" for r in rows) for n, rows in plan.layer_maps.items())
     get_logger().info(

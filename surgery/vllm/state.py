@@ -32,7 +32,7 @@ class PluginState:
 
     # the wrapped load_model's argument (surgery/vllm/hooks.py), before any callback runs
     target_model: Any = None
-    # the engine context every stage prepares and verifies with, built once (engine_context)
+    # the engine context every stage prepares and verifies with, built once (at load, or by engine_context)
     context: VLLMContext | None = None
     # after the draft is loaded: the plan applied, its apply / verify reports, what was checked against
     plan: Any = None
@@ -66,20 +66,18 @@ class PluginState:
         """The wrapped load_model was entered (before any callback): the target it was given."""
         self.target_model = target_model
 
-    def load_format(self, info: dict) -> None:
-        """How vLLM loads the draft (load format, what "has own weights" is answered from), known before
-        the apply: the engine context reads it."""
-        self.load_info = info
-
     def dummy_loaded(self, flags: dict) -> None:
         """On the draft model under `load_format="dummy"`: the has-own flags set (through `change`)."""
         self.dummy_load = flags
 
     def loaded(self, plan: Any, report: Any, verification: Any, target_lm: Any, hint_problems: list,
-               load_info: dict, load_values: dict | None) -> None:
-        """Record the draft-loaded stage."""
+               load_info: dict, load_values: dict | None, context: VLLMContext | None = None) -> None:
+        """Record the draft-loaded stage (`context`: the engine context the plan was applied with, built at load,
+        surgery/vllm/wiring.py `at_load`)."""
         self.plan, self.report, self.verification, self.target_lm = plan, report, verification, target_lm
         self.hint_problems, self.load_info, self.load_values = list(hint_problems), load_info, load_values
+        if context is not None:
+            self.context = context
 
     def kv_scales_fixed(self, fix: dict | None) -> None:
         """The calculate_kv_scales fix (SRG517): what was stopped at load, recopied at warm-up."""
@@ -110,11 +108,8 @@ class PluginState:
         """The proposer's engine context, built the first time it is asked for (at load) and kept: the
         static forward context, the speculative method and the load format do not change after load."""
         if self.context is None:
-            vc = getattr(proposer, "vllm_config", None)
-            sfc = getattr(getattr(vc, "compilation_config", None), "static_forward_context", None)
-            spec = getattr(vc, "speculative_config", None)
-            self.context = VLLMContext(sfc, method=getattr(spec, "method", None),
-                                       dummy_load=bool((self.load_info or {}).get("dummy")))
+            self.context = VLLMContext.of(getattr(proposer, "vllm_config", None),
+                                          dummy_load=bool((self.load_info or {}).get("dummy")))
         return self.context
 
     # ------------------------------------------------------------------ reversible live changes

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..live.paths import get_path, role_paths
-from ..live.vllm import kv_sharing_mutations, target_language_model
+from ..live.vllm import VLLMContext, kv_sharing_mutations, target_language_model
 from ..text.diagnostics import diag
 from .hooks import target_model_of
 from .kv_scales import SCALE_CPU_ATTRS, SCALE_FLOAT_ATTRS, SCALE_TENSOR_ATTRS, scale_info
@@ -144,11 +144,13 @@ def set_kv_sharing_target(attn, target_layer_name: str, static_forward_context=N
 class AtLoad:
     """What the draft-load stage needs of the live engine, found once (surgery/vllm/live_apply.py
     `after_draft_loaded`) and handed to its stages: the draft and the target's language model; in apply mode
-    the recipe's engine hints checked against the live engine (SRG324); in audit mode the attention layer maps
-    and the modules of the roles the audit compares (`unreadable`: why the maps could not be read)."""
+    the engine context and the recipe's engine hints checked against the live engine (SRG324); in audit mode
+    the attention layer maps and the modules of the roles the audit compares (`unreadable`: why the maps could
+    not be read)."""
 
     draft: Any
     target_lm: Any
+    context: Any = None  # the engine context the plan is applied and verified with (apply mode)
     hint_problems: list = field(default_factory=list)
     maps: LayerMaps | None = None
     modules: dict = field(default_factory=dict)  # role -> (draft's module, target's module), AUDITED_ROLES
@@ -158,7 +160,7 @@ class AtLoad:
 def at_load(proposer: Any, target_model: Any, selected: Any) -> AtLoad:
     """The live engine as the draft-load stage's steps need it, read once (`selected`: surgery/vllm/selection.py
     `read`). Nothing is read without a plan; audit mode reads what the audit compares, apply mode checks the
-    hints (the applier finds its own paths through the engine context)."""
+    hints and builds the engine context (the applier finds its paths through it)."""
     plan = selected.plan
     if plan is not None and selected.audit:
         return observed(proposer, target_model)
@@ -166,6 +168,7 @@ def at_load(proposer: Any, target_model: Any, selected: Any) -> AtLoad:
     live = AtLoad(draft, target_lm)
     if plan is not None:
         live.hint_problems = hint_problems(plan, proposer, draft, target_lm)
+        live.context = VLLMContext.of(proposer.vllm_config, dummy_load=selected.load_info["dummy"])
     return live
 
 

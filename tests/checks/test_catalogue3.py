@@ -365,7 +365,7 @@ def test_no_vllm_reader_for_target_kv_conditioning():
 
 
 def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
-    """`surgery audit` (surgery/vllm/audit.py config_findings): the third catalogue's config checks run with
+    """`surgery audit` (surgery/vllm/audit_config.py config_findings): the third catalogue's config checks run with
     the method the engine really runs and the installed vLLM's release (stand-in proposer)."""
     pytest.importorskip("vllm")
     from types import SimpleNamespace
@@ -374,13 +374,13 @@ def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
     from surgery.plan import Runtime
     from surgery.recipe import load_recipe
     from surgery.resolver import resolve
-    from surgery.vllm import audit as vaudit, config_check, hooks
+    from surgery.vllm import audit as vaudit, audit_config, config_check, hooks
 
     draft, target = read_facts(EAGLE3), read_facts(LLAMA)
     recipe = load_recipe("eagle3")
     plan = resolve(recipe, draft, target, Runtime(engine="vllm"))
     monkeypatch.setattr(config_check, "draft_ids_misread", lambda *a: [])
-    monkeypatch.setattr(vaudit, "drafter_length", lambda *a: None)
+    monkeypatch.setattr(audit_config, "drafter_length", lambda *a: None)
     proposer = SimpleNamespace(
         speculative_config=SimpleNamespace(method="eagle3", num_speculative_tokens=3, kv_cache_dtype=None,
                                            parallel_drafting=False),
@@ -389,7 +389,7 @@ def test_audit_runs_the_catalogue_with_the_serving_release(monkeypatch):
     for version, severity in (("0.26.0", "error"), ("0.32.0+cpu", "info")):
         monkeypatch.setattr(hooks, "engine_version", lambda v=version: v)
         a = vaudit.Audit(plan)
-        vaudit.config_findings(a, proposer, selection)
+        audit_config.config_findings(a, proposer, selection)
         codes = {d.code: d for _, d in a.findings}
         assert "SRG618" in codes and codes["SRG620"].severity == severity, version
 

@@ -26,7 +26,7 @@ from surgery.plan import Runtime  # noqa: E402
 from surgery.recipe import load_recipe  # noqa: E402
 from surgery.resolver import resolve  # noqa: E402
 from surgery.vllm import audit as vaudit  # noqa: E402
-from surgery.vllm import hooks, log as vlog, selection, state, wiring  # noqa: E402
+from surgery.vllm import audit_config, hooks, log as vlog, selection, state, wiring  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -394,12 +394,12 @@ def test_drafter_length_below_the_targets_is_reported():
             vllm_config=SimpleNamespace(model_config=SimpleNamespace(max_model_len=target_len)))
 
     a = vaudit.Audit(plan)
-    vaudit.drafter_length(a, proposer(2048))
+    audit_config.drafter_length(a, proposer(2048))
     (stage, d), = a.findings
     assert d.code == "SRG645" and "2048" in d.message and "4096" in d.message and "past 2045 tokens" in d.message
     a = vaudit.Audit(plan)
-    vaudit.drafter_length(a, proposer(4096))
+    audit_config.drafter_length(a, proposer(4096))
     assert not a.findings and a.checked == {"drafter_length": 1}
     a = vaudit.Audit(plan)
-    vaudit.drafter_length(a, proposer(None))
+    audit_config.drafter_length(a, proposer(None))
     assert not a.findings and a.not_applicable[0]["check"] == "drafter_length"
