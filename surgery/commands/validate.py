@@ -44,6 +44,14 @@ def judged_release(args, release: str | None) -> tuple[str, str] | None:
     return judged_version("vllm", getattr(args, "engine_version", None), installed_vllm_version())
 
 
+def sglang_release(args) -> str | None:
+    """--engine-version for --engine sglang (a usage error, SRG011, when it holds no release number); None: the
+    SGLang checks judge the installed SGLang, else the newest release the data covers (checks/sglang_start.py)."""
+    if getattr(args, "engine", None) != "sglang" or getattr(args, "engine_version", None) is None:
+        return None
+    return judged_version("sglang", args.engine_version, None)[0]
+
+
 def verdict_line(plan, name: str, verbose: bool = False, judged: tuple[str, str] | None = None) -> str:
     """validate's first line: the verdict, the release it was judged for, what was checked, and how many
     findings follow on stderr."""
@@ -91,7 +99,7 @@ def cmd_plan(args, out, err=None, release: str | None = None) -> int:
     target = with_overrides(target, getattr(args, "hf_overrides", None))
     # from_verifier: the head is served as the model (`vllm serve <head>`)
     judged = judged_release(args, release)
-    options = check_options(args, target_ref, from_verifier, judged[0] if judged else None, recipe)
+    options = check_options(args, target_ref, from_verifier, judged[0] if judged else sglang_release(args), recipe)
     plan = resolve(recipe, draft, target, runtime(args, args.engine))
     plan, weights = run_checks(options, recipe, draft, target, plan)
     if from_verifier:

@@ -191,3 +191,19 @@ def test_each_rule_applies_only_where_the_releases_wheel_holds_it():
     assert releases["0.5.20"]["start"]["limits"]["dspark_pipeline"] is None
     assert releases["0.5.21"]["start"]["limits"]["dspark_pipeline"].startswith("sglang/srt/arg_groups/speculative_hook.py")
     assert "fp8" not in releases[RELEASE]["start"]["kv_cache_dtypes"]
+
+
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.23"])
+def test_the_release_asked_is_the_release_judged(run_cli, version):
+    """--engine-version reaches the SGLang checks: each line names the release asked and cites its own file:line
+    (validate carried it for vLLM only, and every SGLang verdict judged the newest release)."""
+    code, out, _ = run_cli("validate", "eagle3", "--engine", "sglang", "--engine-version", version,
+                           "--target", LLAMA, "--draft", EAGLE3, "--json")
+    said = [d for d in json.loads(out)["diagnostics"] if d["code"] == "SRG772"]
+    assert code == 1 and said and f"SGLang {version}:" in said[0]["message"], said
+
+
+def test_an_sglang_version_with_no_release_number_is_a_usage_error(run_cli):
+    code, _, err = run_cli("validate", "eagle3", "--engine", "sglang", "--engine-version", "latest",
+                           "--target", LLAMA, "--draft", EAGLE3)
+    assert code == 2 and "SRG011" in err
