@@ -379,41 +379,30 @@ class Guard:
             self.band_streams[batch] = stream
         return stream
 
-    def observe(self, num_draft_tokens: int, num_accepted: int, batch: int | None = None) -> list[Trip | Ended]:
-        out = self.streams["all"].observe(num_draft_tokens, num_accepted)
+    def _judge(self, batch: int | None, feed) -> list[Trip | Ended]:
+        """`feed(stream)` on the "all" stream and, with bands, on the stream of `batch`'s band; the trips kept."""
+        out = feed(self.streams["all"])
         if self.config.bands and batch:
-            more = self._band(batch).observe(num_draft_tokens, num_accepted)
+            more = feed(self._band(batch))
             if more:
                 out = out + more
         if out:
             self.trips.extend(t for t in out if isinstance(t, Trip))
         return out
 
+    def observe(self, num_draft_tokens: int, num_accepted: int, batch: int | None = None) -> list[Trip | Ended]:
+        return self._judge(batch, lambda stream: stream.observe(num_draft_tokens, num_accepted))
+
     def observe_counts(self, counts: Counts, batch: int | None = None) -> list[Trip | Ended]:
         """One engine step's drafts as totals (vLLM's SpecDecodingStats of the step); `batch` for the bands
         (the step's drafts, by default)."""
-        out = self.streams["all"].observe_counts(counts)
-        batch = counts.drafts if batch is None else batch
-        if self.config.bands and batch:
-            more = self._band(batch).observe_counts(counts)
-            if more:
-                out = out + more
-        if out:
-            self.trips.extend(t for t in out if isinstance(t, Trip))
-        return out
+        return self._judge(counts.drafts if batch is None else batch, lambda stream: stream.observe_counts(counts))
 
     def observe_step(self, hist: dict) -> list[Trip | Ended]:
         """One engine step's drafts as {(drafted, accepted): n} (vLLM's scheduler, surgery/vllm/guard.py): the same
         buckets and decisions as `observe_counts` of the step's totals; the bands' batch is the step's drafts."""
         drafts = sum(hist.values())
-        out = self.streams["all"].observe_step(hist, drafts)
-        if self.config.bands and drafts:
-            more = self._band(drafts).observe_step(hist, drafts)
-            if more:
-                out = out + more
-        if out:
-            self.trips.extend(t for t in out if isinstance(t, Trip))
-        return out
+        return self._judge(drafts, lambda stream: stream.observe_step(hist, drafts))
 
     def to_dict(self) -> dict:
         """The guard's record: configuration, trips so far, the last numbers of each stream."""

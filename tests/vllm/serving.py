@@ -23,6 +23,8 @@ import random
 import sys
 from pathlib import Path
 
+from standin import LogCapture  # tests/vllm/standin.py, beside this file
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 
@@ -148,20 +150,10 @@ def report_guard(path: Path) -> dict | None:
     return (json.loads(path.read_text()).get("guard") if path.exists() else None)
 
 
-class LogLines(logging.Handler):
-    """The plugin's log lines ("vllm.surgery"), kept as text for the coded LogLine patterns. Attach it after
-    the engine started: vLLM configures its loggers while it starts."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    @property
-    def text(self) -> str:
-        return "\n".join(self.lines)
+class LogLines(LogCapture):
+    """The plugin's log lines ("vllm.surgery"), kept as text for the coded LogLine patterns (the guard tests'
+    capture, tests/vllm/standin.py), on the plugin's logger while in a `with`. Attach it after the engine started:
+    vLLM configures its loggers while it starts."""
 
     def __enter__(self):
         logging.getLogger("vllm.surgery").addHandler(self)
