@@ -336,3 +336,10 @@ def test_a_step_as_a_histogram_makes_the_buckets_and_trips_of_its_totals():
             assert a == b
     assert [t.kind for t in by_hist.trips] == [t.kind for t in by_totals.trips] and by_hist.trips
     assert by_hist.to_dict() == by_totals.to_dict()
+
+
+def test_the_guard_is_on_with_a_recipe_unless_told():
+    """One rule for every engine's adapter (vLLM's scheduler, SGLang's plugin): `enabled` when given, else on
+    whenever a recipe is selected."""
+    assert parse_config(None).on(True) and not parse_config(None).on(False)
+    assert not parse_config(False).on(True) and parse_config({"enabled": True}).on(False)

@@ -56,6 +56,11 @@ class GuardConfig:
     # of token-id tuples; None: no canary
     canary: tuple | None = None
 
+    def on(self, recipe_selected: bool) -> bool:
+        """Whether the guard runs on an engine: as `enabled` says, else whenever a recipe is selected (every
+        engine's adapter asks this, so the rule is written once)."""
+        return self.enabled if self.enabled is not None else recipe_selected
+
     @property
     def expectations(self) -> dict[str, Any]:
         return dict(self.expect)

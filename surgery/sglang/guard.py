@@ -60,7 +60,7 @@ def install(recipe: str | None = None, environ=None) -> list[str]:
     per-request accept count. Returns what was wrapped; SRG488 (logged) when this SGLang has no such count."""
     merged = settings(recipe, environ)
     config = merged.config()
-    on = config.enabled if config.enabled is not None else recipe is not None
+    on = config.on(recipe is not None)
     _state.update(on=on, settings=merged, guard=None, why_off=None)
     if not on:
         return []

@@ -100,7 +100,7 @@ def build(vllm_config: Any, quiet: bool = False) -> GuardRun:
     from .selection import selected_recipe  # the recipe machinery loads here, not with the plugin
 
     settings, config = guard_config(vllm_config)
-    on = config.enabled if config.enabled is not None else selected_recipe(vllm_config) is not None
+    on = config.on(selected_recipe(vllm_config) is not None)
     if not on:
         return GuardRun(None)
     log = get_logger()
