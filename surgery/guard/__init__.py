@@ -9,5 +9,6 @@ is said: surgery/vllm/guard.py, canary.py, statlogger.py; surgery/sglang/guard.p
 - precedence.py: the layers (defaults, pair, recipe, engine) and their one precedence (`resolve`);
 - judge.py: the windows, episodes and rules (collapse, break-even, shape, drift, expectation): trips out;
 - run.py: a finished run judged once (HF, SGLang and vLLM ablation rows).
-A new rule: keys.py (its kind and code) and judge.py; a new engine: one adapter that feeds counts.py's counts.
+A new rule: keys.py (its kind and code) and judge.py, its code in surgery/data/codes.yaml and its line in an
+adapter's log; a new engine: one adapter that feeds counts.py's counts and says what judge.py returns.
 """
