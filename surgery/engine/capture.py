@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..resources import load_data
 from ..text.diagnostics import INFO, WARNING, Diagnostic, Location, diag
 from .cards import ENGINES, card
 from . import releases
@@ -107,3 +108,14 @@ def sglang_layers_to_capture(target_model_type: str, num_layers: int, layer_ids:
     if rule == "first_id_is_1":
         return [v + 1 for v in layer_ids] if layer_ids and layer_ids[0] == 1 else list(layer_ids)
     return [v + 1 for v in layer_ids]
+
+
+def sglang_final_boundary(release: str | None, target_model_type: str | None) -> str | None:
+    """Where SGLang `release`'s target class keeps EAGLE-3 ids stated as hidden-state boundaries (largest id =
+    L, the final state, captured after the last layer: gpt_oss.py from 0.5.17, sglang#32334), as file:line read
+    from its wheel (releases/sglang.json start.catalogue4, surgery/data/catalogue4.yaml); None where it does not."""
+    rule = (load_data("data/catalogue4.yaml").get("sglang") or {}).get("eagle_config_boundaries") or {}
+    if not release or target_model_type not in (rule.get("target_model_types") or ()):
+        return None
+    facts = releases.release_data("sglang")["releases"].get(release) or {}
+    return (((facts.get("start") or {}).get("catalogue4") or {}).get("eagle_config_boundaries") or {}).get("final_boundary")

@@ -119,3 +119,12 @@ def test_every_sglang_catalogue4_code_is_catalogued_for_sglang_only():
         row = catalogue4_data()["checks"][name]
         entry = catalogue()[row["code"]]
         assert entry.get("engines") == ["sglang"] and entry.get("explain") and row["reports"], name
+
+
+@pytest.mark.parametrize("version,refused", [("0.5.16", True), ("0.5.17", False), ("0.5.23", False)])
+def test_the_final_boundary_id_is_capturable_where_gpt_oss_keeps_boundaries(run_cli, tmp_path, version, refused):
+    """SRG362 reads the class's own capture: from 0.5.17 gpt_oss.py keeps ids whose largest is L as boundaries
+    and captures L after the last layer (the recipe's layer set [24, 30, 36] of a 36-layer target); 0.5.16 adds
+    1 and never captures L."""
+    diags = findings(run_cli, "eagle3", GPT_OSS, head(tmp_path, V3_EAGLE_CONFIG), version, "EAGLE3")
+    assert bool([d for d in coded(diags, "SRG362") if d["severity"] == "error"]) is refused, coded(diags, "SRG362")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from ...engine.capture import judged
+from ...engine.capture import judged, sglang_final_boundary
 from ...text.records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields
@@ -52,6 +52,9 @@ def check(resolver, step) -> bool:
         return True
     layers = resolver.sets.get(step.args.layers, ())
     outside = [i for i in layers if i not in ok]
+    if runtime.engine == "sglang" and outside == [n] and max(layers) == n \
+            and sglang_final_boundary(judgement.release, resolver.target.model_type):
+        outside = []  # ids as boundaries, L the final state: this class captures it (sglang#32334)
     if outside:
         resolver.add("SRG362", f"{judgement.label()} cannot capture aux ids {outside} of a {n}-layer target (it "
                      f"captures ids {ok.start}..{n - 1}: {judgement.source})", where)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...text.diagnostics import SurgeryError, diag
-from ...engine.capture import judged
+from ...engine.capture import judged, sglang_final_boundary
 from ...live.mutations import Mutation
 from ...live.prepared import Check, NotApplicable, Prepared
 from ...live.sglang import capture_holder, num_layers
@@ -59,6 +59,9 @@ def prepare(op: Any, draft: Any, target: Any, ctx: Any) -> Prepared:
     known = judgement is not None and judgement.span is not None
     first = judgement.ids(0).start if known else 1
     outside = [i for i in layers if i < first or (n is not None and i >= n)]
+    if outside == [n] and max(layers) == n and sglang_final_boundary(
+            judgement.release if known else None, getattr(getattr(target, "config", None), "model_type", None)):
+        outside = []  # ids as boundaries: this class captures L after its last layer (sglang#32334)
     if outside:
         who = judgement.label() if judgement is not None else "SGLang"
         why = f": {judgement.source}" if known else ""
