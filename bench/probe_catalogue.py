@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.probe.catalogue import CANNOT_HERE, CATALOGUE, NEW_IDS  # noqa: E402
+from tests.probe.catalogue import CANNOT_HERE, CATALOGUE, NEW_IDS, OUTSIDE  # noqa: E402
 from tests.probe.heads import build, run, truths, verdict  # noqa: E402
 
 ISSUE_CASES = ("dflash-ids-capture-late", "dflash-ids-duplicated", "eagle3-ids-capture-late", "eagle3-norm-flipped",
@@ -85,6 +85,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--engine", choices=["hf", "vllm"], default=None)
     ap.add_argument("--new-only", action="store_true", help="the 23 heads issue 66 adds")
+    ap.add_argument("--outside", action="store_true", help="the outside check: heads in no list of the catalogue")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--budget-s", type=float, default=None, help="start no head after this many seconds")
@@ -103,7 +104,7 @@ def main() -> int:
 
     if not torch.cuda.is_available():
         torch.set_num_threads(1)
-    heads = [h for h in CATALOGUE if (not args.only or h.id in args.only) and (not args.engine or h.engine == args.engine)
+    heads = [h for h in (OUTSIDE if args.outside else CATALOGUE) if (not args.only or h.id in args.only) and (not args.engine or h.engine == args.engine)
              and (not args.new_only or h.id in NEW_IDS)]
     rows, t0 = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="probe-catalogue-") as tmp:

@@ -120,3 +120,28 @@ def combined(questions: list[Question], cands: list[Candidate], best_of) -> Cand
     if any(tuple(dict(c.answers)[q.id] for q in questions) == full for c in cands):
         return None
     return _candidate(questions, full, cands[0].base, stage=2)
+
+
+def neighbours(questions: list[Question], cands: list[Candidate], best: Candidate | None) -> list[Candidate]:
+    """The candidates that test each of `best`'s answers where it stands: `best` with one group's answers
+    replaced by each of that group's other combinations, those not measured yet. Why: groups are varied around
+    the served reading, so an answer of one group was compared only with the other groups at their served
+    reading; the winner's answer to it is decided only when its alternatives lose in the winner's own context
+    (a YaRN scaling that reads alike under the wrong ids and differs under the right ones)."""
+    if best is None or len(groups(questions)) < 2:
+        return []
+    have = {tuple(id(dict(c.answers)[q.id]) for q in questions) for c in cands}
+    mine = dict(best.answers)
+    out = []
+    for qs in groups(questions).values():
+        combos, _ = _combos(qs)
+        for combo in combos:
+            chosen = dict(mine)
+            chosen.update({q.id: a for q, a in zip(qs, combo)})
+            full = tuple(chosen[q.id] for q in questions)
+            key = tuple(map(id, full))
+            if key in have:
+                continue
+            have.add(key)
+            out.append(_candidate(questions, full, best.base, stage=2))
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import stats
-from .candidates import candidates as build_candidates, combined
+from .candidates import candidates as build_candidates, combined, neighbours
 from .draftcopy import candidate_folder
 from .measure import error_text
 from ..facts import read_facts
@@ -103,6 +103,13 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
         if extra is not None:
             cands.append(extra)
             run(len(cands) - 1, extra)
+        for _ in range(2):  # the leader's answers tested in its own context; once more if the leader moved
+            more = neighbours(questions.open, cands, _leader(cands, results)) if cands else []
+            for cand in more:
+                cands.append(cand)
+                run(len(cands) - 1, cand)
+            if not more:
+                break
     ranking = stats.rank(results)
     rows = []
     for cand in cands:
@@ -130,6 +137,14 @@ def probe(inp: ProbeInput, measurer, progress=lambda m: None, early_stop: bool =
             "candidates": rows, "ranking": ranking, "counts": counts,
             "prompts": {"source": inp.prompt_source, "count": n, "max_new_tokens": inp.max_new_tokens, "k": inp.k},
             "expected": inp.expected, "decision": dec}
+
+
+def _leader(cands, results):
+    """The candidate with the highest per-prompt mean among those that decoded every prompt (a candidate stopped
+    early cannot win)."""
+    ran = [c for c in cands if c.name in results and results[c.name].error is None and results[c.name].prompts
+           and not results[c.name].stopped_early]
+    return max(ran, key=lambda c: results[c.name].mean, default=None)
 
 
 def _best(group, results):

@@ -98,3 +98,39 @@ CATALOGUE = tuple(h if h.id != "eagle3-norm-flipped-embed-random" else
                        _embed_random) for h in CATALOGUE)
 NEW_IDS = {h.id for h in NEW}
 BY_ID = {h.id: h for h in CATALOGUE}
+
+
+# ---- the outside check (issue 66): heads in no list above, combinations and values the catalogue never uses,
+# written after it was run; judged by the same verdicts (no WRONG, no all-clear on a damaged head)
+OUTSIDE = (
+    Head("out-eagle3-outputs-norm-flipped", "eagle3", "vllm", PAIRS / "eagle3-outputs/draft", LLAMA,
+         {"norm_before_residual": True}, truth=NORM_FALSE, what="the second EAGLE-3 head with its norm flipped"),
+    Head("out-dflash-theta-and-causal", "dflash", "vllm", PAIRS / "dflash/draft", LLAMA,
+         {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "dflash_config.causal": True},
+         truth=(TARGETS, CAUSAL_FALSE), what="two damages in two groups: theta 5e5 and causal written true"),
+    Head("out-peagle-partial-and-lm-head", "peagle", "vllm", PAIRS / "peagle/draft", LLAMA,
+         {"partial_rotary_factor": 0.25}, truth=(TARGETS, "the target's lm_head"),
+         what="partial_rotary_factor 0.25 and a perturbed lm_head copy"),
+    Head("out-eagle3-specforge-ids-and-yarn", "eagle3", "vllm", PAIRS / "eagle3-outputs/draft", LLAMA,
+         {"eagle_aux_hidden_state_layer_ids": [0, 6, 7],
+          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                              "rope_theta": 10000.0}},
+         truth=("[1, 7, 8]", TARGETS), what="ids one layer early (SpecForge) and a YaRN scaling"),
+    Head("out-eagle-theta-small", "eagle", "vllm", PAIRS / "eagle/draft", LLAMA,
+         {"rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}, truth=TARGETS,
+         what="theta 500 where the target has 1e4"),
+    Head("out-dflash-ids-two-late", "dflash", "vllm", PAIRS / "dflash/draft", LLAMA,
+         {"dflash_config.target_layer_ids": [2, 7, 8]}, truth=None,
+         what="ids off by one and two (no reading the field has): only undecided or cannot probe is right"),
+)
+
+
+def _lm_head_perturbed(d, t):
+    from .heads import lm_head_perturbed
+
+    return lm_head_perturbed(d, t)
+
+
+OUTSIDE = tuple(h if h.id != "out-peagle-partial-and-lm-head" else
+                Head(h.id, h.recipe, h.engine, h.draft, h.target, h.edits, h.truth, h.healthy, h.speculators, h.what,
+                     _lm_head_perturbed) for h in OUTSIDE)
