@@ -111,3 +111,35 @@ def test_a_copy_that_cannot_be_made_is_a_coded_row(tmp_path, monkeypatch):
     failed = [c for c in r["candidates"] if c["error"]]
     assert failed and all(c["stage"] == "copy" and "no tensor" in c["error"] for c in failed)
     assert r["status"] in ("decided", "undecided", "cannot probe")
+
+
+def test_the_leaders_answers_are_tested_in_its_own_context(tmp_path):
+    """Ids one layer early and a YaRN scaling (the outside check): the RoPE question was measured only under the
+    served (wrong) ids, where both RoPEs read alike; the leader (right ids, own RoPE) is measured against the
+    target's RoPE under the right ids before anything is decided."""
+    from .catalogue import OUTSIDE
+
+    h = {x.id: x for x in OUTSIDE}["out-eagle3-specforge-ids-and-yarn"]
+    folder = build(h, tmp_path)
+    recipe, pair = load_recipe(h.recipe), builtin_pair(h.recipe)
+
+    class Graded(Stand_in):
+        """Right ids +0.2, norm false +0.05; the target's RoPE +0.1, but only under the right ids."""
+
+        def measure(self, folder, prompts, tokens, k, keep_going):
+            c = json.loads((folder / "config.json").read_text())
+            ids = c.get("eagle_aux_hidden_state_layer_ids") == [1, 7, 8]
+            rate = 0.5 + 0.2 * ids + 0.05 * (c.get("norm_before_residual") is False) \
+                + 0.1 * (ids and (c.get("rope_parameters") or {}).get("rope_type") != "yarn")
+            m = Measured(verified=True)
+            for i, _ in enumerate(prompts):
+                m.prompts.append(PromptResult(drafted=30, accepted=round(30 * (rate + 0.01 * (i % 3))), rounds=10))
+            return m
+
+    inp = ProbeInput(recipe, h.target, folder, [[5]] * 8, "s", 8, 3, validate_findings(recipe, folder, h.target, "cpu"),
+                     validate=lambda f: validate_findings(recipe, f, h.target, "cpu"), method=pair.method,
+                     expected=expected_for(recipe, pair, "vllm"))
+    r = probe(inp, Graded(None))
+    late = [c["name"] for c in r["candidates"] if c["stage_built"] == 2]
+    assert any("[1, 7, 8]" in n and "the target's RoPE" in n for n in late), late
+    assert verdict(h, r) == "recovered", r["decision"]
