@@ -56,6 +56,9 @@ AT_BUILD = {
               "SpeculativeConfig: that class cannot be built from a qwen3 draft's config",
     "SRG681": "Qwen3DSparkModel reads config.markov_rank at the top level with no default (qwen3_dspark.py, "
               "0.26-0.34): SpecForge's nested dflash_config.markov_rank raises AttributeError at model build",
+    "SRG346": "an EAGLE-1 head at pp > 1 numbers its layers from the last stage's layer count (llama_eagle.py "
+              "get_num_layers(parallel_config), 0.30+): Attention refuses the duplicate layer name at model build "
+              "(seen by tests/release_oracle/test_construct_oracle.py)",
 }
 SILENT_BY_RECIPE = {"gemma4-mtp": {"SRG311": "the assistant keeps its embedding placeholder under pp (recipe step 3)"}}
 RESULTS: dict[str, dict] = {}
