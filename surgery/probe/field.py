@@ -237,19 +237,28 @@ def rope_question(draft, target, method: str | None) -> tuple[Any, Question | No
     if mine == theirs:
         return None, None
     differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    text = (f"the draft's RoPE differs from the target's in {', '.join(differ)} "
+            f"(draft {', '.join(f'{k}={mine.get(k)!r}' for k in differ)}; target "
+            f"{', '.join(f'{k}={theirs.get(k)!r}' for k in differ)}); a {method} draft is fed the target's positions")
+    finding = diag(OWN, text, Location(draft.source, key_path=d_prefix + differ[0]), severity="warning")
+    return finding, target_rope_question(OWN, draft, target, text)
+
+
+def target_rope_question(code: str, draft, target, message: str) -> Question:
+    """Two answers: the draft's RoPE as written, and the target's (every RoPE key of the target's text
+    config copied over the draft's, at the place the draft's config keeps its text settings). Asked by
+    validate's SRG618 (questions.py) and by the probe's own RoPE comparison (rope_question)."""
+    d_prefix, d_text = _text(draft.raw)
+    _, t_text = _text(target.raw)
     edits = []
     for key in ROPE_KEYS:
         if key in t_text:
             edits.append((d_prefix + key, copy.deepcopy(t_text[key])))
         elif key in d_text:
             edits.append((d_prefix + key, DROP))
-    text = (f"the draft's RoPE differs from the target's in {', '.join(differ)} "
-            f"(draft {', '.join(f'{k}={mine.get(k)!r}' for k in differ)}; target "
-            f"{', '.join(f'{k}={theirs.get(k)!r}' for k in differ)}); a {method} draft is fed the target's positions")
-    finding = diag(OWN, text, Location(draft.source, key_path=d_prefix + differ[0]), severity="warning")
-    return finding, Question(OWN, "rope", "was the head trained with its own RoPE or the target's?",
-                             (Answer("the draft's own RoPE (as written)", (), as_served=True),
-                              Answer("the target's RoPE", tuple(edits))), text)
+    return Question(code, "rope", "was the head trained with its own RoPE or the target's?",
+                    (Answer("the draft's own RoPE (as written)", (), as_served=True),
+                     Answer("the target's RoPE", tuple(edits))), message)
 
 
 # ---------------------------------------------------------------- DFlash causal, DSpark layout

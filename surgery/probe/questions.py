@@ -20,7 +20,6 @@ where the recipe can say the same, the `override` `--write` emits.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from ..formats import format_of
@@ -29,7 +28,7 @@ from ..formats.table import conventions
 from ..resources import load_data
 from . import field as fq
 from . import weights
-from .answers import AUX_KEY, D2T_KEY, DROP, NORM_KEY, ROPE_KEYS, Answer, Question  # noqa: F401
+from .answers import AUX_KEY, D2T_KEY, DROP, NORM_KEY, Answer, Question  # noqa: F401
 
 QUESTION_CODES = ("SRG659", "SRG640", "SRG658", "SRG618", "SRG613", "SRG495", "SRG801")
 
@@ -162,21 +161,8 @@ def _norm(draft, target, message, folder=None) -> Question | None:
 
 
 def _rope(draft, target, message, folder=None) -> Question | None:
-    """Two answers: the draft's RoPE as written, and the target's (every RoPE key of the target's text
-    config copied over the draft's, at the place the draft's config keeps its text settings)."""
-    d_raw, t_raw = draft.raw, target.raw
-    d_prefix = "text_config." if isinstance(d_raw.get("text_config"), dict) else ""
-    t_text = t_raw.get("text_config") if isinstance(t_raw.get("text_config"), dict) else t_raw
-    d_text = d_raw.get("text_config") if d_prefix else d_raw
-    edits = []
-    for key in ROPE_KEYS:
-        if key in t_text:
-            edits.append((d_prefix + key, copy.deepcopy(t_text[key])))
-        elif key in d_text:
-            edits.append((d_prefix + key, DROP))
-    return Question("SRG618", "rope", "was the head trained with its own RoPE or the target's?",
-                    (Answer("the draft's own RoPE (as written)", (), as_served=True),
-                     Answer("the target's RoPE", tuple(edits))), message)
+    """SRG618: the draft's RoPE differs from the target's: its own, or the target's (field.py)."""
+    return fq.target_rope_question("SRG618", draft, target, message)
 
 
 def _own_module(draft, target, message, folder=None) -> Question | None:
