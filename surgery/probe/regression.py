@@ -58,14 +58,34 @@ POS = "acceptance_at_pos_"
 
 
 @dataclass(frozen=True)
-class RegressionOptions:
-    """`surgery probe --check`'s options (built by surgery/commands/probe.py from the command line)."""
-    expect: str | None = None
-    tolerance: float = TOLERANCE
+class ModeOptions:
+    """What `surgery probe --check` and `--tune` (tune.py) both take, built by surgery/commands/probe.py
+    `mode_options` from the command line: the tokens decoded per prompt, the acceptance.csv written and the
+    name of its row, JSON or text."""
     tokens: int = 48
     acceptance_csv: str | None = None
     subset: str | None = None
     json: bool = False
+
+    def write_acceptance(self, result: dict, drafts: int, draft_tokens: int, accepted: int,
+                         per_position: list[int]) -> None:
+        """--acceptance-csv: the measured counts as one speculators acceptance.csv row (named --subset, else
+        "probe"); the result says where it went."""
+        write_acceptance_csv(Path(self.acceptance_csv), [spec_row(self.subset or "probe", drafts, draft_tokens,
+                                                                  accepted, per_position)])
+        result["acceptance_csv"] = str(self.acceptance_csv)
+
+    def emit(self, out, result: dict, render, code: int) -> int:
+        """Write the result on `out` (JSON, or the mode's `render` text) and return the exit code `code`."""
+        out.write((json.dumps(result, indent=2, default=str) if self.json else render(result)) + "\n")
+        return code
+
+
+@dataclass(frozen=True)
+class RegressionOptions(ModeOptions):
+    """`surgery probe --check`'s options: the shared ones (ModeOptions) and the expectation's."""
+    expect: str | None = None
+    tolerance: float = TOLERANCE
 
 
 @dataclass
@@ -311,22 +331,14 @@ def run_check(opts: RegressionOptions, out, measurer, draft: Path, prompts, sour
     if measured.error or not counts["drafts"]:
         why = measured.error or "the engine drafted nothing (no spec-decode rounds counted)"
         result.update(status="cannot check", diagnostics=[diag("SRG546", why, where).to_dict()])
-        return _emit(opts, out, result, EXIT_INVALID)
+        return opts.emit(out, result, render, EXIT_INVALID)
     rows = compare(exp, counts["drafts"], counts["per_position"], counts["accepted"], counts["drafted"], tolerance, z)
     found = lines(rows, exp, tolerance, z, where)
     regressed = any(r["verdict"] == "regression" for r in rows)
     result.update(status="regression" if regressed else "held", rows=rows, diagnostics=[d.to_dict() for d in found])
     if opts.acceptance_csv and counts["per_position"] is not None:
-        write_acceptance_csv(Path(opts.acceptance_csv), [spec_row(opts.subset or "probe", counts["drafts"],
-                                                                  counts["drafted"], counts["accepted"],
-                                                                  counts["per_position"])])
-        result["acceptance_csv"] = str(opts.acceptance_csv)
-    return _emit(opts, out, result, EXIT_INVALID if regressed else EXIT_OK)
-
-
-def _emit(opts: RegressionOptions, out, result: dict, code: int) -> int:
-    out.write((json.dumps(result, indent=2, default=str) if opts.json else render(result)) + "\n")
-    return code
+        opts.write_acceptance(result, counts["drafts"], counts["drafted"], counts["accepted"], counts["per_position"])
+    return opts.emit(out, result, render, EXIT_INVALID if regressed else EXIT_OK)
 
 
 def render(r: dict) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Location, diag
 from .measure import error_text, release
 from .measure_vllm import not_applied
-from .regression import spec_row, write_acceptance_csv
+from .regression import ModeOptions
 
 K_MAX = 6
 BOOTSTRAP = 2000
@@ -58,13 +58,9 @@ BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")  # SGLang: --speculative-num-draft-token
 
 
 @dataclass(frozen=True)
-class TuneOptions:
-    """`surgery probe --tune`'s options (built by surgery/commands/probe.py from the command line)."""
+class TuneOptions(ModeOptions):
+    """`surgery probe --tune`'s options: the shared ones (regression.py ModeOptions) and the longest draft."""
     k_max: int = K_MAX
-    tokens: int = 48
-    acceptance_csv: str | None = None
-    subset: str | None = None
-    json: bool = False
 
 
 @dataclass
@@ -365,11 +361,8 @@ def run_tune(opts: TuneOptions, out, recipe, target: Path, draft: Path, method: 
     if opts.acceptance_csv and not result.get("error"):
         hi = next(r for r in result["runs"] if r["k"] == k_max)
         per = [sum(p[j] for p in hi["per_position"]) for j in range(k_max)]
-        write_acceptance_csv(Path(opts.acceptance_csv), [spec_row(opts.subset or "probe", sum(hi["rounds"]),
-                                                                  sum(hi["drafted"]), sum(per), per)])
-        result["acceptance_csv"] = str(opts.acceptance_csv)
-    out.write((json.dumps(result, indent=2, default=str) if opts.json else render(result)) + "\n")
-    return EXIT_INVALID if result.get("error") else EXIT_OK
+        opts.write_acceptance(result, sum(hi["rounds"]), sum(hi["drafted"]), sum(per), per)
+    return opts.emit(out, result, render, EXIT_INVALID if result.get("error") else EXIT_OK)
 
 
 def render(r: dict) -> str:
