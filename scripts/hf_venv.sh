@@ -17,17 +17,11 @@ DIR=.cache/oracles/hf-transformers-$VER
 # the project's own requirements (pyproject dependencies and the apply / test extras the HF tests use)
 PROJECT="pyyaml>=6.0 jsonschema>=4.20 huggingface_hub>=0.26 safetensors>=0.4 pytest>=8 hypothesis>=6.100"
 STAMP="transformers==$VER | torch==2.13.0 | $EXTRA | $PROJECT | recipe 1"
-if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
-  echo "HF venv transformers $VER: cached ($DIR)"; exit 0
-fi
-rm -rf "$DIR"
-mkdir -p .cache/oracles
-PY=${PYTHON:-python3}
-"$PY" -m venv "$DIR"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-pip_() { "$DIR/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
+. scripts/venv_lib.sh  # venv_cached, venv_fresh, pip_, venv_stamp (the cd above: any cwd)
+venv_cached "HF venv transformers $VER"
+venv_fresh .cache/oracles
 pip_ install -q torch==2.13.0
 pip_ install -q "transformers==$VER" "$EXTRA" $PROJECT torch==2.13.0
 "$DIR/bin/python" -c "import torch, transformers; from transformers import Gemma4AssistantForCausalLM; \
 print('HF venv transformers', transformers.__version__, '| torch', torch.__version__)"
-echo "$STAMP" > "$DIR/.stamp"
+venv_stamp

@@ -20,20 +20,10 @@ case "$VER" in
 esac
 DIR=.cache/oracles/vllm-$VER
 STAMP="vllm==$VER | $TORCH | plugin=$PLATFORM | drop=$DROP | recipe 2"
-if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
-  echo "oracle venv vLLM $VER: cached ($DIR)"; exit 0
-fi
-rm -rf "$DIR"
-mkdir -p .cache/oracles/wheels
-PY=${PYTHON:-python3}
-"$PY" -m venv "$DIR"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-pip_() { "$DIR/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
-WHEEL=$(ls .cache/oracles/wheels/vllm-$VER-*.whl 2>/dev/null | head -1 || true)
-if [ -z "$WHEEL" ]; then
-  pip_ download -q --no-deps -d .cache/oracles/wheels "vllm==$VER"
-  WHEEL=$(ls .cache/oracles/wheels/vllm-$VER-*.whl | head -1)
-fi
+. scripts/venv_lib.sh  # venv_cached, venv_fresh, pip_, venv_wheel, venv_stamp (the cd above: any cwd)
+venv_cached "oracle venv vLLM $VER"
+venv_fresh .cache/oracles/wheels
+venv_wheel .cache/oracles/wheels vllm "$VER"
 pip_ install -q $TORCH
 # the wheel's own requirements, up to numba (the CUDA kernel packages follow it); markers kept for pip
 "$DIR/bin/python" scripts/wheel_requirements.py "$WHEEL" --until numba > "$DIR/requirements.txt"
@@ -42,4 +32,4 @@ pip_ install -q --no-deps "$WHEEL"
 [ -z "$PLATFORM" ] || pip_ install -q --no-deps "./$PLATFORM"
 [ -z "$DROP" ] || pip_ uninstall -y -q $DROP
 VLLM_TARGET_DEVICE=cpu CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -c "import vllm, torch; print('oracle venv vLLM', vllm.__version__, '| torch', torch.__version__)"
-echo "$STAMP" > "$DIR/.stamp"
+venv_stamp

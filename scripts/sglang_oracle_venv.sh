@@ -25,24 +25,14 @@ sglang-kernel tilelang torch_memory_saver torch-memory-saver apache-tvm-ffi av d
 smg-grpc-servicer py-spy kernels modelscope datasets outlines build ninja soundfile"
 EXTRA="dill safetensors pyyaml jsonschema"   # imported by SGLang's config modules, not declared by the wheel
 STAMP="sglang==$VER | $TORCH | extra=$EXTRA | recipe 1"
-if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP" ] && [ -x "$DIR/bin/python" ]; then
-  echo "oracle venv SGLang $VER: cached ($DIR)"; exit 0
-fi
-rm -rf "$DIR"
-mkdir -p .cache/sglang
-PY=${PYTHON:-python3}
-"$PY" -m venv "$DIR"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-pip_() { "$DIR/bin/pip" "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
-WHEEL=$(ls .cache/sglang/sglang-$VER-*.whl 2>/dev/null | head -1 || true)
-if [ -z "$WHEEL" ]; then
-  pip_ download -q --no-deps -d .cache/sglang "sglang==$VER"
-  WHEEL=$(ls .cache/sglang/sglang-$VER-*.whl | head -1)
-fi
+. scripts/venv_lib.sh  # venv_cached, venv_fresh, pip_, venv_wheel, venv_stamp (the cd above: any cwd)
+venv_cached "oracle venv SGLang $VER"
+venv_fresh .cache/sglang
+venv_wheel .cache/sglang sglang "$VER"
 pip_ install -q $TORCH
 "$DIR/bin/python" scripts/wheel_requirements.py "$WHEEL" --skip $SKIP > "$DIR/requirements.txt"
 pip_ install -q -r "$DIR/requirements.txt" $EXTRA $TORCH
 pip_ install -q --no-deps "$WHEEL"
 CUDA_VISIBLE_DEVICES= "$DIR/bin/python" -W ignore -c \
   "import sglang, torch; from sglang.srt.server_args import ServerArgs; print('oracle venv SGLang', sglang.__version__, '| torch', torch.__version__)"
-echo "$STAMP" > "$DIR/.stamp"
+venv_stamp
