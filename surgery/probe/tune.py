@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..text.diagnostics import EXIT_INVALID, EXIT_OK, Location, diag
 from .measure import error_text, release
-from .measure_vllm import not_applied
+from .measure_vllm import cpu_engine_env, not_applied
 from .regression import ModeOptions
 
 K_MAX = 6
@@ -242,6 +242,7 @@ class VLLMTimer:
 
     def run(self, k: int, prompts: list[list[int]], tokens: int) -> Run:
         """k = 0: the target alone. One warm-up decode first (the engine's first call pays its lazy set-up)."""
+        cpu_engine_env()
         from ..vllm import engine, hooks, plugin, state
 
         def counts(llm) -> dict:  # vLLM's spec-decode counters, as integers (engine.spec_counters)
