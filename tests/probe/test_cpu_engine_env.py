@@ -75,3 +75,25 @@ def test_the_tune_timer_sets_them_before_its_engine(env_at_start, k):
     timer = tune.VLLMTimer(types.SimpleNamespace(file=None, name="eagle3"), "target-dir", "draft-dir", "eagle3")
     out = timer.run(k, [[1, 2]], 8)
     assert "no engine in this test" in out.error and env_at_start == [WANTED]
+
+
+@pytest.mark.parametrize("engine_name, wanted", [("vllm", WANTED), ("hf", {})])
+def test_the_command_sets_them_before_anything_loads_torch(monkeypatch, engine_name, wanted):
+    """`surgery probe` itself sets them as its first step for a vLLM run: the plain probe reads the engine's device
+    (importing vLLM, and torch with it) before any engine starts, and OpenMP reads OMP_NUM_THREADS only when torch
+    loads. The HF path keeps its threads. The command stops at the pair lookup here (no models are built)."""
+    from surgery.commands import probe as command
+
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in WANTED})
+    monkeypatch.setattr(measure_vllm, "cpu_build", lambda: True)
+    seen = []
+
+    def pair_for(*a, **k):
+        seen.append({k: os.environ[k] for k in WANTED if k in os.environ})
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(command, "load_recipe", lambda name: types.SimpleNamespace(name=name))
+    monkeypatch.setattr(command, "pair_for", pair_for)
+    with pytest.raises(RuntimeError, match="stop here"):
+        command.cmd_probe(types.SimpleNamespace(recipe="eagle3", engine=engine_name, draft=None, target=None), None)
+    assert seen == [wanted]
