@@ -12,7 +12,9 @@ of transformers' own assisted generation (standalone.py) rely on more than the p
 * for the guard's counts of assisted generation: ``GenerationMixin._get_candidate_generator`` and the
   candidate generator's ``update_candidate_strategy``;
 * the cache keyword: ``past_key_values`` up to 5.2x, ``cache`` from the release that renamed it (5.25
-  still takes the old name, with a FutureWarning per call, until 5.40).
+  still takes the old name, with a FutureWarning per call, until 5.40). ``cache_kwarg`` is defined in
+  surgery/live/hf.py, below this layer, because the kernel's KV routing (live/kvrouting.py) needs it too;
+  it is re-exported here.
 
 Each is checked by what the release has (never by its version number); a release that lacks one is
 refused with SRG436 naming the release and what moved, before any decoding: a coded refusal, never a
@@ -22,10 +24,10 @@ from __future__ import annotations
 
 import inspect
 
+from ..live.hf import cache_kwarg  # noqa: F401 - its one home, below hf/: live/kvrouting.py needs it too
 from ..text.diagnostics import SurgeryError, diag
 
 ATTENTION_ATTRS = ("layer_type", "is_kv_shared_layer", "store_full_length_kv")
-_KWARG: dict = {}
 
 
 def release() -> str:
@@ -43,20 +45,6 @@ def refuse(what: str) -> SurgeryError:
 def text_config(config):
     get = getattr(config, "get_text_config", None)
     return get() if get is not None else config
-
-
-def cache_kwarg(model) -> str:
-    """The forward's keyword for the KV cache: ``cache`` where the release renamed it, else
-    ``past_key_values`` (one answer per model class)."""
-    cls = type(model)
-    got = _KWARG.get(cls)
-    if got is None:
-        try:
-            params = inspect.signature(cls.forward).parameters
-        except (TypeError, ValueError):
-            params = {}
-        got = _KWARG[cls] = "cache" if "cache" in params else "past_key_values"
-    return got
 
 
 def output_cache(out):

@@ -17,6 +17,7 @@ as an independent reference.
 from __future__ import annotations
 from ..pipeline import last_unshared_of_type
 from ..text.diagnostics import SurgeryError, diag
+from .hf import cache_kwarg
 
 KV_KEY_PREFIX = "surgery.kv."
 
@@ -131,14 +132,15 @@ def _probe_ids(target, n: int = 3):
 def published_kv(target, n_tokens: int = 3):
     """(shared_kv_states, cache) of one real target forward over a short probe, run the way
     transformers' MTP generation runs it (``return_shared_kv_states=True``), with a config-less
-    ``DynamicCache`` so every unshared layer's K/V can be compared with what was published."""
+    ``DynamicCache`` so every unshared layer's K/V can be compared with what was published. The cache
+    goes in under this release's keyword (:func:`surgery.live.hf.cache_kwarg`)."""
     import torch
     from transformers import DynamicCache
 
     cache = DynamicCache()
     with torch.no_grad():
-        out = target(input_ids=_probe_ids(target, n_tokens), past_key_values=cache, use_cache=True,
-                     return_shared_kv_states=True, logits_to_keep=1)
+        out = target(input_ids=_probe_ids(target, n_tokens), use_cache=True, return_shared_kv_states=True,
+                     logits_to_keep=1, **{cache_kwarg(target): cache})
     states = getattr(out, "shared_kv_states", None)
     if states is None:
 
