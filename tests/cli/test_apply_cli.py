@@ -88,6 +88,9 @@ def test_built_in_pair_decodes_on_one_thread_and_puts_the_count_back(report):
     """The first job's tiny pair runs its decoding check on one torch thread (a matmul that small loses to a
     second thread's synchronisation, badly when the cores are shared: bench/hf_round_profile.py), and
     the process-wide count is restored afterwards (the one_torch_thread fixture set 1: asked 2 here)."""
+    assert torch.set_num_threads is torch._C.set_num_threads, (
+        f"torch.set_num_threads is {torch.set_num_threads!r}, not torch's own: an earlier test of this process left "
+        "it replaced (vLLM's CPU worker does; tests/probe/conftest.py says how it is put back)")
     assert report["decode"]["torch_threads"] == 1
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
