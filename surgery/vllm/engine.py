@@ -90,9 +90,17 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
 def start_engine(**kw):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker here: the plugin's objects are ours
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the report (--json)
+    import torch
     from vllm import LLM
 
-    return LLM(**kw)
+    saved = (torch.set_num_threads, torch.get_num_threads())
+    llm = LLM(**kw)
+    # vLLM's CPU worker (CPUWorker.init_device) replaces torch.set_num_threads for the whole process with a
+    # function that only logs, and nothing puts it back: after an in-process engine every later
+    # set_num_threads (apply's one thread, --threads, an HF probe after a vLLM one) would do nothing.
+    # shutdown() restores torch's own function and the count this process had.
+    llm._surgery_torch_threads = saved
+    return llm
 
 
 def shutdown(llm) -> None:
@@ -102,9 +110,14 @@ def shutdown(llm) -> None:
         llm.llm_engine.engine_core.shutdown()
     except Exception:  # noqa: BLE001 - best effort; the engine may already be gone
         pass
+    saved = getattr(llm, "_surgery_torch_threads", None)
     del llm
     gc.collect()
     import torch
+
+    if saved is not None and torch.set_num_threads is not saved[0]:
+        torch.set_num_threads = saved[0]
+        saved[0](saved[1])
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

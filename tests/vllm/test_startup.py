@@ -250,3 +250,24 @@ def test_when_imported_runs_after_the_module_body(tmp_path, monkeypatch):
     for name in ("lazyprobe_pkg.mod", "lazyprobe_pkg"):
         sys.modules.pop(name, None)
     lazy._watch.pop("lazyprobe_pkg.mod", None)
+
+
+def test_an_engine_gives_torch_its_thread_setter_back(pair):
+    """vLLM's CPU worker replaces torch.set_num_threads for the whole process with a function that only logs, and
+    never puts it back: after an in-process engine, apply's one thread, --threads and an HF probe run after a vLLM
+    one would set nothing. engine.shutdown restores torch's own function and the process's count."""
+    import torch
+
+    from surgery.probe.measure_vllm import cpu_build
+    from surgery.vllm import engine
+
+    own, count = torch.set_num_threads, torch.get_num_threads()
+    llm = engine.start_engine(**engine.engine_kwargs(str(pair[0])))
+    replaced = torch.set_num_threads is not own
+    engine.shutdown(llm)
+    assert torch.set_num_threads is own and torch.get_num_threads() == count
+    if cpu_build():  # the reason for the restore: on the CPU build the engine did replace it
+        assert replaced
+    torch.set_num_threads(1)
+    assert torch.get_num_threads() == 1
+    torch.set_num_threads(count)
