@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ORACLES = ROOT / ".cache" / "oracles"
 SCRIPT = ROOT / "scripts" / "hf_venv.sh"
-SUBSET = ("tests/hf", "tests/cli/test_apply_cli.py")  # custom_generate, the KV-sharing wiring, the guard's HF counts
+SUBSET = ("tests/hf", "tests/cli/test_apply_cli.py", "tests/live/test_kvrouting.py")  # custom_generate, the KV-sharing wiring (and its cache keyword), the guard's HF counts
 IN_VENV = "SURGERY_HF_RANGE_RUN"  # set for the run inside a venv: this module does not run itself there
 
 if os.environ.get(IN_VENV):
