@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 import surgery  # noqa: E402
 import surgery.hf  # noqa: E402
-from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
+from surgery import SurgeryError  # noqa: E402
 from surgery.hf import compat  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS  # noqa: E402
@@ -27,14 +27,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 SPEC = surgery.hf.speculative_decoding
-
-
-@pytest.fixture(scope="module")
-def wired(dirs):
-    plan = resolve(load_recipe(str(RECIPE)), read_facts(dirs[1]), read_facts(dirs[0]), Runtime(engine="hf"))
-    target, draft = load_pair(*dirs)
-    surgery.apply(plan, draft, target)
-    return target, draft
 
 
 def _ids():

@@ -8,8 +8,6 @@ themselves (same drafted / accepted counts, same tokens).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,24 +15,14 @@ pytest.importorskip("transformers")
 
 import surgery  # noqa: E402
 import surgery.hf  # noqa: E402
-from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
+from surgery import SurgeryError  # noqa: E402
 from surgery.tinymodels import bytevocab  # noqa: E402
 from surgery.hf import draftgraph, fastdraft  # noqa: E402
-from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, held_out_prompts  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 SPEC = surgery.hf.speculative_decoding
-
-
-@pytest.fixture(scope="module")
-def wired(dirs):
-    plan = resolve(load_recipe(str(RECIPE)), read_facts(dirs[1]), read_facts(dirs[0]), Runtime(engine="hf"))
-    target, draft = load_pair(*dirs)
-    surgery.apply(plan, draft, target)
-    return target, draft
 
 
 def _ids(text):

@@ -49,6 +49,8 @@ def _wired(dirs, plan):
 
 @pytest.fixture(scope="module")
 def wired(dirs):
+    """This module's own wired pair, overriding tests/hf/conftest.py's: the same pair and plan, with the plan
+    and ``surgery.verify`` checked as well (module scope, as there)."""
     return _wired(dirs, _plan(dirs))
 
 

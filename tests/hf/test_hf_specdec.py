@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from surgery.tinymodels import bytevocab  # noqa: E402
-from surgery.tinymodels import tinypair as pair  # noqa: E402
 from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, GEMMA_PAIR, held_out_prompts  # noqa: E402
 from surgery.live.kvrouting import build_shared_kv_states, default_kv_sources, kv_key, publisher_key  # noqa: E402
@@ -30,13 +29,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def pair_dirs():
-    return pair.ensure_tiny_pair()  # cache hit, or a copy of the committed weights
-
-
-@pytest.fixture(scope="module")
-def models(pair_dirs):
-    target, draft = load_pair(*pair_dirs)
+def models(dirs):
+    target, draft = load_pair(*dirs)  # dirs: the tiny pair's folders (tests/conftest.py)
     # What the applier's share_module(input_embeddings) does: the draft reads the target's table.
     draft.set_input_embeddings(target.get_input_embeddings())
     return target, draft
@@ -209,8 +203,8 @@ def test_routing_to_kv_shared_target_layer_is_refused(models):
         build_shared_kv_states(cache, target.config, draft)
 
 
-def test_unwired_draft_embedding_is_a_clear_error(models, pair_dirs):
+def test_unwired_draft_embedding_is_a_clear_error(models, dirs):
     target, _ = models
-    _, fresh = load_pair(*pair_dirs)
+    _, fresh = load_pair(*dirs)
     with pytest.raises(ValueError, match="placeholder embedding"):
         speculative_generate(target, fresh, bytevocab.encode("def f("), 8, 3)

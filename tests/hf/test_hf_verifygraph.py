@@ -9,8 +9,6 @@ the output, the DynamicCache path for the drafts round by round and for the K/V.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -18,26 +16,16 @@ pytest.importorskip("transformers")
 
 import surgery  # noqa: E402
 import surgery.hf  # noqa: E402
-from surgery import Runtime, SurgeryError, load_recipe, read_facts, resolve  # noqa: E402
+from surgery import SurgeryError  # noqa: E402
 from surgery.hf import verifygraph  # noqa: E402
-from surgery.hf.loader import load_pair  # noqa: E402
 from surgery.pairs import DEFAULT_PROMPTS, held_out_prompts  # noqa: E402
 from surgery.tinymodels import bytevocab  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gemma4-mtp.yaml"
 SPEC = surgery.hf.speculative_decoding
 LONG = "\n".join(DEFAULT_PROMPTS[:8])  # about 170 bytes: past the pair's sliding window (64)
 STATIC = "static cache, eager (surgery/hf/verifygraph.py"
-
-
-@pytest.fixture(scope="module")
-def wired(dirs):
-    plan = resolve(load_recipe(str(RECIPE)), read_facts(dirs[1]), read_facts(dirs[0]), Runtime(engine="hf"))
-    target, draft = load_pair(*dirs)
-    surgery.apply(plan, draft, target)
-    return target, draft
 
 
 def _ids(text):
