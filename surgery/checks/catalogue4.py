@@ -11,6 +11,9 @@ report of ../shared/FIELD.md "Catalogue 4" marked C to the code that names it.
 - SRG804: DFlash / DSpark under decode context parallelism (--dcp; vllm#48381);
 - SRG805: MTP under pipeline parallelism, per release (vllm#44697, #44698, #52295, #46994);
 - SRG806: norm flags a speculators file sets that the release's reader does not carry (vllm#46488, #38111);
+- SRG809 (`--weights`, from the draft's safetensors header): a DSpark DeepSeek-V4 drafter whose files carry
+  their own embedding / head under mtp.* (SpecForge#800): per release and platform, the loader's KeyError,
+  or (XPU) the tensors skipped and the target's served in their place;
 - SRG807 / SRG808: SGLang's reports (sglang#32226 -> #32334, sglang#30456), in catalogue4_sglang.py;
 - RoPE facts that arrive another way (--hf-overrides, the theta transformers fills, rope_parameters-only
   exports) reach the RoPE comparison of catalogue3.py (SRG618, SpecForge#742, Automodel#3267);
@@ -21,6 +24,7 @@ SGLang's reports of the catalogue are catalogue4_sglang.py's, emitted only for `
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from ..text.diagnostics import ERROR, INFO, WARNING, Diagnostic, Location, diag
@@ -29,6 +33,7 @@ from ..engine.releases import release
 from ..formats import original_config  # the keys as the published file states them
 from ..resources import load_data
 from .catalogue3 import known_releases, release_of, served_method
+from .release_rules import DSPARK_V4_TYPES  # the model types vLLM builds as DeepSeek-V4's DSpark drafter (SRG753)
 from .catalogue4_sglang import catalogue4_sglang_findings  # SGLang's reports (SRG807-SRG808)
 from . import config_spelling  # installed_vllm_version read when called (tests set it)
 
@@ -268,6 +273,153 @@ def speculators_norm_check(draft, *, version: str | None) -> list[Diagnostic]:
                  severity=ERROR)]
 
 
+# ------------------------------------------------- SRG809: DSpark-V4's own embed / head (SpecForge#800)
+
+# --device as the per-platform rows name it (models/deepseek_v4/__init__.py branches on current_platform)
+PLATFORMS = {"cuda": "cuda", "rocm": "rocm", "hip": "rocm", "xpu": "xpu", "cpu": "cpu"}
+PLATFORM_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cpu": "CPU"}
+
+
+def dspark_v4_drafter_type(draft, method: str | None) -> str | None:
+    """The model type of a draft vLLM builds as DeepSeek-V4's DSpark drafter (DSparkDeepseekV4ForCausalLM:
+    method dspark, model type deepseek_v4 / deepseek_v41, as SRG753 reads it), else None."""
+    own = original_config(draft.raw or {})
+    model_type = own.get("model_type") if isinstance(own, dict) else None
+    return model_type if method == "dspark" and model_type in DSPARK_V4_TYPES else None
+
+
+def own_vocab_tensors(ckpt) -> list[tuple[str, str, str]]:
+    """(role, tensor name, the name vLLM's DSpark loader makes of it) for each tensor of the draft's header that
+    is a DSpark stage's own embedding or head (catalogue4.yaml `dspark_v4_own_vocab.tensors`)."""
+    rule = data()["dspark_v4_own_vocab"]
+    out = []
+    for name in ckpt.tensors:
+        if not name.startswith("mtp."):
+            continue
+        for role, patterns in rule["tensors"].items():
+            m = next((m for m in (re.match(p, name) for p in patterns) if m), None)
+            if m:
+                rest = name[len(f"mtp.{m.group(1)}."):]
+                out.append((role, name, rule["maps_to"].format(stage=m.group(1), rest=rest)))
+                break
+    return out
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]}" if versions else "none"
+
+
+def _compare(own, theirs) -> str | None:
+    """How the drafter's own tensor differs from the target's (None: identical in the bytes read): shape or
+    dtype from the headers, else the first and last 64 KiB of each, as SRG613 compares them."""
+    from .weights import EQUAL_READ_BYTES, read_raw  # --weights only (the header reader, as weights.py reads it)
+
+    if own.shape != theirs.shape or own.dtype != theirs.dtype:
+        return f"{own.name} {own.dtype}{list(own.shape)} vs the target's {theirs.name} {theirs.dtype}{list(theirs.shape)}"
+    size = own.end - own.start
+    tail = max(0, size - EQUAL_READ_BYTES)
+    if read_raw(own, 0, EQUAL_READ_BYTES) == read_raw(theirs, 0, EQUAL_READ_BYTES) and \
+            read_raw(own, tail, EQUAL_READ_BYTES) == read_raw(theirs, tail, EQUAL_READ_BYTES):
+        return None
+    return f"{own.name} vs the target's {theirs.name}, {min(size, 2 * EQUAL_READ_BYTES)} of {size} bytes read"
+
+
+def dspark_v4_own_vocab_check(draft, dckpt, *, method: str, version: str | None, device: str | None,
+                              target=None, target_ckpt=None) -> list[Diagnostic]:
+    """SRG809: `dckpt` is the draft's checkpoint (headers); `target_ckpt` a callable giving the target's, read
+    only where a release loads the drafter and ignores its own pair (the values are then compared)."""
+    rule = data()["dspark_v4_own_vocab"]
+    model_type = dspark_v4_drafter_type(draft, method)
+    if model_type is None:
+        return []
+    found = own_vocab_tensors(dckpt)
+    if not found:
+        return []
+    platform = PLATFORMS.get(str(device).lower()) if device else "cuda"
+    if platform is None or platform == "cpu":
+        return []  # a platform no row was read for (a plugin's own loader); DSpark runs on the GPU runner only
+    target_type = (original_config(target.raw or {}) or {}).get("model_type") if target is not None else None
+    package = "deepseek_v41" if "deepseek_v41" in (model_type, target_type) else "deepseek_v4"
+    names = ", ".join(n for _, n, _ in found)
+    first = dckpt.tensors[found[0][1]]
+    where = Location(first.file, key_path=first.name)
+    head = (f"the DSpark DeepSeek-V4 drafter's files carry their own embedding / head under mtp.* ({names}; "
+            f"{reports('dspark_v4_own_vocab')}: the official drafter's differ from the target's, {rule['measured']})")
+    hint = ("drop the mtp.* embed / head tensors (and their index entries) from the drafter's files: vLLM's DSpark "
+            "DeepSeek-V4 drafter serves the target's embedding and head whatever the files carry")
+    rows = rule["releases"]
+    release = release_of(version)
+    if release is None:
+        raising = [v for v, r in rows.items() if ((r.get(package) or {}).get(platform) or {}).get("loads") == "raises"]
+        return [diag("SRG809", f"{head}: {_unread(version, rows)}; on {PLATFORM_NAMES[platform]} every release read "
+                     f"that has the class ({_span(raising)}) raises KeyError on them at load", where, hint,
+                     severity=INFO)]
+    row = (rows[release].get(package) or {}).get(platform)
+    if row is None or row["loads"] in ("absent", "refused"):
+        return []  # no such class on this release / platform, or it refuses before any weight (said elsewhere)
+    file = row["file"]
+    on = PLATFORM_NAMES[platform]
+    if device is None:
+        alike = [PLATFORM_NAMES[p] for p, r in rows[release][package].items()
+                 if p not in ("cuda", "cpu") and r["loads"] == "raises"]
+        skips = [PLATFORM_NAMES[p] for p, r in rows[release][package].items() if r["loads"] == "skips"]
+        on = ("CUDA (no --device: vLLM's default build" + (f"; {', '.join(alike)} alike" if alike else "")
+              + (f"; {', '.join(skips)} skips them" if skips else "") + ")")
+    aliased = (f"the class never serves a drafter's own embedding or head: has_own_embed_tokens = has_own_lm_head = "
+               f"False ({file}:{row['aliases']}), so the target's are installed")
+    if row["loads"] == "raises":
+        mapped = "; ".join(f"{n} -> {m}" for _, n, m in found)
+        return [diag("SRG809", f"{head}: vLLM {release} on {on} builds the drafter as DSparkDeepseekV4ForCausalLM "
+                     f"({file}), which registers no parameter for them: _remap_dspark_name ({file}:{row['remap']}) "
+                     f"maps {mapped}, and load_weights looks the name up unguarded (params_dict[name], "
+                     f"{file}:{row['lookup']}): KeyError, the drafter does not load; {aliased}", where, hint,
+                     severity=ERROR)]
+    # loads: skips: loaded, the own pair ignored, the target's served. Whether that loses anything is in the values.
+    said = (f"{head}: vLLM {release} on {on} loads the drafter ({file}: load_weights skips names the model does not "
+            f"register, {file}:{row['lookup']}) and ignores them; {aliased}")
+    tckpt = target_ckpt() if target_ckpt is not None else None
+    differs, compared = [], 0
+    for role, name, _ in found:
+        theirs = tckpt.first(rule["target_tensors"][role]) if tckpt is not None else None
+        if theirs is None:
+            continue
+        compared += 1
+        detail = _compare(dckpt.tensors[name], theirs)
+        if detail:
+            differs.append(detail)
+    if differs:
+        return [diag("SRG809", f"{said}; the drafter's own differ from the target's ({'; '.join(differs)}): it runs "
+                     "with an embedding / head it was not trained with, acceptance falls while the output stays the "
+                     "target's", where, "if the drafter was trained with these tensors, no release read serves them; "
+                     "if it was trained with the target's, drop them from its files", severity=WARNING)]
+    if compared == len(found):
+        return [diag("SRG809", f"{said}: nothing is lost, they equal the target's in the bytes read", where,
+                     severity=INFO)]
+    return [diag("SRG809", f"{said}; whether they differ from the target's was not read (the target's headers hold "
+                 f"no {' / '.join(sorted({n for ns in rule['target_tensors'].values() for n in ns}))} to compare "
+                 f"{'all of them ' if compared else ''}with)", where, severity=INFO)]
+
+
+def cli_dspark_v4_own_vocab(options, plan, recipe, draft, target) -> list[Diagnostic]:
+    """`validate --weights`: the draft's headers, read again (local files; hub ranges from their cache), and the
+    target's only where the release loads the drafter and ignores its own pair."""
+    method, _ = served_method(options, recipe)
+    if dspark_v4_drafter_type(draft, method) is None:
+        return []  # not read at all: the headers are read again only for the drafter this check judges
+    from .weights import checkpoint_of  # --weights only: the safetensors reader stays out of validate
+
+    dckpt = checkpoint_of(draft, options.draft)
+    if options.target is None:
+        theirs = None
+    elif str(options.draft) == str(options.target):
+        theirs = lambda: dckpt  # noqa: E731 - the official layout: the drafter ships in the target's checkpoint
+    else:
+        theirs = lambda: checkpoint_of(target, options.target)  # noqa: E731
+    return dspark_v4_own_vocab_check(
+        draft, dckpt, method=method, version=options.engine_version or config_spelling.installed_vllm_version(),
+        device=plan.runtime.device, target=target, target_ckpt=theirs)
+
+
 # ----------------------------------------------------------------------------------------------- entry
 
 def catalogue4_findings(draft, target, *, engine: str, method: str, version: str | None, k: int | None,
@@ -286,16 +438,20 @@ def catalogue4_findings(draft, target, *, engine: str, method: str, version: str
 
 def cli_catalogue4(options, plan, recipe, draft, target) -> list[Diagnostic]:
     """`surgery validate/plan`: against `--engine-version`, else the installed vLLM; for `--engine sglang`,
-    SGLang's own reports against the release sglang_start.py judges (catalogue4_sglang.py)."""
+    SGLang's own reports against the release sglang_start.py judges (catalogue4_sglang.py). With `--weights`,
+    the draft's safetensors header too (SRG809)."""
     if options.engine == "sglang":
         # check_options judges a release for vLLM only: SGLang's --engine-version is the plan's runtime's
         return catalogue4_sglang_findings(draft, target, version=options.engine_version or plan.runtime.engine_version,
                                           algorithm=options.algorithm)
     method, _ = served_method(options, recipe)
     version = options.engine_version or config_spelling.installed_vllm_version()
-    return catalogue4_findings(draft, target, engine=options.engine, method=method, version=version,
-                               k=options.num_speculative_tokens, pp=plan.runtime.pp_size, tp=plan.runtime.tp_size,
-                               dcp=getattr(options, "decode_context_parallel_size", None))
+    out = catalogue4_findings(draft, target, engine=options.engine, method=method, version=version,
+                              k=options.num_speculative_tokens, pp=plan.runtime.pp_size, tp=plan.runtime.tp_size,
+                              dcp=getattr(options, "decode_context_parallel_size", None))
+    if options.weights and options.engine == "vllm":  # from the headers: what the draft's files carry (SRG809)
+        out += cli_dspark_v4_own_vocab(options, plan, recipe, draft, target)
+    return out
 
 
 __all__ = ["catalogue4_findings", "cli_catalogue4", "known_releases"]
