@@ -97,6 +97,28 @@ def _ids_answers(written: list[int], key: str, lo: int, hi: int, served_ok: bool
     return out
 
 
+def with_neighbours(q: Question | None, lo: int, hi: int) -> Question | None:
+    """`q` with its one reading's neighbours added, when only one reading names layers lo..hi and it is not the
+    ids as written (probe.yaml `layer_ids.neighbours`). Why: a written set past the target's last layer is
+    explained by a uniform shift only sometimes ([2, 7, 8] for [0, 6, 7] is not); alone, the shifted reading
+    would be taken without a comparison. Each neighbour moves one id by `step` (distinct ids, in range)."""
+    if q is None or len(q.answers) != 1 or q.answers[0].as_served:
+        return q
+    (key, ids), = q.answers[0].edits
+    step = int(data()["layer_ids"]["neighbours"]["step"])
+    out = [q.answers[0]]
+    seen = {tuple(ids)}
+    for i, old in enumerate(ids):
+        for new in (old - step, old + step):
+            moved = tuple(ids[:i]) + (new,) + tuple(ids[i + 1:])
+            if not lo <= new <= hi or len(set(moved)) < len(moved) or moved in seen:
+                continue
+            seen.add(moved)
+            out.append(Answer(f"ids {list(moved)} (a neighbour of the one reading left: id {old} -> {new})",
+                              ((key, list(moved)),)))
+    return Question(q.code, q.key, q.text, tuple(out), q.finding, q.check)
+
+
 def ids_question(draft, target, method: str | None) -> tuple[Any, Question | None]:
     """(finding, question) for the written layer ids of a block drafter or an EAGLE-3 head whose ids
     validate did not already question (SRG659 covers unmarked EAGLE-3 ids; questions.py adds the shifts
@@ -125,7 +147,7 @@ def ids_question(draft, target, method: str | None) -> tuple[Any, Question | Non
     finding = diag(OWN, note, Location(draft.source, key_path=key), severity="info")
     q = Question(OWN, key, f"which target layers does the head read (ids written {written})?", tuple(answers),
                  note)
-    return finding, q
+    return finding, with_neighbours(q, lo, hi)
 
 
 # ---------------------------------------------------------------- norm flags

@@ -134,8 +134,8 @@ def _aux_convention(draft, target, message, folder=None) -> Question | None:
             continue  # names a layer this target does not have: not how the head was trained
         answers.append(Answer(f"ids in {' / '.join(who)}: vLLM ids {list(ids)}",
                               ((AUX_KEY, list(ids)),), as_served=ids == served))
-    return Question("SRG659", AUX_KEY, f"which convention are the ids {list(fmt.ids_written)} written in?",
-                    tuple(answers), message)
+    return fq.with_neighbours(Question("SRG659", AUX_KEY, f"which convention are the ids {list(fmt.ids_written)} "
+                                       "written in?", tuple(answers), message), 0, L)
 
 
 def _aux_default(draft, target, message, folder=None) -> Question | None:

@@ -81,17 +81,39 @@ def test_issue_66s_cases_are_questions(head_id, key, tmp_path):
 
 
 def test_a_validate_error_an_answer_lifts_is_the_question(tmp_path):
-    """dflash [1, 7, 8]: validate says SRG317 / SRG648 (layer 9); the one-late reading [0, 6, 7] is the answer
-    every candidate carries, and validate accepts it."""
+    """dflash [1, 7, 8]: validate says SRG317 / SRG648 (layer 9); the one-late reading [0, 6, 7] is the one reading
+    the target can serve, so it is measured first, against its neighbours (each id one layer off: a written set past
+    the last layer is not always a uniform shift), never taken unmeasured; validate accepts every candidate."""
     head = BY_ID["dflash-ids-capture-late"]
     names, fixed, errors, q = reach(head, tmp_path)
-    assert "SRG317" in errors and fixed == ["ids [0, 6, 7] (capture ids written (one layer late))"]
+    assert "SRG317" in errors and not fixed
+    ids_q = next(x for x in q.open if x.key == "dflash_config.target_layer_ids")
+    readings = [dict(a.edits)["dflash_config.target_layer_ids"] for a in ids_q.answers]
+    assert readings == [[0, 6, 7], [1, 6, 7], [0, 5, 7]] and not any(a.as_served for a in ids_q.answers)
+    assert "ids [0, 6, 7] (capture ids written" in names[0], names  # the one reading in range, measured first
     folder = build(head, tmp_path / "again")
+    from surgery.probe.candidates import candidates as build_candidates
     from surgery.probe.draftcopy import candidate_folder
 
-    fixed_folder = candidate_folder(folder, q.base_edits, tmp_path / "c")
-    after = validate_findings(load_recipe("dflash"), fixed_folder, head.target, "cpu")
-    assert not [d for d in after if d.severity == "error"]
+    cands, _ = build_candidates(q.open, q.base_edits)
+    for n, c in enumerate(cands):
+        after = validate_findings(load_recipe("dflash"), candidate_folder(folder, c.edits, tmp_path / f"c{n}"),
+                                  head.target, "cpu")
+        assert not [d for d in after if d.severity == "error"], c.name
+
+
+def test_ids_past_the_last_layer_that_no_shift_explains_are_not_settled(tmp_path):
+    """The outside check's head (ids written [2, 7, 8], trained on [0, 6, 7]): the one reading in range, [1, 6, 7],
+    was taken without a comparison and decided wrongly. Now the trained ids are among the candidates measured."""
+    from surgery.probe.field import with_neighbours
+    from surgery.probe.answers import Answer, Question
+
+    key = "dflash_config.target_layer_ids"
+    one = Question("SRG499", key, "which layers?", (Answer("ids [1, 6, 7] (one late)", ((key, [1, 6, 7]),)),))
+    got = [dict(a.edits)[key] for a in with_neighbours(one, 0, 7).answers]
+    assert got == [[1, 6, 7], [0, 6, 7], [2, 6, 7], [1, 5, 7]]  # [1, 7, 7] repeats an id, [1, 6, 8] is past layer 7
+    served = Question("SRG499", key, "which layers?", (Answer("as written", ((key, [0, 6, 7]),), as_served=True),))
+    assert with_neighbours(served, 0, 7) is served  # the written ids served: nothing guessed, nothing added
 
 
 @pytest.fixture(scope="module")

@@ -56,12 +56,14 @@ def test_a_flipped_norm_is_changed_and_the_patch_answer_named(tmp_path):
 
 def test_the_served_ids_refused_by_validate_are_never_started(tmp_path):
     """dflash [1, 7, 8]: the served reading names layer 9 (SRG317): no candidate carries it; the one-late ids
-    are in every candidate; the causal check stands at the expectation."""
+    [0, 6, 7] are measured against their neighbours and win where they lead beyond the noise (the stand-in's
+    0.8 against 0.6); the causal check stands at the expectation."""
     h, r, m = run_head("dflash-ids-capture-late",
                        lambda c: c["dflash_config"]["target_layer_ids"] == [0, 6, 7] and not c["dflash_config"].get("causal"),
                        tmp_path)
     assert verdict(h, r) == "recovered", r["decision"]
-    assert m.configs and all(c["dflash_config"]["target_layer_ids"] == [0, 6, 7] for c in m.configs)
+    assert m.configs and all(c["dflash_config"]["target_layer_ids"] != [1, 7, 8] for c in m.configs)
+    assert {tuple(c["dflash_config"]["target_layer_ids"]) for c in m.configs} >= {(0, 6, 7), (1, 6, 7), (0, 5, 7)}
     assert r["decision"]["answers"]["SRG499 dflash_config.target_layer_ids"]["name"].startswith("ids [0, 6, 7]")
 
 
