@@ -87,6 +87,9 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
     return kw
 
 
+TORCH_THREADS: dict[int, tuple] = {}  # id(engine) -> torch's own set_num_threads and the count before it started
+
+
 def start_engine(**kw):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine + worker here: the plugin's objects are ours
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the report (--json)
@@ -99,7 +102,7 @@ def start_engine(**kw):
     # function that only logs, and nothing puts it back: after an in-process engine every later
     # set_num_threads (apply's one thread, --threads, an HF probe after a vLLM one) would do nothing.
     # shutdown() restores torch's own function and the count this process had.
-    llm._surgery_torch_threads = saved
+    TORCH_THREADS[id(llm)] = saved
     return llm
 
 
@@ -110,7 +113,7 @@ def shutdown(llm) -> None:
         llm.llm_engine.engine_core.shutdown()
     except Exception:  # noqa: BLE001 - best effort; the engine may already be gone
         pass
-    saved = getattr(llm, "_surgery_torch_threads", None)
+    saved = TORCH_THREADS.pop(id(llm), None)
     del llm
     gc.collect()
     import torch
