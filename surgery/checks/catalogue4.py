@@ -152,7 +152,7 @@ def quantised_dflash_check(draft, *, method: str, version: str | None) -> list[D
         return []
     return [diag("SRG802", f"{head}: vLLM {release} {row['outcome']} ({row['at']}; {reports('quantised_dflash')})", where,
                  "serve an unquantised (bf16) DFlash drafter on this release, or a release that runs quantised "
-                 "projections through their quant method (0.34)", severity=row["severity"])]
+                 "projections through their quant method (0.31 and later)", severity=row["severity"])]
 
 
 # ------------------------------------------------------------------------- SRG803: capture per target class

@@ -268,6 +268,100 @@ def test_norm_flags_the_release_reader_drops_are_an_error_naming_the_reports(run
     assert "vllm#46488" in f[0]["message"] and "vllm#38111" in f[0]["message"] and "fc_norm=true" in f[0]["message"]
 
 
+# Found by the outside check (bench/catalogue4_outside.py): the rows of 0.26 / 0.34 alone left every other release
+# silent (SRG806) or a note (SRG802) where its wheel has the same code as 0.26. Rows now for every wheel read.
+REALSIZE_SPECULATORS = ROOT / "tests" / "data" / "realsize" / "speculators" / "llama-3.1-8b-eagle3.json"
+HUB_LLAMA = ROOT / "tests" / "data" / "hub" / "meta-llama__Llama-3.1-8B-Instruct" / "config.json"
+WHEELS = ROOT / ".cache" / "wheels" / "vllm"
+
+
+def peagle_file(tmp_path, **flags) -> Path:
+    cfg = load(REALSIZE_SPECULATORS)
+    cfg.update(speculators_model_type="peagle", mask_token_id=128002, **flags)
+    cfg["speculators_config"] = dict(cfg["speculators_config"], algorithm="peagle")
+    return write(tmp_path, f"peagle-{len(flags)}.json", cfg)
+
+
+@pytest.mark.parametrize("release", ["0.25.0", "0.30.0", "0.32.0", "0.33.0"])
+def test_peagle_reader_drops_fc_norm_and_norm_output_up_to_0_33(run_cli, tmp_path, release):
+    """Every peagle reader 0.25.0-0.33.0 carries norm_before_residual / norm_before_fc only (0.34 refuses P-EAGLE):
+    the speculators Llama-3.1-8B EAGLE-3 file as a P-EAGLE file with fc_norm / norm_output set."""
+    rc, out = validate(run_cli, "peagle", HUB_LLAMA, peagle_file(tmp_path, fc_norm=True, norm_output=True),
+                       "--engine-version", release)
+    f = found(out, "SRG806")
+    assert f and f[0]["severity"] == "error" and rc == 1, out
+    assert "vllm#46488" in f[0]["message"] and release in f[0]["message"] and "algos.py:" in f[0]["message"]
+    _, out = validate(run_cli, "peagle", HUB_LLAMA, peagle_file(tmp_path), "--engine-version", release)
+    assert not found(out, "SRG806"), out  # the branch point: no flag the reader drops
+
+
+@pytest.mark.parametrize("release,severity", [("0.25.0", "error"), ("0.30.0", "error"), ("0.31.0", None),
+                                              ("0.33.0", None)])
+def test_quantised_dflash_per_release_read_from_each_wheel(run_cli, tmp_path, release, severity):
+    """SpecForge's Qwen3.6-27B DFlash with an fp8 quantization_config on Qwen3.5-27B: 0.25.0-0.30.0 slice qkv_proj
+    into one F.linear weight as 0.26 does; 0.31.0 keeps it only for unquantised projections."""
+    target = VERDICTS / "Qwen3.5-27B.json"
+    plain = VERDICTS / "specforge-qwen3.6-27b-dflash.json"
+    draft = write(tmp_path, "q.json", dict(load(plain), quantization_config={
+        "quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}))
+    _, out = validate(run_cli, "dflash", target, draft, "--engine-version", release)
+    f = found(out, "SRG802")
+    assert [d["severity"] for d in f] == ([severity] if severity else []), out
+    if severity:
+        assert "vllm#51581" in f[0]["message"] and f"vLLM {release} builds one fused K/V" in f[0]["message"]
+    _, out = validate(run_cli, "dflash", target, plain, "--engine-version", release)
+    assert not found(out, "SRG802"), out  # the branch point: the unquantised drafter
+
+
+def _wheel_file(release: str, member: str) -> list[str] | None:
+    import zipfile
+
+    wheels = sorted(WHEELS.glob(f"vllm-{release}-*.whl"))
+    if not wheels:
+        return None
+    with zipfile.ZipFile(wheels[0]) as z:
+        return z.read(member).decode().splitlines()
+
+
+def test_norm_flag_and_quantised_dflash_rows_are_the_wheels():
+    """Each row of speculators_norm_flags / quantised_dflash derived again from its wheel where it is on disk: the
+    flags each reader writes into the config (and the lines), and whether the fused K/V weight is guarded."""
+    import re
+
+    from surgery.checks.catalogue4 import data
+
+    checked = 0
+    for release, row in data()["speculators_norm_flags"]["releases"].items():
+        lines = _wheel_file(release, "vllm/transformers_utils/configs/speculators/algos.py")
+        if lines is None:
+            continue
+        checked += 1
+        for algo, spec in row.items():
+            start = lines.index(next(l for l in lines if l.startswith(f"def update_{algo}(")))
+            end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("def ", "@"))), len(lines))
+            body = range(start, end)
+            if any('raise ValueError("P-EAGLE' in lines[i] for i in body):
+                assert "refused" in spec, (release, algo)
+                continue
+            hits = [(i + 1, m.group(1)) for i in body
+                    if (m := re.search(r'pre_trained_config\["(norm_before_residual|norm_before_fc|fc_norm|norm_output)"\]', lines[i]))]
+            assert [f for _, f in hits] == spec["carries"], (release, algo)
+            assert spec["at"].endswith(f"algos.py:{hits[0][0]}-{hits[-1][0]}"), (release, algo, hits)
+    for release, row in data()["quantised_dflash"]["releases"].items():
+        lines = _wheel_file(release, "vllm/model_executor/models/qwen3_dflash.py")
+        if lines is None:
+            continue
+        checked += 1
+        guarded = any("UnquantizedLinearMethod" in l and "import" not in l for l in lines)
+        assert (row["severity"] is None) == guarded, release
+        if not guarded:
+            kv = next(i + 1 for i, l in enumerate(lines) if "kv_weights = [a.qkv_proj.weight[a.q_size :]" in l)
+            linear = next(i + 1 for i, l in enumerate(lines) if "all_kv_flat = F.linear(" in l)
+            assert row["at"].endswith(f"qwen3_dflash.py:{kv}-{kv + 1}, {linear}-{linear + 2}"), release
+    if not checked:
+        pytest.skip("no vLLM wheel under .cache/wheels/vllm")
+
+
 # ----------------------------------------------- SRG647: tokenspeed#1012, a block drafter following an FP8 cache
 
 def test_dspark_following_the_targets_fp8_cache_without_scales_names_tokenspeed_1012(run_cli, tmp_path):

@@ -97,6 +97,21 @@ def test_nemotron_h_mtp_on_a_release_without_the_fix_is_an_error_naming_sglang_3
     assert len(diags) == 1 and diags[0]["severity"] == "error" and "sglang#30456" in diags[0]["message"], diags
 
 
+def test_nemotron_h_puzzle_mtp_on_a_release_without_the_fix_is_an_error_too(run_cli, monkeypatch):
+    """Found by the outside check (bench/catalogue4_outside.py): SGLang's model_config.py rewrites a
+    NemotronHPuzzleForCausalLM draft to NemotronHForCausalLMMTP as it does NemotronHForCausalLM's (every wheel read),
+    so it loads through the same filter; the rule named NemotronHForCausalLM only."""
+    from surgery.checks import catalogue4_sglang
+
+    puzzle = CONFIGS / "nemotron_h" / "Nemotron-H-Puzzle-MTP.json"
+    assert not coded(findings(run_cli, "mtp", puzzle, puzzle, "0.5.23", "NEXTN"), "SRG808")  # the wheel: fixed
+    real = catalogue4_sglang._fixes
+    monkeypatch.setattr(catalogue4_sglang, "_fixes", lambda rel, rule: {"keeps_shared": None}
+                        if rule == "nemotron_h_mtp_shared" else real(rel, rule))
+    diags = coded(findings(run_cli, "mtp", puzzle, puzzle, "0.5.23", "NEXTN"), "SRG808")
+    assert len(diags) == 1 and diags[0]["severity"] == "error" and "sglang#30456" in diags[0]["message"], diags
+
+
 # ---------------------------------------------------------------------------- the release data itself
 
 def test_release_data_holds_each_fix_where_each_wheel_has_it():
