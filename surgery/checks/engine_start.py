@@ -268,10 +268,13 @@ def pipeline_check(rel: Release | None, draft, target, pp: int, method: str | No
     served = _served_draft_class(rel, draft, target, method)
     if served is None or served in (classes.get("draft_architectures_with_pp") or []):
         return []
+    mtp = method in ("mtp", None) and "MTP" in served
     return [diag(rule["code"], f"the draft is served as {served}, which is no SupportsPP class in {label}; this "
                  f"release gives the draft the target's pipeline size ({pp}) and refuses at start: "
                  f"\"{rule['vllm_says']}\" (config/speculative.py create_draft_parallel_config; "
-                 "SpeculativeConfig._verify_args)", Location(draft.source, key_path="architectures"),
+                 "SpeculativeConfig._verify_args)" + (f"; MTP under --pp, as reported in {rule['mtp_reports']}"
+                                                      if mtp else ""),
+                 Location(draft.source, key_path="architectures"),
                  "serve with --pp 1, or on vLLM 0.30 or later (the draft runs at pp 1 there)")]
 
 

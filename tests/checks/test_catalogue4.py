@@ -243,8 +243,11 @@ def test_mtp_under_pp_per_release(run_cli):
 
 
 def test_mtp_class_without_supports_pp_is_srg344_not_srg805_on_0_26(run_cli):
+    """The refusal is the first thing an MTP draft under --pp meets on 0.26 (vllm#46994's first point): SRG344 names
+    the reports, as SRG805 does where the class starts."""
     rc, out = validate(run_cli, "deepseek-mtp", DEEPSEEK, DEEPSEEK, "--pp", "2", "--engine-version", "0.26.0")
     assert found(out, "SRG344") and not found(out, "SRG805") and rc == 1, out
+    assert all(r in found(out, "SRG344")[0]["message"] for r in ("vllm#44697", "vllm#52295", "vllm#46994")), out
 
 
 # ------------------------------------------------ SRG806: vllm#46488 / #38111, norm flags the speculators reader drops
