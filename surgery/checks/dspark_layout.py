@@ -22,9 +22,23 @@ from each wheel (tools/releasefacts.py `vllm_dspark_facts`, surgery/data/release
 - SRG741 (error) live: the running engine's DSpark speculator runs another layout than the draft's config
   states (the start check reads the config vLLM built; `surgery audit` reads the speculator's own
   `sample_from_anchor`).
+
+DeepSeek-V4's own DSpark drafter (its stages ship in the target checkpoint under mtp.*, the draft config is
+the target's) is laid out by other keys than the dense Qwen3 form's: with method dspark, every release's
+SpeculativeConfig rewrites a draft whose class it does not keep (Qwen3DSparkModel, ...) to model_type
+deepseek_v4 and `DSparkDraftModel` (0.30+: `DSparkV41DraftModel` / deepseek_v41 for a V4.1 target), built
+by `DSparkDeepseekV4ForCausalLM`, which reads `config.dspark_markov_rank` and `config.dspark_target_layer_ids`
+with no default (never Qwen3DSparkModel's `markov_rank` / `target_layer_ids`). `V4_DRAFTER` says where,
+per release (tests/checks/test_dspark_v4_layout.py derives it again from each wheel):
+
+- SRG674 (error): a DeepSeek-V4 DSpark drafter config without a positive integer `dspark_markov_rank`
+  (the class cannot build its Markov head: AttributeError at model build).
+- SRG672 (error): one without `dspark_target_layer_ids` though it names target layers another way (the
+  recipe's SRG672 holds, vLLM's class still reads this key alone).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..text.diagnostics import ERROR, Diagnostic, Location, diag
@@ -35,6 +49,76 @@ LAYOUT_KEYS = {"sample_from_anchor": False, "dspark_bonus_anchor": True}  # key 
 HINT = ('state the layout with both keys, so every release reads it: for a draft trained with the anchor as '
         'the bonus token (DFlash\'s 1 + N block), "sample_from_anchor": false and "dspark_bonus_anchor": true at '
         'the top level of config.json; for an anchor-first draft, true and false')
+
+
+# the model types vLLM builds as DeepSeek-V4's DSpark drafter under method dspark (as release_rules.py
+# DSPARK_V4_TYPES, SRG753; not imported: release_rules imports this module)
+V4_TYPES = ("deepseek_v4", "deepseek_v41")
+# release -> the model type SpeculativeConfig gives the draft -> (the registry name it sets, vLLM's module, the
+# line of `config.dspark_markov_rank`, the line of `config.dspark_target_layer_ids` in <module>/nvidia/dspark.py;
+# amd / xpu read the same keys). 0.25-0.29 rewrite every such draft to deepseek_v4 (no V4.1 class, and no
+# deepseek_v41 anywhere in those wheels); 0.30+ give a deepseek_v41 target's draft DSparkV41DraftModel.
+_V4 = "vllm/models/deepseek_v4/nvidia/dspark.py"
+_V41 = "vllm/models/deepseek_v41/nvidia/dspark.py"
+V4_DRAFTER: dict[str, dict[str, tuple[str, str, int, int]]] = {
+    "0.25.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 119, 67)},
+    "0.25.1": {"deepseek_v4": ("DSparkDraftModel", _V4, 119, 67)},
+    "0.26.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 119, 67)},
+    "0.27.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 136, 76)},
+    "0.27.1": {"deepseek_v4": ("DSparkDraftModel", _V4, 136, 76)},
+    "0.28.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 137, 77)},
+    "0.29.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 137, 77)},
+    "0.30.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 137, 77), "deepseek_v41": ("DSparkV41DraftModel", _V41, 135, 79)},
+    "0.31.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 171, 101), "deepseek_v41": ("DSparkV41DraftModel", _V41, 146, 83)},
+    "0.32.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 176, 104), "deepseek_v41": ("DSparkV41DraftModel", _V41, 148, 83)},
+    "0.33.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 172, 100), "deepseek_v41": ("DSparkV41DraftModel", _V41, 144, 79)},
+    "0.34.0": {"deepseek_v4": ("DSparkDraftModel", _V4, 172, 100), "deepseek_v41": ("DSparkV41DraftModel", _V41, 158, 84)},
+}
+V4_RANK_HINT = ('write "dspark_markov_rank" (the Markov head\'s rank; DeepSeek-V4-Flash-DSpark publishes 256) at the '
+                'top level of config.json, as the checkpoint\'s mtp.*.markov_head tensors have it')
+
+
+def is_v4_drafter(draft, method: str | None) -> bool:
+    """Whether vLLM builds this draft as DeepSeek-V4's own DSpark drafter: method dspark and a DeepSeek-V4 /
+    V4.1 config (not a self-contained DSpark class such as Qwen3DSparkModel, which vLLM keeps)."""
+    raw = original_config(draft.raw or {}) if draft is not None else {}
+    if method != "dspark" or not isinstance(raw, dict) or raw.get("model_type") not in V4_TYPES:
+        return False
+    archs = [a for a in draft.architectures or () if isinstance(a, str)]
+    return not any("DSpark" in a and a not in ("DSparkDraftModel", "DSparkV41DraftModel") for a in archs)
+
+
+def v4_drafter_finding(rel, draft, method: str | None) -> Diagnostic | None:
+    """SRG674 / SRG672 for DeepSeek-V4's own DSpark drafter: the keys its class reads with no default."""
+    if rel is None or not is_v4_drafter(draft, method):
+        return None
+    raw = original_config(draft.raw or {})
+    row = V4_DRAFTER.get(rel.version)
+    if row is None:
+        return None
+    model_type = raw.get("model_type")
+    name, where, rank_line, ids_line = row.get(model_type) or row["deepseek_v4"]
+    built = (f"{rel.label().replace('vllm ', 'vLLM ', 1)} builds this {model_type} config under method dspark as {name} "
+             f"(DSparkDeepseekV4ForCausalLM, {where.rsplit('/nvidia/', 1)[0].replace('/', '.')})")
+    rank = raw.get("dspark_markov_rank")
+    if not (isinstance(rank, int) and not isinstance(rank, bool) and rank > 0):
+        said = "has none" if "dspark_markov_rank" not in raw else f"has dspark_markov_rank: {json.dumps(rank)}"
+        also = (f" (its markov_rank: {json.dumps(raw['markov_rank'])} is Qwen3DSparkModel's key, which this class never "
+                "reads)" if raw.get("markov_rank") is not None else "")
+        return diag("SRG674", f"{built}, which builds its Markov head from config.dspark_markov_rank with no default "
+                    f"({where}:{rank_line}); the config {said}{also}: the release refuses the draft at model build",
+                    Location(draft.source, key_path="dspark_markov_rank"), hint=V4_RANK_HINT, severity=ERROR)
+    ids = raw.get("dspark_target_layer_ids")
+    if not (isinstance(ids, list) and ids):
+        other = [k for k in ("eagle_aux_hidden_state_layer_ids", "target_layer_ids") if raw.get(k)]
+        if other:  # with none at all, the recipe's SRG672 says so
+            return diag("SRG672", f"{built}, which reads the target layers from config.dspark_target_layer_ids alone, "
+                        f"with no default ({where}:{ids_line}); the config names them only as {', '.join(other)}: "
+                        "the release refuses the draft at model build",
+                        Location(draft.source, key_path="dspark_target_layer_ids"),
+                        hint="write the target layers as dspark_target_layer_ids (the layer whose output each "
+                             "reads; DeepSeek-V4-Flash-DSpark: [40, 41, 42])", severity=ERROR)
+    return None
 
 
 def layout_name(anchor_first: bool) -> str:
@@ -82,7 +166,12 @@ def _speculators_layout(rel, original: dict) -> tuple[bool | None, str]:
 
 
 def layout_finding(rel, draft, method: str | None) -> Diagnostic | None:
-    """SRG740 for `surgery validate --engine-version`: the config's stated layout against the release's reading."""
+    """SRG740 for `surgery validate --engine-version`: the config's stated layout against the release's reading.
+    A DeepSeek-V4 DSpark drafter the release cannot build (a key its class reads with no default is missing:
+    SRG674 / SRG672) is said first: the layout of a draft that never runs does not matter."""
+    refused = v4_drafter_finding(rel, draft, method)
+    if refused is not None:
+        return refused
     flag = flag_of(rel)
     raw = draft.raw or {}
     if flag is None or not is_dspark(method, draft.architectures):
