@@ -20,6 +20,7 @@ Each check guards against a public report (docs/audit.md lists them):
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -31,12 +32,17 @@ from ..text.diagnostics import ERROR, Diagnostic, Location, SurgeryError, diag
 from .safetensors_header import Checkpoint, TensorInfo, read_checkpoint, read_raw, read_values
 from .catalogue3 import dflash2_check, is_dflash2  # the field's third catalogue (issue 45)
 from .mtp_quant import mtp_quant_check
+from .dspark_layout import is_v4_drafter  # DeepSeek-V4's own DSpark drafter (main_proj, not fc)
 from ..modelfiles.sidebyside import any_remote, side_by_side
 from ..engine import servedarch
 from ..facts.modelref import open_model
 from ..modelfiles.source import LocalSource
 from ..resources import load_data
 
+# DeepSeek-V4's DSpark drafter: the input projection its loader reads (check_v4_main_proj), and the packed dtypes
+# whose last dimension is not the input count
+_V4_MAIN_PROJ = re.compile(r"^mtp\.\d+\.main_proj\.weight$")
+_PACKED = ("U8", "I8", "F4", "F8_E8M0")
 D2T_READ_LIMIT = 1 << 16  # elements; a 32k draft vocabulary is read whole
 EQUAL_READ_BYTES = 1 << 16  # bytes compared at the start and the end of two tensors
 
@@ -234,8 +240,11 @@ class _Checker:
         cap = self.plan.ops("capture_hidden_states")[0]
         n_aux = len(cap.layers or ())
         target_hidden = self.draft["target_hidden_size"] or self.target["hidden_size"]
+        method = (self.recipe.engine.get("vllm") or {}).get("method")
         fc = self.d.first(e3["fc"])
-        if fc is None:
+        if is_v4_drafter(self.draft, method):
+            self.check_v4_main_proj(cap, n_aux)  # DeepSeek-V4's own DSpark drafter: no fc, its main_proj
+        elif fc is None:
             self.add("SRG609", f"EAGLE-3 head without an fc layer ({' / '.join(e3['fc'])}): nothing consumes the "
                      f"{n_aux} captured target hidden states", Location(self.d.folder, key_path=e3["fc"][0]))
         elif len(fc.shape) != 2 or fc.shape[1] != n_aux * target_hidden:
@@ -264,6 +273,37 @@ class _Checker:
         if t2d is not None and (t2d.shape != (v,) or t2d.dtype not in ("BOOL", "U8", "I8")):
             self.add("SRG607", f"t2d is {t2d.dtype}{list(t2d.shape)}; expected a boolean mask of vocab_size {v}",
                      _loc(t2d, self.d, t2d.name))
+
+    def check_v4_main_proj(self, cap, n_aux: int) -> None:
+        """SRG609 for DeepSeek-V4's own DSpark drafter (DSparkDeepseekV4ForCausalLM, every vLLM wheel 0.25.0-0.34.0,
+        each platform's dspark.py): it has no fc; the captured target states go through `model.main_proj`
+        (ReplicatedLinear, hidden x len(dspark_target_layer_ids) -> hidden), which load_weights fills from the
+        checkpoint's `mtp.{i}.main_proj.*` alone (`_remap_dspark_name`: main_proj.* of any stage -> model.main_proj.*;
+        SGLang's DeepseekV4ForCausalLMDSpark keeps it on stage 0, mtp.0.main_proj). Its width is judged against its
+        own output rows (the checkpoint's hidden size), so what is said is the number of layers it fuses."""
+        found = sorted((n for n in self.d.tensors if _V4_MAIN_PROJ.match(n)), key=lambda n: (n != "mtp.0.main_proj.weight", n))
+        if not found:
+            self.add("SRG609", f"DeepSeek-V4's DSpark drafter without its main_proj (mtp.0.main_proj.weight): vLLM's "
+                     f"DSparkDeepseekV4ForCausalLM fuses the {n_aux} captured target hidden states through model.main_proj, "
+                     "which load_weights fills only from mtp.<i>.main_proj.* (_remap_dspark_name), and the checkpoint "
+                     "has none: the drafter runs with an unloaded main_proj (the loader's check of unloaded weights "
+                     "runs for unquantised checkpoints only: \"Following weights were not initialized from checkpoint\")",
+                     Location(self.d.folder, key_path="mtp.0.main_proj.weight"),
+                     "export the drafter's stage tensors with it (DeepSeek-V4-Flash-DSpark: mtp.0.main_proj)")
+            return
+        proj = self.d.tensors[found[0]]
+        if len(proj.shape) != 2 or proj.dtype in _PACKED:
+            return  # a packed (FP4) or otherwise laid-out weight: its width is not the input count
+        out_rows, width = proj.shape
+        if out_rows and width != n_aux * out_rows:
+            sized = f", i.e. {width // out_rows} target layers" if width % out_rows == 0 else ""
+            self.add("SRG609", f"DeepSeek-V4's DSpark drafter: {proj.name} {list(proj.shape)} fuses {width} inputs = "
+                     f"{width / out_rows:g} x its hidden {out_rows}{sized}; the plan captures {n_aux} target layers "
+                     f"({', '.join(map(str, cap.layers or ()))}) and vLLM builds main_proj for hidden x "
+                     "len(dspark_target_layer_ids): its weight loader refuses the shape (ReplicatedLinear.weight_loader: "
+                     "\"Tried to load weights of size ...\")",
+                     _loc(proj, self.d, proj.name),
+                     "set dspark_target_layer_ids to the layers the drafter was trained on")
 
     def check_d2t_convention(self, d2t: TensorInfo, dv: int, v: int) -> None:
         """vLLM reads d2t as OFFSETS (target id = i + d2t[i]); some exporters write absolute ids, or
