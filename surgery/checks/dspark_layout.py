@@ -35,6 +35,10 @@ per release (tests/checks/test_dspark_v4_layout.py derives it again from each wh
   (the class cannot build its Markov head: AttributeError at model build).
 - SRG672 (error): one without `dspark_target_layer_ids` though it names target layers another way (the
   recipe's SRG672 holds, vLLM's class still reads this key alone).
+- SRG675 (error, `--device rocm` / `xpu`): a release that has no such class on that platform (0.25.x:
+  models/deepseek_v4/__init__.py sets DSparkDeepseekV4ForCausalLM = None there, "DSpark is NVIDIA-only for now";
+  surgery/data/catalogue4.yaml `dspark_v4_own_vocab` rows `loads: absent`) refuses the draft when its
+  SpeculativeConfig inspects the rewritten DSparkDraftModel (`V4_NO_CLASS`).
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ from typing import Any
 from ..text.diagnostics import ERROR, Diagnostic, Location, diag
 from ..engine.releases import release
 from ..formats import original_config
+from ..resources import load_data
 
 LAYOUT_KEYS = {"sample_from_anchor": False, "dspark_bonus_anchor": True}  # key -> negated (True: fill-in)
 HINT = ('state the layout with both keys, so every release reads it: for a draft trained with the anchor as '
@@ -78,6 +83,27 @@ V4_RANK_HINT = ('write "dspark_markov_rank" (the Markov head\'s rank; DeepSeek-V
                 'top level of config.json, as the checkpoint\'s mtp.*.markov_head tensors have it')
 
 
+# --device as vLLM's platform branches name it (models/deepseek_v4/__init__.py: current_platform.is_rocm() / is_xpu();
+# cuda and cpu take other branches, SRG675's recipe rule says cpu)
+V4_PLATFORMS = {"rocm": "rocm", "hip": "rocm", "xpu": "xpu"}
+V4_PLATFORM_NAMES = {"rocm": "ROCm", "xpu": "XPU"}
+# release -> where it refuses a DeepSeek-V4 DSpark draft on a platform that has no class (catalogue4.yaml
+# `dspark_v4_own_vocab` rows `loads: absent`): SpeculativeConfig.__post_init__ rewrites the draft to DSparkDraftModel
+# and calls update_arch_, whose registry.inspect_model_cls (`inspect`) imports vllm.models.deepseek_v4 in a
+# subprocess and reads the class's __name__ (`name`: None has none, AttributeError); the inspection returns nothing,
+# and the registry raises ValueError (`raise`): V4_REFUSAL. Derived again from each wheel by
+# tests/checks/test_dspark_v4_device.py.
+V4_NO_CLASS: dict[str, dict[str, str]] = {
+    "0.25.0": {"rewrite": "vllm/config/speculative.py:899-908", "inspect": "vllm/config/speculative.py:1093",
+               "name": "vllm/model_executor/models/registry.py:777", "load": "vllm/model_executor/models/registry.py:973",
+               "raise": "vllm/model_executor/models/registry.py:1061-1064"},
+    "0.25.1": {"rewrite": "vllm/config/speculative.py:899-908", "inspect": "vllm/config/speculative.py:1093",
+               "name": "vllm/model_executor/models/registry.py:777", "load": "vllm/model_executor/models/registry.py:973",
+               "raise": "vllm/model_executor/models/registry.py:1061-1064"},
+}
+V4_REFUSAL = "Model architectures ['DSparkDraftModel'] failed to be inspected. Please check the logs for more details."
+
+
 def is_v4_drafter(draft, method: str | None) -> bool:
     """Whether vLLM builds this draft as DeepSeek-V4's own DSpark drafter: method dspark and a DeepSeek-V4 /
     V4.1 config (not a self-contained DSpark class such as Qwen3DSparkModel, which vLLM keeps)."""
@@ -86,6 +112,34 @@ def is_v4_drafter(draft, method: str | None) -> bool:
         return False
     archs = [a for a in draft.architectures or () if isinstance(a, str)]
     return not any("DSpark" in a and a not in ("DSparkDraftModel", "DSparkV41DraftModel") for a in archs)
+
+
+def v4_device_finding(rel, draft, method: str | None, device: str | None) -> Diagnostic | None:
+    """SRG675: `--device rocm` / `xpu` on a release whose DeepSeek-V4 package has no DSpark class there (0.25.x)."""
+    platform = V4_PLATFORMS.get(str(device or "").lower())
+    if rel is None or platform is None or not is_v4_drafter(draft, method):
+        return None
+    row = V4_DRAFTER.get(rel.version) or {}
+    raw = original_config(draft.raw or {})
+    _, where, _, _ = row.get(raw.get("model_type")) or row.get("deepseek_v4") or (None, "", 0, 0)
+    package = where.split("/")[2] if where.count("/") >= 2 else "deepseek_v4"  # vllm/models/<package>/...
+    rows = ((load_data("data/catalogue4.yaml").get("dspark_v4_own_vocab") or {}).get("releases") or {})
+    facts = ((rows.get(rel.version) or {}).get(package) or {}).get(platform) or {}
+    at = V4_NO_CLASS.get(rel.version)
+    if facts.get("loads") != "absent" or at is None:
+        return None
+    on = V4_PLATFORM_NAMES[platform]
+    return diag("SRG675", f"{rel.label().replace('vllm ', 'vLLM ', 1)} has no DeepSeek-V4 DSpark class on {on}: "
+                f"vllm/{facts.get('dispatch', 'models/deepseek_v4/__init__.py')} sets DSparkDeepseekV4ForCausalLM = None there "
+                "(\"DSpark is NVIDIA-only for now\"). Its SpeculativeConfig still rewrites this method-dspark draft to "
+                f"DSparkDraftModel and inspects it ({at['rewrite']}, {at['inspect']}); the registry's inspection loads the "
+                f"class, None ({at['load']}), and reads its __name__ ({at['name']}: AttributeError: 'NoneType' object "
+                "has no attribute '__name__', "
+                f"logged as \"Error in inspecting model architecture 'DSparkDraftModel'\"), and the release refuses at "
+                f"start: ValueError \"{V4_REFUSAL}\" ({at['raise']})",
+                Location(draft.source, key_path="--device"),
+                hint="serve DeepSeek-V4's DSpark drafter on ROCm / XPU with vLLM 0.26.0 or later (their amd/ and xpu/ "
+                     "packages have the class), or on CUDA", severity=ERROR)
 
 
 def v4_drafter_finding(rel, draft, method: str | None) -> Diagnostic | None:
@@ -165,11 +219,12 @@ def _speculators_layout(rel, original: dict) -> tuple[bool | None, str]:
     return None, ""
 
 
-def layout_finding(rel, draft, method: str | None) -> Diagnostic | None:
+def layout_finding(rel, draft, method: str | None, device: str | None = None) -> Diagnostic | None:
     """SRG740 for `surgery validate --engine-version`: the config's stated layout against the release's reading.
-    A DeepSeek-V4 DSpark drafter the release cannot build (a key its class reads with no default is missing:
-    SRG674 / SRG672) is said first: the layout of a draft that never runs does not matter."""
-    refused = v4_drafter_finding(rel, draft, method)
+    A DeepSeek-V4 DSpark drafter the release cannot build on `device` (no class there: SRG675) or at all (a key its
+    class reads with no default is missing: SRG674 / SRG672) is said first: the layout of a draft that never runs
+    does not matter. The platform refusal comes first: SpeculativeConfig raises it before any model is built."""
+    refused = v4_device_finding(rel, draft, method, device) or v4_drafter_finding(rel, draft, method)
     if refused is not None:
         return refused
     flag = flag_of(rel)

@@ -322,8 +322,10 @@ def _ranges(versions: list[str]) -> str:
 
 def release_findings(version: str | None, draft, *, method: str | None, served_as_model: bool,
                      rejection_sample_method: str | None = None, why_none: str = "", target=None,
-                     parallel_drafting: Any = None, num_speculative_tokens: int | None = None) -> list[Diagnostic]:
-    """Every release rule for this draft on `version` (None: SRG048, not checked)."""
+                     parallel_drafting: Any = None, num_speculative_tokens: int | None = None,
+                     device: str | None = None) -> list[Diagnostic]:
+    """Every release rule for this draft on `version` (None: SRG048, not checked); `device` as --device gave it
+    (None: not known)."""
     if version is None:
         return [no_release("vllm", why_none or "no vLLM release known", draft.source)]
     rel, note = release("vllm", version, draft.source)
@@ -339,7 +341,7 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
                   mtp_type_finding(rel, draft, target, method),
                   parallel_drafting_finding(rel, method, parallel_drafting, "engine.vllm.parallel_drafting"),
                   rejection_finding(rel, rejection_sample_method, "--rejection-sample-method"),
-                  layout_finding(rel, draft, method),
+                  layout_finding(rel, draft, method, device),
                   mtp_k_finding(rel, draft, target, method, num_speculative_tokens),
                   fly_finding(rel, draft, target, method, rejection_sample_method, num_speculative_tokens),
                   dflash_anchor_finding(rel, draft, method),
@@ -349,12 +351,13 @@ def release_findings(version: str | None, draft, *, method: str | None, served_a
     return out
 
 
-def cli_release_check(options: CheckOptions, recipe, draft, target=None) -> list[Diagnostic]:
-    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only)."""
+def cli_release_check(options: CheckOptions, recipe, draft, target=None, device: str | None = None) -> list[Diagnostic]:
+    """`surgery validate/plan`: against `--engine-version`, else the installed vLLM (vllm engine only); `device`:
+    the plan's runtime device (--device)."""
     if options.engine != "vllm":
         return []
     method, version, hints = serving(options, recipe)
     return release_findings(version, draft, method=method, served_as_model=options.target_from_verifier,
                             rejection_sample_method=options.rejection_sample_method, why_none=NO_VERSION,
                             target=target, parallel_drafting=hints.get("parallel_drafting"),
-                            num_speculative_tokens=options.num_speculative_tokens)
+                            num_speculative_tokens=options.num_speculative_tokens, device=device)

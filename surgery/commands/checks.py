@@ -46,7 +46,7 @@ def run_checks(options: CheckOptions, recipe, draft, target, plan):
                                 engine=options.engine)
     findings += last_slot_check(plan, draft, target, producer=options.producer)
     findings += cli_spelling_check(options, recipe, draft)
-    findings += cli_release_check(options, recipe, draft, target)
+    findings += cli_release_check(options, recipe, draft, target, device=plan.runtime.device)
     findings += cli_kv_scales_check(options, plan)
     findings += cli_engine_start_check(options, plan, draft, target, recipe)
     findings += sglang_start_check(plan, draft, target, version=options.engine_version, algorithm=options.algorithm,
