@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from ..text.diagnostics import ERROR, WARNING, Diagnostic, Location, diag
-from ..engine.capture import sglang_aux_ids_read, sglang_layers_to_capture
+from ..engine.capture import sglang_aux_ids_read, sglang_builds_dspark_v4, sglang_layers_to_capture
 from ..engine.cards import card
 from ..engine.releases import Release, installed_version, known, release
 from ..facts.fromconfig import family_defaults
@@ -304,11 +304,47 @@ def tp_check(rel: Release, draft, target, algorithm: str | None, tp: int) -> lis
     return []
 
 
+def _key(raw: dict, dotted: str) -> Any:
+    """A config value by dotted path ("dspark_config.markov_rank"); `text_config.` reads the config itself where it
+    has no text config (SGLang's _get_text_config)."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return raw.get(head)
+    holder = _text(raw) if head == "text_config" else raw.get(head)
+    return holder.get(rest) if isinstance(holder, dict) else None
+
+
+def dspark_v4_rank_check(rel: Release, draft) -> list[Diagnostic]:
+    """SRG776 for DeepSeek-V4's own DSpark drafter: the rank DeepseekV4ForCausalLMDSpark reads (sglang_limits.yaml
+    `dspark_v4_markov_rank`: dspark_markov_rank first, never only the top-level markov_rank the dense rule reads)."""
+    rule = rules()["dspark_v4_markov_rank"]
+    if not _where(rel, "dspark_v4_markov_rank"):
+        return []
+    keys = rule["rank_keys"]
+    key, value = next(((k, _key(draft.raw, k)) for k in keys if _key(draft.raw, k) is not None), (None, None))
+    try:
+        rank = int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        rank = None
+    if rank is not None and rank > 0:
+        return []
+    said = "none of them is set (0)" if key is None else f"{key}: {value!r}"
+    why = ("int() of it fails" if rank is None else "\"DSpark markov_rank must be >= 0\" (dspark_config.py)"
+           if rank < 0 else "\"DSpark V4 draft requires markov_rank > 0\"")
+    return [_line(rule["code"], rel, "dspark_v4_markov_rank", "refuses DeepSeek-V4's own DSpark drafter: it builds this "
+                  f"{rule['architecture']} draft (a dspark_* key) under DSPARK as DeepseekV4ForCausalLMDSpark, which "
+                  f"reads the Markov head's rank from {', else '.join(keys)}: {said}, refused by {why}",
+                  key or keys[0], "write dspark_markov_rank (the Markov head's rank; DeepSeek-V4-Flash-DSpark publishes "
+                  "256) at the top level of config.json", file=draft.source)]
+
+
 def draft_config_check(rel: Release, draft, target, algorithm: str | None) -> list[Diagnostic]:
     """What the draft class asserts of its own config while SGLang builds it."""
     out = []
     r = rules()
-    if algorithm == "DSPARK" and draft is not None and _where(rel, "dspark_markov_rank"):
+    if algorithm == "DSPARK" and draft is not None and sglang_builds_dspark_v4(draft.raw):
+        out += dspark_v4_rank_check(rel, draft)
+    elif algorithm == "DSPARK" and draft is not None and _where(rel, "dspark_markov_rank"):
         rank = draft.raw.get("markov_rank")
         if not (isinstance(rank, (int, float)) and not isinstance(rank, bool) and rank > 0):
             nested = (draft.raw.get("dflash_config") or {}).get("markov_rank") \

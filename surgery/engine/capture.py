@@ -119,3 +119,33 @@ def sglang_final_boundary(release: str | None, target_model_type: str | None) ->
         return None
     facts = releases.release_data("sglang")["releases"].get(release) or {}
     return (((facts.get("start") or {}).get("catalogue4") or {}).get("eagle_config_boundaries") or {}).get("final_boundary")
+
+
+def _dspark_v4_rule(name: str) -> dict:
+    return (load_data("data/sglang_limits.yaml").get("rules") or {}).get(name) or {}
+
+
+def sglang_builds_dspark_v4(draft_raw: dict | None) -> bool:
+    """Whether SGLang builds a DSPARK draft of this config as DeepSeek-V4's own DSpark drafter,
+    DeepseekV4ForCausalLMDSpark: architectures[0] DeepseekV4ForCausalLM and a dspark_* bundle key set
+    (configs/model_config.py _config_draft_model, every wheel 0.5.16-0.5.23; sglang_limits.yaml
+    `dspark_v4_markov_rank`)."""
+    rule = _dspark_v4_rule("dspark_v4_markov_rank")
+    if not isinstance(draft_raw, dict) or not rule:
+        return False
+    archs = draft_raw.get("architectures") or []
+    return bool(archs) and archs[0] == rule["architecture"] and \
+        any(draft_raw.get(k) is not None for k in rule["bundle_keys"])
+
+
+def sglang_dspark_v4_capture(release: str | None, draft_raw: dict | None, recipe_method: str | None) -> str | None:
+    """Where SGLang `release`'s DeepseekV4ForCausalLM captures DeepSeek-V4's DSpark drafter's features itself
+    (set_dspark_layers_to_capture: layer i's output, i in 0..L-1, ids 1..L in the plan's numbering for a
+    deepseek_v4 drafter), as file:line read from its wheel (releases/sglang.json start.limits.dspark_v4_capture);
+    None where the plan is not that drafter's (a dspark plan of such a config, model type deepseek_v4) or the
+    release has no such code."""
+    if recipe_method != "dspark" or not release or not sglang_builds_dspark_v4(draft_raw) \
+            or draft_raw.get("model_type") != "deepseek_v4":
+        return None
+    facts = releases.release_data("sglang")["releases"].get(release) or {}
+    return ((facts.get("start") or {}).get("limits") or {}).get("dspark_v4_capture")

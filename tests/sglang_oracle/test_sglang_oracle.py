@@ -45,6 +45,7 @@ LIMITS = [
     ("% attn_tp_size == 0", "SRG775"),
     ("is not divisible by", "SRG775"),
     ("DSpark requires markov_rank > 0", "SRG776"),
+    ("DSpark V4 draft requires markov_rank > 0", "SRG776"),
     ("moe_layer_freq", "SRG777"),
 ]
 # errors surgery may raise where SGLang starts: named silent failures (it runs, and runs wrongly)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from ...engine.capture import judged, sglang_final_boundary
+from ...engine.capture import judged, sglang_dspark_v4_capture, sglang_final_boundary
 from ...text.records import record
 from ..base import Operation, OpUnit, Step
 from ..common import layer_set_arg, step_fields
@@ -51,13 +51,22 @@ def check(resolver, step) -> bool:
     if ok is None:
         return True
     layers = resolver.sets.get(step.args.layers, ())
+    source = judgement.source
+    if runtime.engine == "sglang":
+        # DeepSeek-V4's own DSpark drafter: the target class captures it by itself, each listed layer's output
+        # after the layer (ids 1..L here), not the generic input-of-layer capture (sglang_limits.yaml dspark_v4_capture)
+        own = sglang_dspark_v4_capture(judgement.release, getattr(resolver.draft, "raw", None),
+                                       (resolver.recipe.engine.get("vllm") or {}).get("method"))
+        if own:
+            ok, source = range(1, n + 1), (f"{own.removeprefix('sglang/srt/')} DeepseekV4ForCausalLM."
+                                           "set_dspark_layers_to_capture: each listed layer's output")
     outside = [i for i in layers if i not in ok]
     if runtime.engine == "sglang" and outside == [n] and max(layers) == n \
             and sglang_final_boundary(judgement.release, resolver.target.model_type):
         outside = []  # ids as boundaries, L the final state: this class captures it (sglang#32334)
     if outside:
         resolver.add("SRG362", f"{judgement.label()} cannot capture aux ids {outside} of a {n}-layer target (it "
-                     f"captures ids {ok.start}..{n - 1}: {judgement.source})", where)
+                     f"captures ids {ok.start}..{ok.stop - 1}: {source})", where)
     return True
 
 
