@@ -52,8 +52,17 @@ NOTES = [
     "30456 on Nemotron-H-Puzzle-MTP (simulated pre-fix data) was missed: SGLang rewrites a NemotronHPuzzleForCausalLM "
     "draft to NemotronHForCausalLMMTP like NemotronHForCausalLM's (model_config.py, every wheel), the rule named the "
     "latter only. Fixed: catalogue4.yaml sglang.nemotron_h_mtp_shared.architectures.",
-    "44697-mimo-7b-pp2-0.26 is caught, not named, by the row's design: a non-SupportsPP MTP class is refused at start "
-    "(SRG344 error, which names no report; vllm#46994's first point is that refusal).",
+    "44697-mimo-7b-pp2-0.26 was caught, not named: a non-SupportsPP MTP class is refused at start (SRG344 error), and "
+    "the refusal named no report though vllm#46994's first point is that refusal. Fixed (c5fb881): SRG344 on an MTP "
+    "draft under --pp names vllm#44697, #44698, #52295, #46994; caught and named.",
+    "Every DeepSeek-V4 DSpark case (41834-v4-*, 48381-v4-dspark-dcp2-0.26, the SpecForge#800 rows) had false errors "
+    "besides its own finding: SRG204 and SRG674, the dspark recipe admitting no deepseek_v4 draft and asking "
+    "Qwen3DSparkModel's markov_rank (fixed 31a0274: vLLM builds DSparkDraftModel / DSparkV41DraftModel and reads "
+    "dspark_markov_rank / dspark_target_layer_ids, per release); and under --weights SRG609, an EAGLE-3 fc looked for "
+    "where DeepSeek-V4's drafter has none (fixed 846ee2f: its loader's mtp.<i>.main_proj is judged). Seen on the "
+    "way and fixed with them: vLLM 0.25.x with --device rocm / xpu has no such class (SRG675, 809efb8), and "
+    "--engine sglang gave the published config false SRG776 / SRG362 (855a5f6: SGLang reads dspark_markov_rank "
+    "first and captures the last layer's output itself).",
     "50170 and 9795 are notes by design (docs/audit.md): the config cannot tell the ids (issue 53); vLLM keeps a "
     "DFlash draft's own head, and `--engine` has no vllm-ascend (the library's rule errs, recorded under extra).",
     "The tests added with the fixes use the configs of the cases that found them (as the fixes' tests must).",
