@@ -87,7 +87,7 @@ def engine_kwargs(target, draft=None, method=None, recipe=None, num_spec=NUM_SPE
     return kw
 
 
-TORCH_THREADS: dict[int, tuple] = {}  # id(engine) -> torch's own set_num_threads and the count before it started
+TORCH_THREADS: dict[int, int] = {}  # id(engine) -> torch's thread count before it started
 
 
 def start_engine(**kw):
@@ -96,13 +96,13 @@ def start_engine(**kw):
     import torch
     from vllm import LLM
 
-    saved = (torch.set_num_threads, torch.get_num_threads())
+    count = torch.get_num_threads()
     llm = LLM(**kw)
     # vLLM's CPU worker (CPUWorker.init_device) replaces torch.set_num_threads for the whole process with a
     # function that only logs, and nothing puts it back: after an in-process engine every later
     # set_num_threads (apply's one thread, --threads, an HF probe after a vLLM one) would do nothing.
     # shutdown() restores torch's own function and the count this process had.
-    TORCH_THREADS[id(llm)] = saved
+    TORCH_THREADS[id(llm)] = count
     return llm
 
 
@@ -118,9 +118,10 @@ def shutdown(llm) -> None:
     gc.collect()
     import torch
 
-    if saved is not None and torch.set_num_threads is not saved[0]:
-        torch.set_num_threads = saved[0]
-        saved[0](saved[1])
+    own = torch._C.set_num_threads  # torch's own (torch/__init__.py takes it from torch._C): an earlier engine's
+    if saved is not None and torch.set_num_threads is not own:  # replacement may be what start_engine found
+        torch.set_num_threads = own
+        own(saved)
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

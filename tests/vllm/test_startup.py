@@ -261,8 +261,9 @@ def test_an_engine_gives_torch_its_thread_setter_back(pair):
     from surgery.probe.measure_vllm import cpu_build
     from surgery.vllm import engine
 
-    own, count = torch.set_num_threads, torch.get_num_threads()
+    own = torch._C.set_num_threads  # torch's own (an engine of an earlier test may have replaced torch.set_num_threads)
     llm = engine.start_engine(**engine.engine_kwargs(str(pair[0])))
+    count = engine.TORCH_THREADS[id(llm)]
     replaced = torch.set_num_threads is not own
     engine.shutdown(llm)
     assert torch.set_num_threads is own and torch.get_num_threads() == count
