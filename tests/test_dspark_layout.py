@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from testpaths import ROOT
+from testpaths import ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 from surgery.checks.dspark_layout import audit_finding, layout_finding, runs_anchor_first, start_finding
 from surgery.engine.releases import known, release
 from surgery.facts import read_facts
 
 PAIR = ROOT / "surgery" / "data" / "pairs" / "dspark" / "draft"
 TARGET = ROOT / "surgery" / "data" / "pairs" / "llama-target"
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 OLD_KEY_RELEASES = {"0.25.0", "0.25.1", "0.26.0"}
 
 
@@ -58,9 +57,9 @@ def test_each_release_reads_its_own_layout_key():
 @pytest.mark.parametrize("version", ["0.26.0", "0.27.0", "0.34.0"])
 def test_the_facts_are_the_wheels(version):
     """tools/releasefacts.py on the wheel itself (where it is on disk) gives the committed facts."""
-    found = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+    found = vllm_wheels(version)
     if not found:
-        pytest.skip(f"no vLLM {version} wheel under .cache/wheels/vllm (tools/gen_engine_releases.py fetches it)")
+        pytest.skip(f"no vLLM {version} wheel in .cache/wheels/vllm (tools/gen_engine_releases.py fetches it) or .cache/oracles/wheels")
     sys.path.insert(0, str(ROOT / "tools"))
     from releasefacts import SourceTree, vllm_dspark_facts
 

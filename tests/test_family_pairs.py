@@ -12,6 +12,7 @@ import pytest
 from surgery.folders import is_complete
 from surgery.pairs import INDEX, PAIRS_DIR, builtin_pair, load_index
 from surgery.vllm.readout import engine_checks
+from testpaths import vllm_wheels
 
 SHIPPED = ("eagle3", "eagle", "draft-model", "mtp", "deepseek-mtp", "peagle", "dflash", "dspark")
 
@@ -264,9 +265,7 @@ def _sm90_mla_prefill_dims(version: str) -> list[tuple[int, int, int]] | None:
     import ast
     import zipfile
 
-    cache = PAIRS_DIR.parents[2] / ".cache"  # the release wheels, or the oracle venvs' (scripts/oracle_venv.sh)
-    wheels = sorted([*(cache / "wheels" / "vllm").glob(f"vllm-{version}-*.whl"),
-                     *(cache / "oracles" / "wheels").glob(f"vllm-{version}-*.whl")])
+    wheels = vllm_wheels(version)  # the release wheels, or the oracle venvs' (scripts/oracle_venv.sh)
     if not wheels:
         return None
     with zipfile.ZipFile(wheels[0]) as zf:

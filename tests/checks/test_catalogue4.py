@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testpaths import CONFIGS, ROOT
+from testpaths import CONFIGS, ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 
 VERDICTS = ROOT / "tests" / "verdicts" / "configs"
 C4 = ROOT / "tests" / "data" / "catalogue4"
@@ -275,7 +275,6 @@ def test_norm_flags_the_release_reader_drops_are_an_error_naming_the_reports(run
 # silent (SRG806) or a note (SRG802) where its wheel has the same code as 0.26. Rows now for every wheel read.
 REALSIZE_SPECULATORS = ROOT / "tests" / "data" / "realsize" / "speculators" / "llama-3.1-8b-eagle3.json"
 HUB_LLAMA = ROOT / "tests" / "data" / "hub" / "meta-llama__Llama-3.1-8B-Instruct" / "config.json"
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 
 
 def peagle_file(tmp_path, **flags) -> Path:
@@ -319,7 +318,7 @@ def test_quantised_dflash_per_release_read_from_each_wheel(run_cli, tmp_path, re
 def _wheel_file(release: str, member: str) -> list[str] | None:
     import zipfile
 
-    wheels = sorted(WHEELS.glob(f"vllm-{release}-*.whl"))
+    wheels = vllm_wheels(release)
     if not wheels:
         return None
     with zipfile.ZipFile(wheels[0]) as z:
@@ -362,7 +361,7 @@ def test_norm_flag_and_quantised_dflash_rows_are_the_wheels():
             linear = next(i + 1 for i, l in enumerate(lines) if "all_kv_flat = F.linear(" in l)
             assert row["at"].endswith(f"qwen3_dflash.py:{kv}-{kv + 1}, {linear}-{linear + 2}"), release
     if not checked:
-        pytest.skip("no vLLM wheel under .cache/wheels/vllm")
+        pytest.skip(f"no vLLM wheel in {VLLM_WHEELS_WHERE}")
 
 
 # ----------------------------------------------- SRG647: tokenspeed#1012, a block drafter following an FP8 cache

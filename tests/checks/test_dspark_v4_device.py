@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from testpaths import ROOT
+from testpaths import ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 
 DSPARK_V4 = ROOT / "tests" / "data" / "catalogue4" / "DeepSeek-V4-Flash-DSpark.config.json"
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 REFUSAL = "Model architectures ['DSparkDraftModel'] failed to be inspected. Please check the logs for more details."
 ALL = ["0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
        "0.34.0"]
@@ -89,7 +88,7 @@ def test_the_no_class_rows_are_catalogue4s_absent_rows():
 # ------------------------------------------------------------------ each row is its wheel
 
 def _wheel(release: str) -> Path | None:
-    found = sorted(WHEELS.glob(f"vllm-{release}-*.whl")) if WHEELS.is_dir() else []
+    found = vllm_wheels(release)
     return found[0] if found else None
 
 
@@ -103,7 +102,7 @@ def test_the_rows_are_the_wheels(release):
 
     wheel = _wheel(release)
     if wheel is None:
-        pytest.skip(f"no vLLM {release} wheel under {WHEELS}")
+        pytest.skip(f"no vLLM {release} wheel in {VLLM_WHEELS_WHERE}")
     z = zipfile.ZipFile(wheel)
     init = z.read("vllm/models/deepseek_v4/__init__.py").decode()
     none = re.findall(r"DSparkDeepseekV4ForCausalLM = None", init)

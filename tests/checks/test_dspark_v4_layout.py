@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from testpaths import ROOT
+from testpaths import ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 
 DSPARK_V4 = ROOT / "tests" / "data" / "catalogue4" / "DeepSeek-V4-Flash-DSpark.config.json"
 NVFP4 = ROOT / "tests" / "data" / "catalogue3" / "deepseek-v4-flash-nvfp4.config.json"  # bench/catalogue4_outside.py's
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 DSPARK_FIELDS = {"dspark_block_size": 5, "dspark_noise_token_id": 128799, "dspark_target_layer_ids": [40, 41, 42],
                  "dspark_markov_rank": 256}  # as DeepSeek-V4-Flash-DSpark publishes them
 ALL = ["0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
@@ -162,7 +161,7 @@ def test_the_v4_types_are_release_rules(run_cli):
 # ------------------------------------------------------------------ each row is its wheel
 
 def _wheel(release: str) -> Path | None:
-    found = sorted(WHEELS.glob(f"vllm-{release}-*.whl")) if WHEELS.is_dir() else []
+    found = vllm_wheels(release)
     return found[0] if found else None
 
 
@@ -203,5 +202,5 @@ def test_the_rows_are_the_wheels(release):
     from surgery.checks.dspark_layout import V4_DRAFTER
 
     if _wheel(release) is None:
-        pytest.skip(f"no vLLM {release} wheel under {WHEELS}")
+        pytest.skip(f"no vLLM {release} wheel in {VLLM_WHEELS_WHERE}")
     assert derive(release) == V4_DRAFTER[release]

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 import tiny_checkpoints as tc
-from testpaths import ROOT
+from testpaths import ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 
 DSPARK_V4 = ROOT / "tests" / "data" / "catalogue4" / "DeepSeek-V4-Flash-DSpark.config.json"
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 HIDDEN, VOCAB = 4, 8
 
 
@@ -110,7 +109,7 @@ def test_a_dense_dspark_head_is_still_judged_by_its_fc(run_cli, tmp_path):
 # ------------------------------------------------------------------ each wheel's drafter reads main_proj
 
 def _wheels() -> list[Path]:
-    return sorted(WHEELS.glob("vllm-*.whl")) if WHEELS.is_dir() else []
+    return vllm_wheels()
 
 
 @pytest.mark.parametrize("wheel", _wheels() or [None], ids=lambda w: w.name.split("-")[1] if w else "no-wheels")
@@ -118,7 +117,7 @@ def test_every_wheels_drafter_reads_main_proj(wheel):
     """Every DSpark class of DeepSeek-V4 / V4.1 in the wheel: main_proj built for hidden x len(target ids), and
     the checkpoint's main_proj.* of a stage mapped to model.main_proj (no fc anywhere)."""
     if wheel is None:
-        pytest.skip(f"no vLLM wheel under {WHEELS}")
+        pytest.skip(f"no vLLM wheel in {VLLM_WHEELS_WHERE}")
     z = zipfile.ZipFile(wheel)
     files = [n for n in z.namelist() if re.fullmatch(r"vllm/models/deepseek_v41?/(nvidia|amd|xpu)/dspark\.py", n)]
     assert any("/nvidia/" in n for n in files), wheel.name

@@ -24,11 +24,10 @@ from pathlib import Path
 import pytest
 
 import tiny_checkpoints as tc
-from testpaths import ROOT
+from testpaths import ROOT, VLLM_WHEELS_WHERE, vllm_wheels
 
 C4 = ROOT / "tests" / "data" / "catalogue4"
 DSPARK_V4 = C4 / "DeepSeek-V4-Flash-DSpark.config.json"
-WHEELS = ROOT / ".cache" / "wheels" / "vllm"
 HIDDEN, VOCAB = 4, 8
 
 
@@ -253,9 +252,9 @@ def test_the_rows_are_the_wheels(release):
     (maps_to; V4.1's markov_head.head is a head-stack name, mapped elsewhere)."""
     from surgery.checks.catalogue4 import data
 
-    found = sorted(WHEELS.glob(f"vllm-{release}-*.whl"))
+    found = vllm_wheels(release)
     if not found:
-        pytest.skip(f"no vLLM {release} wheel under .cache/wheels/vllm (tools/gen_engine_releases.py fetches it)")
+        pytest.skip(f"no vLLM {release} wheel in .cache/wheels/vllm (tools/gen_engine_releases.py fetches it) or .cache/oracles/wheels")
     rule = data()["dspark_v4_own_vocab"]
     rows, probes = wheel_rows(found[0])
     assert rows == rule["releases"][release]

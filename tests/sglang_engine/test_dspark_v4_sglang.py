@@ -20,6 +20,7 @@ reads each wheel again.
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -117,8 +118,14 @@ def test_a_dense_dspark_draft_keeps_the_top_level_markov_rank_rule(run_cli):
 # ------------------------------------------------------------------ each wheel reads it so
 
 def _wheel(release: str) -> Path | None:
-    found_ = sorted(WHEELS.glob(f"sglang-{release}-*.whl")) if WHEELS.is_dir() else []
-    return found_[0] if found_ else None
+    """The release's wheel from .cache/wheels/sglang, or where `setup.sh --test` fetches SGLang's (.cache/sglang/,
+    so CI reads the releases it pins), or the folders of SURGERY_SGLANG_WHEELS."""
+    extra = [Path(p) for p in os.environ.get("SURGERY_SGLANG_WHEELS", "").split(":") if p]
+    for folder in [WHEELS, ROOT / ".cache" / "sglang", *extra]:
+        found_ = sorted(folder.glob(f"sglang-{release}-*.whl")) if folder.is_dir() else []
+        if found_:
+            return found_[0]
+    return None
 
 
 @pytest.mark.parametrize("release", ALL)
